@@ -1,0 +1,183 @@
+//! The algorithm boundary: one [`Algorithm`] per congestion-control scheme, one
+//! [`Controller`] per flow.
+//!
+//! The shape follows portus (`CongAlg` algorithm-wide, `Flow` per flow) and quinn's congestion
+//! module (a small controller trait, a config type and a metrics struct per algorithm), but
+//! nothing here depends on portus: the same controllers run behind the portus adapter in
+//! `ccp-agent`, inside the simulator's in-process agent and under the Python training
+//! bindings.
+//!
+//! A decision happens once per report of the algorithm's fold program:
+//!
+//! ```text
+//!   datapath folds ACKs ──report──▶ Interval ──Controller::on_report──▶ Action
+//!                                                                     ├ cwnd (bytes)
+//!                                                                     ├ pacing rate (bytes/s)
+//!                                                                     └ next report interval (µs)
+//! ```
+//!
+//! Window algorithms (Owl, Nuwa, Reno, Cubic) set `cwnd`; rate algorithms (MOCC, Iris) set the
+//! pacing `rate` and a cwnd cap large enough not to bind; Jury sets both. Decision clocks
+//! differ (Jury 30 ms, Iris 50 ms, MOCC one monitor interval ≈ 1 RTT, Owl/Nuwa short
+//! intervals): a controller changes its own clock through `report_interval_us`.
+
+use crate::pref::Preference;
+use crate::signals::{FoldProgram, Interval};
+
+/// What the datapath told us about a new flow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowInfo {
+    /// Datapath socket id (unique per datapath while the flow lives).
+    pub sock_id: u32,
+    /// Maximum segment size (bytes).
+    pub mss: u32,
+    /// Initial congestion window (bytes).
+    pub init_cwnd_bytes: u32,
+    /// The flow's preference `w` (from the flow, else the agent's `--w`).
+    pub preference: Preference,
+}
+
+/// A controller's decision. `None` leaves that knob as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Action {
+    /// Congestion window to enforce (bytes, > 0).
+    pub cwnd_bytes: Option<u32>,
+    /// Pacing rate (bytes/s, > 0).
+    pub rate_bps: Option<u64>,
+    /// Length of the next report interval (µs, > 0).
+    pub report_interval_us: Option<u32>,
+}
+
+/// Per-flow observability counters. Every controller keeps one; the agent and the simulator
+/// print and export them.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct FlowMetrics {
+    /// Reports handled.
+    pub reports: u64,
+    /// Reports that carried a loss or timeout.
+    pub loss_events: u64,
+    /// Last cwnd decided (bytes); 0 if never set.
+    pub cwnd_bytes: u64,
+    /// Last pacing rate decided (bytes/s); 0 if never set.
+    pub rate_bps: u64,
+    /// Smoothed RTT (µs) as the controller sees it.
+    pub srtt_us: f64,
+    /// Minimum RTT seen (µs).
+    pub min_rtt_us: u64,
+    /// Policy outputs that were NaN/inf or out of range and got clamped.
+    pub clamped_outputs: u64,
+    /// Policy invocations that failed (the controller then keeps its last action).
+    pub policy_errors: u64,
+}
+
+impl FlowMetrics {
+    /// Fold an interval's RTT into `srtt_us`/`min_rtt_us` (RFC 6298 gain 1/8) and count it.
+    pub fn observe(&mut self, iv: &Interval) {
+        self.reports += 1;
+        if iv.lost_pkts > 0 || iv.timeout {
+            self.loss_events += 1;
+        }
+        if let Some(m) = iv.rtt_min_us {
+            self.min_rtt_us = if self.min_rtt_us == 0 {
+                m
+            } else {
+                self.min_rtt_us.min(m)
+            };
+        }
+        if let Some(r) = iv.rtt_mean_us {
+            self.srtt_us = if self.srtt_us == 0.0 {
+                r
+            } else {
+                0.875 * self.srtt_us + 0.125 * r
+            };
+        }
+    }
+
+    /// Remember what an action set.
+    pub fn record(&mut self, a: &Action) {
+        if let Some(c) = a.cwnd_bytes {
+            self.cwnd_bytes = u64::from(c);
+        }
+        if let Some(r) = a.rate_bps {
+            self.rate_bps = r;
+        }
+    }
+}
+
+/// Per-flow congestion-control logic.
+pub trait Controller: Send {
+    /// Decide after one report of this algorithm's fold program.
+    fn on_report(&mut self, iv: &Interval) -> Action;
+
+    /// The flow's preference changed; the next decision uses it. Algorithms that do not use
+    /// a preference ignore it.
+    fn set_preference(&mut self, _w: Preference) {}
+
+    /// The action to apply when the flow starts, before any report (e.g. an initial pacing
+    /// rate for rate-based algorithms).
+    fn initial_action(&mut self) -> Action {
+        Action::default()
+    }
+
+    /// Counters for observability.
+    fn metrics(&self) -> &FlowMetrics;
+}
+
+/// An algorithm: its name, its fold program and a factory for per-flow controllers.
+pub trait Algorithm: Send + Sync {
+    /// Registry name (`"cubic"`); the datapath may request it as `ccp_<name>` or `<name>`.
+    fn name(&self) -> &'static str;
+    /// The fold program every flow of this algorithm runs (name prefixed with `name()`).
+    fn program(&self) -> FoldProgram;
+    /// A controller for a new flow.
+    fn new_flow(&self, info: &FlowInfo) -> Box<dyn Controller>;
+}
+
+/// Clamp one policy output into `[lo, hi]`: NaN becomes the midpoint, ±inf the nearer bound.
+/// Returns the clamped value and whether it had to be changed.
+pub fn clamp_output(x: f32, lo: f32, hi: f32) -> (f32, bool) {
+    if x.is_nan() {
+        (0.5 * (lo + hi), true)
+    } else if x < lo {
+        (lo, true)
+    } else if x > hi {
+        (hi, true)
+    } else {
+        (x, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clamp_handles_nan_inf_and_range() {
+        assert_eq!(clamp_output(f32::NAN, -1.0, 1.0), (0.0, true));
+        assert_eq!(clamp_output(f32::INFINITY, -1.0, 1.0), (1.0, true));
+        assert_eq!(clamp_output(f32::NEG_INFINITY, -1.0, 1.0), (-1.0, true));
+        assert_eq!(clamp_output(0.25, -1.0, 1.0), (0.25, false));
+        assert_eq!(clamp_output(3.0, 0.0, 2.0), (2.0, true));
+    }
+
+    #[test]
+    fn metrics_track_rtt_and_losses() {
+        let mut m = FlowMetrics::default();
+        let iv = Interval {
+            rtt_min_us: Some(40_000),
+            rtt_mean_us: Some(42_000.0),
+            lost_pkts: 1,
+            ..Default::default()
+        };
+        m.observe(&iv);
+        assert_eq!(m.reports, 1);
+        assert_eq!(m.loss_events, 1);
+        assert_eq!(m.min_rtt_us, 40_000);
+        assert_eq!(m.srtt_us, 42_000.0);
+        m.record(&Action {
+            cwnd_bytes: Some(14600),
+            ..Default::default()
+        });
+        assert_eq!(m.cwnd_bytes, 14600);
+    }
+}

@@ -1,0 +1,22 @@
+//! `ccp-algs`: the portfolio's congestion-control algorithms as pure logic.
+//!
+//! - [`controller`]: the [`Algorithm`]/[`Controller`] traits every algorithm implements.
+//! - [`signals`]: the interval signals fold programs measure, and the program builder.
+//! - [`pref`]: the preference vector `w = <thr, lat, loss>`.
+//! - [`policy`]: the learned-policy boundary.
+//! - [`registry`]: names and the datapath name mapping.
+//! - One module per algorithm: [`reno`], [`cubic`].
+
+pub mod controller;
+pub mod cubic;
+pub mod policy;
+pub mod pref;
+pub mod registry;
+pub mod reno;
+pub mod signals;
+
+pub use controller::{clamp_output, Action, Algorithm, Controller, FlowInfo, FlowMetrics};
+pub use policy::{Policy, PolicyError};
+pub use pref::{Preference, PreferenceError};
+pub use registry::Registry;
+pub use signals::{FoldProgram, Interval};
