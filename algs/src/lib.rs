@@ -5,8 +5,10 @@
 //! - [`pref`]: the preference vector `w = <thr, lat, loss>`.
 //! - [`policy`]: the learned-policy boundary.
 //! - [`registry`]: names and the datapath name mapping.
+//! - [`config`]: every algorithm's knobs.
 //! - One module per algorithm: [`reno`], [`cubic`].
 
+pub mod config;
 pub mod controller;
 pub mod cubic;
 pub mod policy;
@@ -15,6 +17,7 @@ pub mod registry;
 pub mod reno;
 pub mod signals;
 
+pub use config::AlgsConfig;
 pub use controller::{clamp_output, Action, Algorithm, Controller, FlowInfo, FlowMetrics};
 pub use policy::{Policy, PolicyError};
 pub use pref::{Preference, PreferenceError};

@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 
+use crate::config::AlgsConfig;
 use crate::controller::Algorithm;
 
 /// Every algorithm the portfolio ships, in registry order.
@@ -59,11 +60,20 @@ impl Registry {
         self.algs.iter()
     }
 
-    /// The algorithms that need nothing but their defaults (no trained model).
+    /// The algorithms that need no trained model, with their default knobs.
     pub fn builtin() -> Self {
+        Self::from_config(&AlgsConfig::default())
+    }
+
+    /// The algorithms that need no trained model, configured.
+    pub fn from_config(cfg: &AlgsConfig) -> Self {
         let mut r = Self::new();
-        r.register(Arc::new(crate::reno::Reno::default()));
-        r.register(Arc::new(crate::cubic::Cubic::default()));
+        r.register(Arc::new(crate::reno::Reno {
+            config: cfg.reno.clone(),
+        }));
+        r.register(Arc::new(crate::cubic::Cubic {
+            config: cfg.cubic.clone(),
+        }));
         r
     }
 }
