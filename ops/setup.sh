@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what this repository needs on a fresh Debian 12 machine; safe to run again.
+#   - libclang-dev: bindgen (datapath/sim/build.rs) generates the libccp FFI with it
+#   - the Rust crates (cargo fetch), so builds and the kernel module find libccp's C sources
+#   - a Python virtualenv at .venv (the training package and its tests live there)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+for pkg in libclang-dev pkg-config; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust (rustup) first" >&2; exit 1; }
+cargo fetch --quiet
+
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv"
+    python3 -m venv .venv
+fi

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Every test: formatting and lints, the Rust workspace's tests, the Python package's tests,
+# and the kernel datapath's QEMU guest suite. Prints one summary line per suite and exits
+# non-zero if any failed.
+#   bash ops/test.sh            # everything
+#   SKIP_VM=1 bash ops/test.sh  # without the QEMU guest suite
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash ops/setup.sh || exit 1
+
+declare -a summary
+fail=0
+suite() {
+    local name=$1; shift
+    echo "=== $name: $*"
+    local start=$SECONDS
+    if "$@"; then
+        summary+=("PASS $name ($((SECONDS - start)) s)")
+    else
+        summary+=("FAIL $name ($((SECONDS - start)) s)")
+        fail=1
+    fi
+}
+
+suite fmt cargo fmt --all -- --check
+suite clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
+suite rust cargo test --workspace
+if [ -x ops/vm/test.sh ] && [ -z "${SKIP_VM:-}" ]; then
+    suite kernel-vm bash ops/vm/test.sh
+fi
+
+echo "=== summary"
+printf '%s\n' "${summary[@]}"
+exit $fail

@@ -1,0 +1,389 @@
+//! portus adapters: every registered [`Algorithm`] becomes a portus `CongAlg`, every flow a
+//! portus `Flow` that runs a [`Controller`].
+//!
+//! portus dispatches a new flow by comparing the datapath's congAlg name with the static
+//! `CongAlg::name()` of each algorithm given to its `RunBuilder`. A static name needs a type
+//! per algorithm, so [`Slot<N>`] is one generic adapter whose name is
+//! `ccp_algs::registry::ALGORITHMS[N]`; [`DefaultAlg`] serves every flow that names no
+//! available algorithm (the agent's `--alg`). The IPC guard has already rewritten
+//! `ccp_<alg>` to `<alg>` and unknown names to the empty name before portus sees them.
+//!
+//! Every CREATE is answered with exactly one CHANGE_PROG (the program plus the controller's
+//! initial cwnd/rate/interval) and every report with exactly one UPDATE_FIELDS. The simulator
+//! relies on this to run agent and datapath in lockstep, and it costs the kernel datapath
+//! nothing it would not do anyway.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use ccp_algs::registry::ALGORITHMS;
+use ccp_algs::signals::INTERVAL_REG;
+use ccp_algs::{Action, Algorithm, Controller, FlowInfo, FlowMetrics, Interval, Preference};
+use portus::ipc::Ipc;
+use portus::lang::Scope;
+use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
+use tracing::{debug, info, warn};
+
+use crate::flowlog::FlowLog;
+use crate::guard::FlowRequests;
+
+/// Smallest and largest report interval the agent will ask a datapath for (µs).
+pub const MIN_INTERVAL_US: u32 = 1_000;
+pub const MAX_INTERVAL_US: u32 = 10_000_000;
+
+/// What the agent knows about one flow, for output and tests.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FlowRecord {
+    pub sid: u32,
+    /// congAlg name as the datapath sent it.
+    pub requested: String,
+    /// The algorithm that runs the flow.
+    pub alg: &'static str,
+    pub w: Preference,
+    pub closed: bool,
+    pub metrics: FlowMetrics,
+}
+
+/// State shared by all adapters (one agent, one portus thread).
+pub struct AgentCore {
+    pub registry: ccp_algs::Registry,
+    pub default_alg: Arc<dyn Algorithm>,
+    pub default_w: Preference,
+    pub requests: FlowRequests,
+    pub records: Arc<Mutex<HashMap<u32, FlowRecord>>>,
+    pub flow_log: Option<Arc<Mutex<FlowLog>>>,
+}
+
+impl AgentCore {
+    fn new_flow<I: Ipc>(
+        &self,
+        alg: &Arc<dyn Algorithm>,
+        mut control: Datapath<I>,
+        info: DatapathInfo,
+    ) -> PortusFlow<I> {
+        let request = self
+            .requests
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&info.sock_id).cloned());
+        let requested = request
+            .as_ref()
+            .map(|r| r.requested.clone())
+            .unwrap_or_default();
+        let w = request
+            .as_ref()
+            .and_then(|r| r.preference)
+            .unwrap_or(self.default_w);
+        let mss = info.mss.max(1);
+        // libccp's CREATE carries init_cwnd in bytes (kernel: snd_cwnd·mss); a value below one
+        // MSS can only be a packet count.
+        let init_cwnd_bytes = if info.init_cwnd < mss {
+            info.init_cwnd.max(1).saturating_mul(mss)
+        } else {
+            info.init_cwnd
+        };
+        let flow_info = FlowInfo {
+            sock_id: info.sock_id,
+            mss,
+            init_cwnd_bytes,
+            preference: w,
+        };
+        let program = alg.program();
+        let mut ctrl = alg.new_flow(&flow_info);
+        let has_interval = program.source.contains(INTERVAL_REG);
+        let initial = sanitize(ctrl.initial_action(), mss);
+        let mut fields = action_fields(&initial, has_interval);
+        if has_interval && !fields.iter().any(|(n, _)| *n == INTERVAL_REG) {
+            fields.push((INTERVAL_REG, program.initial_interval_us));
+        }
+        let scope = match control.set_program(program.name, Some(&fields)) {
+            Ok(sc) => Some(sc),
+            Err(e) => {
+                warn!(sid = info.sock_id, program = program.name, error = ?e, "could not start the flow's program");
+                None
+            }
+        };
+        let record = FlowRecord {
+            sid: info.sock_id,
+            requested: requested.clone(),
+            alg: alg.name(),
+            w,
+            closed: false,
+            metrics: ctrl.metrics().clone(),
+        };
+        if let Some(log) = &self.flow_log {
+            if let Ok(mut l) = log.lock() {
+                l.create(&record, &initial);
+            }
+        }
+        if let Ok(mut r) = self.records.lock() {
+            r.insert(info.sock_id, record);
+        }
+        info!(sid = info.sock_id, requested = %requested, alg = alg.name(), w = %w, "new flow");
+        PortusFlow {
+            report_names: program
+                .fields
+                .iter()
+                .map(|f| format!("Report.{f}"))
+                .collect(),
+            fields: program.fields,
+            values: Vec::new(),
+            control,
+            scope,
+            has_interval,
+            ctrl,
+            sid: info.sock_id,
+            mss,
+            w,
+            last: initial,
+            core: CoreRef {
+                requests: self.requests.clone(),
+                records: self.records.clone(),
+                flow_log: self.flow_log.clone(),
+            },
+        }
+    }
+}
+
+/// Keep an action inside what a datapath can apply.
+pub fn sanitize(mut a: Action, mss: u32) -> Action {
+    if let Some(c) = a.cwnd_bytes {
+        a.cwnd_bytes = Some(c.max(mss));
+    }
+    if let Some(r) = a.rate_bps {
+        // libccp's rate register is u32 bytes/s; 0 would mean "unpaced"
+        a.rate_bps = Some(r.clamp(1, u64::from(u32::MAX)));
+    }
+    if let Some(i) = a.report_interval_us {
+        a.report_interval_us = Some(i.clamp(MIN_INTERVAL_US, MAX_INTERVAL_US));
+    }
+    a
+}
+
+fn action_fields(a: &Action, has_interval: bool) -> Vec<(&'static str, u32)> {
+    let mut v = Vec::with_capacity(3);
+    if let Some(c) = a.cwnd_bytes {
+        v.push(("Cwnd", c));
+    }
+    if let Some(r) = a.rate_bps {
+        v.push(("Rate", r as u32));
+    }
+    if has_interval {
+        if let Some(i) = a.report_interval_us {
+            v.push((INTERVAL_REG, i));
+        }
+    }
+    v
+}
+
+struct CoreRef {
+    requests: FlowRequests,
+    records: Arc<Mutex<HashMap<u32, FlowRecord>>>,
+    flow_log: Option<Arc<Mutex<FlowLog>>>,
+}
+
+/// One flow under an algorithm's controller.
+pub struct PortusFlow<I: Ipc> {
+    control: Datapath<I>,
+    scope: Option<Scope>,
+    has_interval: bool,
+    fields: Vec<&'static str>,
+    report_names: Vec<String>,
+    values: Vec<u64>,
+    ctrl: Box<dyn Controller>,
+    sid: u32,
+    mss: u32,
+    w: Preference,
+    /// The last action sent: cwnd, rate and interval currently in force.
+    last: Action,
+    core: CoreRef,
+}
+
+impl<I: Ipc> PortusFlow<I> {
+    fn decide(&mut self, m: &Report) -> Option<Action> {
+        let scope = self.scope.as_ref()?;
+        self.values.clear();
+        for name in &self.report_names {
+            match m.get_field(name, scope) {
+                Ok(v) => self.values.push(v),
+                Err(e) => {
+                    debug!(sid = self.sid, field = %name, error = ?e, "report without the expected field");
+                    return None;
+                }
+            }
+        }
+        // a preference change for this flow takes effect at this decision
+        if let Some(w) = self
+            .core
+            .requests
+            .lock()
+            .ok()
+            .and_then(|r| r.get(&self.sid).and_then(|q| q.preference))
+        {
+            if w != self.w {
+                self.w = w;
+                self.ctrl.set_preference(w);
+            }
+        }
+        let iv = Interval::from_fields(&self.fields, &self.values);
+        Some(sanitize(self.ctrl.on_report(&iv), self.mss))
+    }
+}
+
+impl<I: Ipc> Flow for PortusFlow<I> {
+    fn on_report(&mut self, _sock_id: u32, m: Report) {
+        let decided = self.decide(&m);
+        if let Some(a) = decided {
+            if a.cwnd_bytes.is_some() {
+                self.last.cwnd_bytes = a.cwnd_bytes;
+            }
+            if a.rate_bps.is_some() {
+                self.last.rate_bps = a.rate_bps;
+            }
+            if a.report_interval_us.is_some() {
+                self.last.report_interval_us = a.report_interval_us;
+            }
+        }
+        let Some(scope) = self.scope.as_ref() else {
+            return;
+        };
+        // Exactly one answer per report: the decision, or what is in force if there was none.
+        let mut fields = action_fields(&decided.unwrap_or(self.last), self.has_interval);
+        if fields.is_empty() {
+            fields = action_fields(&self.last, self.has_interval);
+        }
+        if fields.is_empty() {
+            fields.push(("Cwnd", self.last.cwnd_bytes.unwrap_or(10 * self.mss)));
+        }
+        if let Err(e) = self.control.update_field(scope, &fields) {
+            debug!(sid = self.sid, error = ?e, "update to datapath failed");
+        }
+        let metrics = self.ctrl.metrics();
+        if let Ok(mut r) = self.core.records.lock() {
+            if let Some(rec) = r.get_mut(&self.sid) {
+                rec.metrics = metrics.clone();
+                rec.w = self.w;
+                if let Some(log) = &self.core.flow_log {
+                    if let Ok(mut l) = log.lock() {
+                        l.report(rec, &self.last);
+                    }
+                }
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        if let Ok(mut r) = self.core.records.lock() {
+            if let Some(rec) = r.get_mut(&self.sid) {
+                rec.closed = true;
+                rec.metrics = self.ctrl.metrics().clone();
+                if let Some(log) = &self.core.flow_log {
+                    if let Ok(mut l) = log.lock() {
+                        l.close(rec);
+                    }
+                }
+            }
+        }
+        if let Ok(mut q) = self.core.requests.lock() {
+            q.remove(&self.sid);
+        }
+        info!(sid = self.sid, "flow closed");
+    }
+}
+
+/// The adapter for `ALGORITHMS[N]`.
+pub struct Slot<const N: usize> {
+    core: Arc<AgentCore>,
+    alg: Arc<dyn Algorithm>,
+}
+
+impl<const N: usize> Slot<N> {
+    /// `Some` if the agent's registry has `ALGORITHMS[N]`.
+    pub fn new(core: &Arc<AgentCore>) -> Option<Self> {
+        let alg = core.registry.get(ALGORITHMS[N])?.clone();
+        Some(Self {
+            core: core.clone(),
+            alg,
+        })
+    }
+}
+
+impl<I: Ipc, const N: usize> CongAlg<I> for Slot<N> {
+    type Flow = PortusFlow<I>;
+
+    fn name() -> &'static str {
+        ALGORITHMS[N]
+    }
+
+    fn datapath_programs(&self) -> HashMap<&'static str, String> {
+        let p = self.alg.program();
+        HashMap::from([(p.name, p.source)])
+    }
+
+    fn new_flow(&self, control: Datapath<I>, info: DatapathInfo) -> Self::Flow {
+        self.core.new_flow(&self.alg, control, info)
+    }
+}
+
+/// The adapter for flows that name no available algorithm: runs the agent's `--alg`.
+pub struct DefaultAlg {
+    core: Arc<AgentCore>,
+}
+
+impl DefaultAlg {
+    pub fn new(core: &Arc<AgentCore>) -> Self {
+        Self { core: core.clone() }
+    }
+}
+
+impl<I: Ipc> CongAlg<I> for DefaultAlg {
+    type Flow = PortusFlow<I>;
+
+    fn name() -> &'static str {
+        "ccp"
+    }
+
+    fn datapath_programs(&self) -> HashMap<&'static str, String> {
+        let p = self.core.default_alg.program();
+        HashMap::from([(p.name, p.source)])
+    }
+
+    fn new_flow(&self, control: Datapath<I>, info: DatapathInfo) -> Self::Flow {
+        let alg = self.core.default_alg.clone();
+        self.core.new_flow(&alg, control, info)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sanitize_keeps_actions_applicable() {
+        let a = sanitize(
+            Action {
+                cwnd_bytes: Some(10),
+                rate_bps: Some(u64::MAX),
+                report_interval_us: Some(1),
+            },
+            1448,
+        );
+        assert_eq!(a.cwnd_bytes, Some(1448));
+        assert_eq!(a.rate_bps, Some(u64::from(u32::MAX)));
+        assert_eq!(a.report_interval_us, Some(MIN_INTERVAL_US));
+        let a = sanitize(
+            Action {
+                rate_bps: Some(0),
+                ..Default::default()
+            },
+            1448,
+        );
+        assert_eq!(a.rate_bps, Some(1));
+    }
+
+    #[test]
+    fn slot_names_follow_the_registry_order() {
+        assert_eq!(<Slot<0> as CongAlg<portus::ipc::chan::Socket<portus::ipc::Blocking>>>::name(), "reno");
+        assert_eq!(<Slot<4> as CongAlg<portus::ipc::chan::Socket<portus::ipc::Blocking>>>::name(), "mocc");
+    }
+}

@@ -1,0 +1,222 @@
+//! Starting and stopping the portus run loop with every algorithm registered.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ccp_algs::{AlgsConfig, Preference, Registry};
+use portus::ipc::{BackendBuilder, Ipc};
+use portus::{CCPHandle, RunBuilder};
+use tracing::info;
+
+use crate::adapter::{AgentCore, DefaultAlg, FlowRecord, Slot};
+use crate::flowlog::FlowLog;
+use crate::guard::{GuardStats, Guarded};
+
+/// Errors that are the user's to fix (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown algorithm {name:?}; available: {available} (datapath names ccp_<alg> map to the same)")]
+    UnknownAlg { name: String, available: String },
+    #[error(transparent)]
+    Program(#[from] crate::programs::ProgramError),
+    #[error("config file {path}: {msg}")]
+    ConfigFile { path: PathBuf, msg: String },
+}
+
+/// What an agent runs: algorithms, defaults, logging.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// Algorithm for flows that name none or an unavailable one.
+    pub default_alg: String,
+    /// Preference for flows that carry none.
+    pub default_w: Preference,
+    /// Every algorithm's knobs.
+    pub algs: AlgsConfig,
+    /// JSON-lines flow log.
+    pub flow_log: Option<PathBuf>,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        Self {
+            default_alg: "cubic".into(),
+            default_w: Preference::default(),
+            algs: AlgsConfig::default(),
+            flow_log: None,
+        }
+    }
+}
+
+/// Read `[algs.<name>]` tables from a TOML file.
+pub fn load_config(path: &std::path::Path) -> Result<AlgsConfig, ConfigError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        #[serde(default)]
+        algs: AlgsConfig,
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::ConfigFile {
+        path: path.into(),
+        msg: format!("cannot read it: {e}"),
+    })?;
+    let f: File = toml::from_str(&text).map_err(|e| ConfigError::ConfigFile {
+        path: path.into(),
+        msg: format!("{e}(expected tables like [algs.cubic] with the fields of CubicConfig)"),
+    })?;
+    Ok(f.algs)
+}
+
+/// The registry an agent with these options hosts.
+pub fn build_registry(opts: &AgentOptions) -> Registry {
+    Registry::from_config(&opts.algs)
+}
+
+/// Validated, ready-to-run agent state.
+pub struct Agent {
+    core: Arc<AgentCore>,
+    pub stats: Arc<GuardStats>,
+    pub programs: Vec<(&'static str, usize)>,
+}
+
+impl Agent {
+    pub fn new(opts: &AgentOptions) -> Result<Self, ConfigError> {
+        let registry = build_registry(opts);
+        let programs = crate::programs::validate(&registry)?;
+        let default_alg = registry
+            .get(&opts.default_alg)
+            .cloned()
+            .ok_or_else(|| ConfigError::UnknownAlg {
+                name: opts.default_alg.clone(),
+                available: registry.names().join(", "),
+            })?;
+        let flow_log = match &opts.flow_log {
+            Some(p) => Some(Arc::new(Mutex::new(
+                FlowLog::create_file(p, Duration::from_millis(100)).map_err(|e| {
+                    ConfigError::ConfigFile {
+                        path: p.clone(),
+                        msg: format!("cannot create the flow log: {e}"),
+                    }
+                })?,
+            ))),
+            None => None,
+        };
+        let core = Arc::new(AgentCore {
+            registry,
+            default_alg,
+            default_w: opts.default_w,
+            requests: Arc::new(Mutex::new(HashMap::new())),
+            records: Arc::new(Mutex::new(HashMap::new())),
+            flow_log,
+        });
+        Ok(Self {
+            core,
+            stats: Arc::new(GuardStats::default()),
+            programs,
+        })
+    }
+
+    pub fn default_alg(&self) -> &'static str {
+        self.core.default_alg.name()
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.core.registry
+    }
+
+    /// Start the portus run loop on its own thread over `ipc`.
+    pub fn spawn<I: Ipc>(&self, ipc: I) -> anyhow::Result<RunningAgent> {
+        let running = Arc::new(AtomicBool::new(true));
+        let stop = Arc::new(AtomicBool::new(false));
+        let available = self
+            .core
+            .registry
+            .names()
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let guarded = Guarded::new(
+            ipc,
+            self.stats.clone(),
+            self.core.requests.clone(),
+            available,
+            stop.clone(),
+        );
+        let core = &self.core;
+        let handle = RunBuilder::new(BackendBuilder { sock: guarded })
+            .default_alg(DefaultAlg::new(core))
+            .additional_alg::<Slot<0>, _>(Slot::<0>::new(core))
+            .additional_alg::<Slot<1>, _>(Slot::<1>::new(core))
+            .additional_alg::<Slot<2>, _>(Slot::<2>::new(core))
+            .additional_alg::<Slot<3>, _>(Slot::<3>::new(core))
+            .additional_alg::<Slot<4>, _>(Slot::<4>::new(core))
+            .additional_alg::<Slot<5>, _>(Slot::<5>::new(core))
+            .additional_alg::<Slot<6>, _>(Slot::<6>::new(core))
+            .with_stop_handle(running.clone())
+            .spawn_thread()
+            .run()
+            .map_err(|e| anyhow::anyhow!("starting the portus run loop: {e:?}"))?;
+        info!(ipc = %I::name(), default = self.default_alg(), algs = ?self.core.registry.names(), "agent running");
+        Ok(RunningAgent {
+            handle: Some(handle),
+            running,
+            stop,
+            records: self.core.records.clone(),
+        })
+    }
+}
+
+/// A running portus loop.
+pub struct RunningAgent {
+    handle: Option<CCPHandle>,
+    running: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    records: Arc<Mutex<HashMap<u32, FlowRecord>>>,
+}
+
+impl RunningAgent {
+    /// Has the run loop ended by itself (IPC closed, or an error)?
+    pub fn is_finished(&self) -> bool {
+        self.handle
+            .as_ref()
+            .is_none_or(|h| h.join_handle.is_finished())
+    }
+
+    /// Ask the loop to stop; it notices within its receive timeout (1 s), or at once if
+    /// `wake` makes its socket return.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.running.store(false, Ordering::SeqCst);
+    }
+
+    /// Stop and wait for the loop; returns its result.
+    pub fn stop(mut self, wake: impl FnOnce()) -> anyhow::Result<()> {
+        self.request_stop();
+        wake();
+        match self.handle.take() {
+            Some(h) => h.wait().map_err(|e| anyhow::anyhow!("agent loop: {e:?}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Wait for the loop to end by itself.
+    pub fn wait(mut self) -> anyhow::Result<()> {
+        match self.handle.take() {
+            Some(h) => h.wait().map_err(|e| anyhow::anyhow!("agent loop: {e:?}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Flow records so far, by socket id.
+    pub fn records(&self) -> Vec<FlowRecord> {
+        let mut v: Vec<FlowRecord> = self
+            .records
+            .lock()
+            .map(|r| r.values().cloned().collect())
+            .unwrap_or_default();
+        v.sort_by_key(|r| r.sid);
+        v
+    }
+}

@@ -1,0 +1,79 @@
+//! `--flow-log FILE`: one JSON object per line for each flow event, so tests and operators can
+//! see which algorithm drives which socket and what it decided.
+//!
+//! ```text
+//! {"event":"create","t":0.012,"sid":3,"requested":"ccp_reno","alg":"reno","w":[0.4,0.5,0.1],"cwnd_bytes":14480,"rate_bps":null}
+//! {"event":"report","t":0.112,"sid":3,"alg":"reno","cwnd_bytes":28960,"rate_bps":null,"reports":4,"srtt_us":40210.5,...}
+//! {"event":"close","t":20.5,"sid":3,"alg":"reno","reports":1830,...}
+//! ```
+//! Report lines are written at most every `report_every` per flow (wall clock) to keep the
+//! file small at high report rates; create and close lines always.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ccp_algs::Action;
+use serde_json::json;
+
+use crate::adapter::FlowRecord;
+
+pub struct FlowLog {
+    out: BufWriter<File>,
+    start: Instant,
+    report_every: Duration,
+    last_report: HashMap<u32, Instant>,
+}
+
+impl FlowLog {
+    pub fn create_file(path: &Path, report_every: Duration) -> std::io::Result<Self> {
+        Ok(Self {
+            out: BufWriter::new(File::create(path)?),
+            start: Instant::now(),
+            report_every,
+            last_report: HashMap::new(),
+        })
+    }
+
+    fn write(&mut self, v: serde_json::Value) {
+        // a full disk must not stop congestion control: drop the line
+        let _ = serde_json::to_writer(&mut self.out, &v);
+        let _ = self.out.write_all(b"\n");
+        let _ = self.out.flush();
+    }
+
+    fn t(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    pub fn create(&mut self, r: &FlowRecord, a: &Action) {
+        let v = json!({"event": "create", "t": self.t(), "sid": r.sid, "requested": r.requested,
+            "alg": r.alg, "w": r.w.as_array(), "cwnd_bytes": a.cwnd_bytes, "rate_bps": a.rate_bps});
+        self.write(v);
+    }
+
+    pub fn report(&mut self, r: &FlowRecord, a: &Action) {
+        let now = Instant::now();
+        if let Some(last) = self.last_report.get(&r.sid) {
+            if now.duration_since(*last) < self.report_every {
+                return;
+            }
+        }
+        self.last_report.insert(r.sid, now);
+        let m = &r.metrics;
+        let v = json!({"event": "report", "t": self.t(), "sid": r.sid, "alg": r.alg,
+            "cwnd_bytes": a.cwnd_bytes, "rate_bps": a.rate_bps, "interval_us": a.report_interval_us,
+            "reports": m.reports, "srtt_us": m.srtt_us, "min_rtt_us": m.min_rtt_us,
+            "loss_events": m.loss_events, "clamped_outputs": m.clamped_outputs});
+        self.write(v);
+    }
+
+    pub fn close(&mut self, r: &FlowRecord) {
+        self.last_report.remove(&r.sid);
+        let v = json!({"event": "close", "t": self.t(), "sid": r.sid, "alg": r.alg,
+            "reports": r.metrics.reports, "loss_events": r.metrics.loss_events});
+        self.write(v);
+    }
+}

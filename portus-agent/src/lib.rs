@@ -1,0 +1,17 @@
+//! `ccp-agent`: hosts every registered congestion-control algorithm on portus.
+//!
+//! - [`agent`]: building the registry, validating programs, running portus.
+//! - [`adapter`]: `Algorithm`/`Controller` → portus `CongAlg`/`Flow`.
+//! - [`guard`]: the IPC wrapper that validates datapath messages before portus parses them.
+//! - [`programs`]: start-up checks of fold programs against libccp's limits.
+//! - [`simrun`]: `--sim`, the agent plus the simulated datapath in one process.
+//! - [`flowlog`]: the `--flow-log` JSON-lines writer.
+
+pub mod adapter;
+pub mod agent;
+pub mod flowlog;
+pub mod guard;
+pub mod programs;
+// pub mod simrun; (lands with the simulator)
+
+pub use agent::{Agent, AgentOptions, ConfigError, RunningAgent};
