@@ -5,6 +5,7 @@
 //! - [`guard`]: the IPC wrapper that validates datapath messages before portus parses them.
 //! - [`programs`]: start-up checks of fold programs against libccp's limits.
 //! - [`simrun`]: `--sim`, the agent plus the simulated datapath in one process.
+//! - [`wire`]: datapath messages as a datapath writes them (tests, benchmarks, tools).
 //! - [`flowlog`]: the `--flow-log` JSON-lines writer.
 
 pub mod adapter;
@@ -13,5 +14,6 @@ pub mod flowlog;
 pub mod guard;
 pub mod programs;
 // pub mod simrun; (lands with the simulator)
+pub mod wire;
 
 pub use agent::{Agent, AgentOptions, ConfigError, RunningAgent};

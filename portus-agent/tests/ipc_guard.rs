@@ -3,59 +3,33 @@
 
 use std::time::Duration;
 
-use ccp_agent::guard::{CHANGE_PROG, CREATE, CREATE_LEN, HDR_LEN, INSTALL, MEASURE, READY, UPDATE_FIELDS};
+use ccp_agent::guard::{CHANGE_PROG, HDR_LEN, INSTALL, MEASURE, UPDATE_FIELDS};
 use ccp_agent::{Agent, AgentOptions};
 use crossbeam_channel::{unbounded, Receiver, Sender};
-use portus::lang::Reg;
-
-fn header(typ: u16, len: usize, sid: u32) -> Vec<u8> {
-    let mut m = Vec::with_capacity(len);
-    m.extend_from_slice(&typ.to_le_bytes());
-    m.extend_from_slice(&(len as u16).to_le_bytes());
-    m.extend_from_slice(&sid.to_le_bytes());
-    m
-}
 
 fn ready() -> Vec<u8> {
-    let mut m = header(READY, HDR_LEN + 4, 0);
-    m.extend_from_slice(&7u32.to_le_bytes());
-    m
+    wire::ready(7)
 }
 
 fn create(sid: u32, name: &str) -> Vec<u8> {
-    let mut m = header(CREATE, CREATE_LEN, sid);
-    for v in [14480u32, 1448, 1, 2, 3, 4] {
-        m.extend_from_slice(&v.to_le_bytes());
-    }
-    let mut n = [0u8; 64];
-    n[..name.len()].copy_from_slice(name.as_bytes());
-    m.extend_from_slice(&n);
-    m
+    wire::create(sid, name, 14480, 1448)
 }
 
-fn measure(sid: u32, uid: u32, fields: &[u64]) -> Vec<u8> {
-    let mut m = header(MEASURE, HDR_LEN + 8 + 8 * fields.len(), sid);
-    m.extend_from_slice(&uid.to_le_bytes());
-    m.extend_from_slice(&(fields.len() as u32).to_le_bytes());
-    for f in fields {
-        m.extend_from_slice(&f.to_le_bytes());
-    }
-    m
-}
+use ccp_agent::wire::{self, header, measure};
 
 fn typ(m: &[u8]) -> u16 {
-    u16::from_le_bytes([m[0], m[1]])
+    wire::type_and_sid(m).unwrap().0
 }
 fn sid(m: &[u8]) -> u32 {
-    u32::from_le_bytes([m[4], m[5], m[6], m[7]])
+    wire::type_and_sid(m).unwrap().1
 }
 
 /// Receive until a message of `want` type for `for_sid` arrives; return it.
 fn expect(rx: &Receiver<Vec<u8>>, want: u16, for_sid: u32) -> Vec<u8> {
     loop {
-        let m = rx
-            .recv_timeout(Duration::from_secs(5))
-            .unwrap_or_else(|_| panic!("no message of type {want} for sid {for_sid}: the agent stopped answering"));
+        let m = rx.recv_timeout(Duration::from_secs(5)).unwrap_or_else(|_| {
+            panic!("no message of type {want} for sid {for_sid}: the agent stopped answering")
+        });
         if typ(&m) == want && sid(&m) == for_sid {
             return m;
         }
@@ -71,26 +45,19 @@ fn expect(rx: &Receiver<Vec<u8>>, want: u16, for_sid: u32) -> Vec<u8> {
 fn roundtrip(tx: &Sender<Vec<u8>>, rx: &Receiver<Vec<u8>>, s: u32) -> Vec<u8> {
     tx.send(create(s, "ccp_reno")).unwrap();
     let cp = expect(rx, CHANGE_PROG, s);
-    let uid = u32::from_le_bytes([cp[8], cp[9], cp[10], cp[11]]);
-    // lay out the report as the program declares it
-    let prog = ccp_algs::Registry::builtin()
-        .get("reno")
-        .unwrap()
-        .program();
-    let (_, scope) = portus::lang::compile(prog.source.as_bytes(), &[]).unwrap();
-    let mut fields = vec![0u64; prog.fields.len()];
-    for f in &prog.fields {
-        if let Some(Reg::Report(idx, _, _)) = scope.get(&format!("Report.{f}")) {
-            fields[*idx as usize] = match *f {
-                "acked_bytes" => 14480,
-                "acked_pkts" => 10,
-                "rtt_min_us" | "rtt_sum_us" => 40_000,
-                "rtt_cnt" => 1,
-                "interval_us" => 20_000,
-                _ => 0,
-            };
-        }
-    }
+    let uid = wire::change_prog_uid(&cp).unwrap();
+    let prog = ccp_algs::Registry::builtin().get("reno").unwrap().program();
+    let fields = wire::report_fields(
+        &prog,
+        &[
+            ("acked_bytes", 14480),
+            ("acked_pkts", 10),
+            ("rtt_min_us", 40_000),
+            ("rtt_sum_us", 40_000),
+            ("rtt_cnt", 1),
+            ("interval_us", 20_000),
+        ],
+    );
     tx.send(measure(s, uid, &fields)).unwrap();
     expect(rx, UPDATE_FIELDS, s)
 }
@@ -101,7 +68,9 @@ fn junk_messages_are_dropped_and_counted_and_the_agent_keeps_serving() {
     let (to_agent, agent_rx) = unbounded::<Vec<u8>>();
     let (agent_tx, from_agent) = unbounded::<Vec<u8>>();
     let running = agent
-        .spawn(portus::ipc::chan::Socket::<portus::ipc::Blocking>::new(agent_tx, agent_rx))
+        .spawn(portus::ipc::chan::Socket::<portus::ipc::Blocking>::new(
+            agent_tx, agent_rx,
+        ))
         .unwrap();
     to_agent.send(ready()).unwrap();
     let _ = roundtrip(&to_agent, &from_agent, 1);
@@ -157,8 +126,20 @@ fn junk_messages_are_dropped_and_counted_and_the_agent_keeps_serving() {
         rejected >= 12,
         "expected the hand-made junk to be counted, got {rejected}"
     );
-    assert!(agent.stats.oversized.load(std::sync::atomic::Ordering::Relaxed) >= 2);
-    assert!(agent.stats.bad_type.load(std::sync::atomic::Ordering::Relaxed) >= 3);
+    assert!(
+        agent
+            .stats
+            .oversized
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 2
+    );
+    assert!(
+        agent
+            .stats
+            .bad_type
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 3
+    );
     let records = running.records();
     assert!(records.iter().any(|r| r.sid == 2 && r.alg == "reno"));
     running
@@ -178,7 +159,9 @@ fn names_dispatch_and_preference_suffix() {
     let (to_agent, agent_rx) = unbounded::<Vec<u8>>();
     let (agent_tx, from_agent) = unbounded::<Vec<u8>>();
     let running = agent
-        .spawn(portus::ipc::chan::Socket::<portus::ipc::Blocking>::new(agent_tx, agent_rx))
+        .spawn(portus::ipc::chan::Socket::<portus::ipc::Blocking>::new(
+            agent_tx, agent_rx,
+        ))
         .unwrap();
     let cases = [
         (1, "ccp_cubic", "cubic"),
