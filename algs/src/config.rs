@@ -3,6 +3,7 @@
 //! Missing tables and keys take each paper's defaults; unknown keys are errors.
 
 use crate::cubic::CubicConfig;
+use crate::iris::IrisConfig;
 use crate::reno::RenoConfig;
 
 /// Configuration of every algorithm.
@@ -11,4 +12,5 @@ use crate::reno::RenoConfig;
 pub struct AlgsConfig {
     pub reno: RenoConfig,
     pub cubic: CubicConfig,
+    pub iris: IrisConfig,
 }

@@ -11,6 +11,7 @@
 pub mod config;
 pub mod controller;
 pub mod cubic;
+pub mod iris;
 pub mod policy;
 pub mod pref;
 pub mod registry;
@@ -19,6 +20,7 @@ pub mod signals;
 
 pub use config::AlgsConfig;
 pub use controller::{clamp_output, Action, Algorithm, Controller, FlowInfo, FlowMetrics};
+pub use iris::{Iris, IrisConfig};
 pub use policy::{Policy, PolicyError};
 pub use pref::{Preference, PreferenceError};
 pub use registry::Registry;

@@ -74,6 +74,9 @@ impl Registry {
         r.register(Arc::new(crate::cubic::Cubic {
             config: cfg.cubic.clone(),
         }));
+        r.register(Arc::new(crate::iris::Iris {
+            config: cfg.iris.clone(),
+        }));
         r
     }
 }

@@ -1,0 +1,1474 @@
+//! Iris (statistical-learning rate control for real-time video, iris.txt §IV–V) as a CCP
+//! algorithm.
+//!
+//! Units used throughout this module (the paper mixes packets, Mbps and ms):
+//! rates `x`, `r` in packets/s (MSS-sized packets), the queue-load target `B` in packets,
+//! RTTs and RTT changes (`rtt`, `T`, `Δrtt`, `d`, `δ`) in ms, and `k` in ms per (packet/s).
+//! The datapath sees bytes/s (`Action::rate_bps`) and bytes (`cwnd_bytes`).
+//!
+//! Model, per epoch `i` of `τ` = 50 ms (§IV-A, §V):
+//!
+//! ```text
+//!   r_i       = (packets of epoch i) / (t_i − t_{i−1})                          (eq. 12)
+//!               t_i = time of the last ACK of epoch i
+//!   U_i       = (x_i·(rtt_i − T) − B) / M        queue-load objective          (eq. 3, 6)
+//!               T = min RTT over a window (Iris-min) or its median (Iris-mid)
+//!   d_{i+1}   = −δ·tanh(U_i)                     expected RTT change            (eq. 6)
+//!   Δrtt_i    = rtt_i − rtt_{i−1} = k·(x_i − r_i) + b                          (eq. 1, 2)
+//!               k, b by least squares over a sliding history, refit every 5 s  (§V-B)
+//!   x_{i+1}   = r_i + d_{i+1}/k                                                 (eq. 7)
+//!   defaults  τ = 50 ms, B = 10 packets, M = 100, δ = 3 ms                      (§V-D)
+//!   cold start: 100 kbit/s, doubling per epoch until the loss rate rises,
+//!               then the first fit of k                                        (§V-C)
+//! ```
+//!
+//! Reacts to: the epoch's mean RTT against the target delay `T`, the receiving rate, the
+//! sending rate of the packets the epoch acknowledged, and (cold start only) a rise in the
+//! loss rate. Ignores: random loss in steady state (the paper's §VI-B1 robustness: loss is not
+//! a congestion signal of the rate law), ECN, the flow's preference vector.
+//!
+//! Choices where the paper is vague or CCP differs from the paper's UDP prototype:
+//!
+//! - **Epoch = report interval, by ACK arrival.** The fold program reports every 50 ms of
+//!   datapath time. The paper tags packets with their sending epoch; CCP reports group ACKs
+//!   by arrival, so "the packets of epoch i" are those whose fate became known in the report
+//!   and `t_i` is `LAST_ACK_US`. Reports carrying no ACK carry their packets over to the next.
+//! - **Packets sent = delivered/(1 − p), at most delivered + lost**, with `p` the random-loss
+//!   rate: the loss fraction of epochs whose queue load is below target (`U ≤ 0`), smoothed
+//!   over ~500 packets and capped at `max_random_loss`. Eq. 12's numerator is every packet
+//!   sent, so random loss must not look like `x > r` (§VI-B1 robustness at 5 % loss). Losses
+//!   beyond `p` come from a full buffer: counting them as received would make `r` the sending
+//!   rate instead of the capacity exactly when the rate must fall.
+//! - **`x_i` is the rate those packets were sent at.** The canonical fields have no
+//!   bytes-sent-per-epoch, and a rate set now reaches the ACKs one RTT later. The controller
+//!   keeps the history of rates it set and takes `x_i` as their time-weighted mean over
+//!   `[now − interval − rtt_i, now − rtt_i]`, the sending times of the acked packets. Without
+//!   this `x − r` and `Δrtt` belong to different packets and the fit of `k` is meaningless on
+//!   long RTTs (the satellite case has 12–20 epochs in flight).
+//! - **`r` in eq. 7** ("estimated by recently seen receiving rate", §IV-A4) is the receiving
+//!   rate over the last `max(τ, srtt)`: `r_i` itself when the RTT is at most one epoch (the
+//!   paper's setting). With `r = r_i` on a path of `R` epochs, `x_{i+1} = r_i + d/k` copies the
+//!   rate sent `R` epochs earlier, so every dip (a drain, a competitor's burst) echoes once
+//!   per RTT for many RTTs. The fit uses the per-epoch `r_i` of eq. 12.
+//! - **Target `T`** (§IV-A2 "minimum RTT in a time window", length not given): Iris-min takes
+//!   the minimum of the epochs' minimum RTTs over `min_window_s` = 600 s, LEDBAT's base-delay
+//!   history (RFC 6817 §6.2.1), which faces the same problem: a scheme that keeps `B` packets
+//!   queued never sees the empty queue again, so a window of seconds absorbs its own standing
+//!   queue into `T` and the queue creeps up by `B/x` every window (measured: +10 ms per 10 s
+//!   on a 1000 packets/s link). Iris-mid takes the median of the epochs' mean RTTs over
+//!   `median_window_s` = 10 s.
+//! - **Fit** (§III-C, §V-B): ordinary least squares with intercept `b` over the samples of the
+//!   last `history_s` (10 s = two refit periods; the paper says "historical data"). A fit is
+//!   rejected and the previous `k` kept when there are fewer than `min_fit_samples`, when the
+//!   design matrix `[1, x−r]` is ill-conditioned (condition number of the RMS-normalised
+//!   normal matrix above `max_condition`: all samples at nearly the same `x − r`), when `k ≤ 0`
+//!   or non-finite, or when the Pearson correlation of `x − r` and `Δrtt` is below
+//!   `min_fit_correlation` (the paper's Fig. 3 finds PLCC ≥ 0.65 where its model holds).
+//!   Until the first accepted fit `k` is the value the paper's queue model gives for a link
+//!   delivering `r` (a queue growing by `(x − r)·τ` packets, drained at `r` packets/s):
+//!   `k₀ = τ/r` ms per packet/s.
+//! - **Cold start** (§V-C): "doubling every epoch" is read as TCP slow start, which the paper
+//!   cites: the rate grows by `2^(τ/max(τ, srtt))` per epoch, i.e. doubles every epoch when
+//!   the RTT is at most 50 ms (the paper's setting) and every RTT beyond, because doubling
+//!   every 50 ms on a 1 s path would multiply the rate by 2^20 before the first feedback. It
+//!   is capped at four times the largest recent receiving rate. "Until the loss rate rises":
+//!   an epoch's losses exceed the cold start's own loss rate by three standard deviations
+//!   (and at least 3 packets), so a random-loss link does not end it at once. Cold start also
+//!   ends when the queue-load objective says congested (`U_i > 0`): on a 1-BDP buffer waiting
+//!   for loss would leave a full BDP of queue for eq. 7 to drain at ≤ δ per epoch.
+//! - **Drain** after cold start (not in the paper): slow start overshoots by up to one RTT of
+//!   growth. The controller sends at `r − excess/τ` (at least `drain_gain·r`) until the flow's
+//!   bytes in flight (`INFLIGHT_BYTES`) fall to `r·T + B` packets, at most `2·srtt`, then
+//!   hands over to eq. 7. The first fit uses the cold-start samples (as the paper says).
+//! - **Re-probe** (not in the paper; `reprobe`, default on): with an empty queue `U = −B/M`,
+//!   so eq. 6 allows at most `δ·tanh(B/M) ≈ 0.1·δ` per epoch, about 0.6 % of the rate per
+//!   RTT: a capacity step from 10 to 30 Mbps would take tens of seconds, where §VI-B3 shows
+//!   Iris following it within seconds. When the queue load stays below `B/4` for
+//!   `max(2·srtt, 4 epochs)` while the flow already sends at ≥ 95 % of the largest receiving
+//!   rate of the last `history_s` (so the link delivers all it gets: it has grown, or a
+//!   competitor left), the flow re-enters cold start with growth `reprobe_gain` = 1.25 per
+//!   RTT instead of 2 (a smaller overshoot), and drains as above when it ends.
+//! - **Guards** ("rates stay within sane bounds"): `x_{i+1}` stays within `r·(1 ± max_step)`
+//!   (default ±50 %; eq. 7 moves by `|d/k| ≤ δ/k ≈ 6 %` of `r` when `k` is right, so the bound
+//!   only bites for a badly wrong `k`) and within `[min_rate, max_rate]`; a non-finite value
+//!   keeps the previous rate. An epoch without a receiving-rate or RTT measurement keeps the
+//!   rate. A retransmission timeout (the paper has none: UDP) halves the rate and ends cold
+//!   start. Report intervals are taken as at most 60 s.
+//! - **Window**: Iris is rate-based. The cwnd is a cap that does not bind:
+//!   `2·x·srtt + B` packets (srtt taken as 1 s before the first sample), at least 4 MSS.
+
+use std::collections::VecDeque;
+
+use crate::controller::{Action, Algorithm, Controller, FlowInfo, FlowMetrics};
+use crate::signals::{fields, FoldProgram, Interval, ProgramBuilder};
+
+/// How the target delay `T` is taken from the RTT window (§IV-A2, §VI-B4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IrisTarget {
+    /// Iris-min: the minimum RTT in the window (the paper's default).
+    #[default]
+    Min,
+    /// Iris-mid: the median of the epochs' mean RTTs in the window.
+    Median,
+}
+
+/// Iris's knobs (paper names in brackets). Defaults are the paper's (§V-D) where it gives
+/// one; the others are this implementation's choices, documented in the module header.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IrisConfig {
+    /// Epoch length [τ] (ms).
+    pub epoch_ms: u32,
+    /// Queue-load target [B] (packets).
+    pub queue_target_pkts: f64,
+    /// tanh expansion coefficient [M].
+    pub expansion: f64,
+    /// Largest expected RTT change per epoch [δ] (ms).
+    pub delta_ms: f64,
+    /// Iris-min or Iris-mid.
+    pub target: IrisTarget,
+    /// Window of the minimum RTT for Iris-min (s).
+    pub min_window_s: f64,
+    /// Window of the median RTT for Iris-mid (s).
+    pub median_window_s: f64,
+    /// Period of the refit of `k` (s).
+    pub refit_interval_s: f64,
+    /// Sliding history the fit uses (s).
+    pub history_s: f64,
+    /// Fewest samples a fit needs.
+    pub min_fit_samples: usize,
+    /// Largest accepted condition number of the normalised least-squares normal matrix.
+    pub max_condition: f64,
+    /// Smallest accepted correlation of `x − r` and `Δrtt`.
+    pub min_fit_correlation: f64,
+    /// Cold-start rate (kbit/s).
+    pub initial_rate_kbps: f64,
+    /// Lowest rate ever set (kbit/s).
+    pub min_rate_kbps: f64,
+    /// Highest rate ever set (Mbit/s).
+    pub max_rate_mbps: f64,
+    /// Largest step of eq. 7 away from the receiving rate, as a fraction of it.
+    pub max_step: f64,
+    /// Pacing gain while draining the cold-start overshoot.
+    pub drain_gain: f64,
+    /// Re-enter cold start after the queue stayed empty (see the module header).
+    pub reprobe: bool,
+    /// Growth per RTT while re-probing.
+    pub reprobe_gain: f64,
+    /// Highest loss rate counted as random in the receiving rate (fraction).
+    pub max_random_loss: f64,
+}
+
+impl Default for IrisConfig {
+    fn default() -> Self {
+        Self {
+            epoch_ms: 50,
+            queue_target_pkts: 10.0,
+            expansion: 100.0,
+            delta_ms: 3.0,
+            target: IrisTarget::Min,
+            min_window_s: 600.0,
+            median_window_s: 10.0,
+            refit_interval_s: 5.0,
+            history_s: 10.0,
+            min_fit_samples: 10,
+            max_condition: 1e3,
+            min_fit_correlation: 0.3,
+            initial_rate_kbps: 100.0,
+            min_rate_kbps: 100.0,
+            max_rate_mbps: 10_000.0,
+            max_step: 0.5,
+            drain_gain: 0.5,
+            reprobe: true,
+            reprobe_gain: 1.25,
+            max_random_loss: 0.2,
+        }
+    }
+}
+
+/// Report fields Iris reads.
+const IRIS_FIELDS: [&str; 9] = [
+    fields::ACKED_BYTES,
+    fields::LOST_PKTS,
+    fields::TIMEOUT,
+    fields::RTT_MIN_US,
+    fields::RTT_SUM_US,
+    fields::RTT_CNT,
+    fields::LAST_ACK_US,
+    fields::INFLIGHT_BYTES,
+    fields::INTERVAL_US,
+];
+
+/// The Iris algorithm.
+#[derive(Debug, Clone, Default)]
+pub struct Iris {
+    pub config: IrisConfig,
+}
+
+impl Algorithm for Iris {
+    fn name(&self) -> &'static str {
+        "iris"
+    }
+
+    fn program(&self) -> FoldProgram {
+        ProgramBuilder::new("iris_epoch", self.config.epoch_ms.max(1) * 1000)
+            .fields(&IRIS_FIELDS)
+            .build()
+    }
+
+    fn new_flow(&self, info: &FlowInfo) -> Box<dyn Controller> {
+        Box::new(IrisFlow::new(self.config.clone(), info))
+    }
+}
+
+/// Where a flow is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum IrisPhase {
+    /// §V-C: exponential growth until the loss rate rises (or the queue load says congested).
+    ColdStart,
+    /// Draining the cold start's overshoot.
+    Drain,
+    /// Eq. 7.
+    Steady,
+}
+
+/// Why a fit was rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FitRejection {
+    TooFewSamples,
+    IllConditioned,
+    Uncorrelated,
+    NonPositiveSlope,
+}
+
+/// A least-squares fit of `Δrtt = k·(x − r) + b`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fit {
+    /// Slope (ms per packet/s).
+    pub k: f64,
+    /// Intercept (ms).
+    pub b: f64,
+    /// Pearson correlation of the samples.
+    pub correlation: f64,
+    pub samples: usize,
+}
+
+/// Least squares of `y = k·u + b` over `(u, y)` samples, with the guards of the module
+/// header. `u` in packets/s, `y` in ms.
+pub fn fit_k(
+    samples: impl IntoIterator<Item = (f64, f64)>,
+    min_samples: usize,
+    max_condition: f64,
+    min_correlation: f64,
+) -> Result<Fit, FitRejection> {
+    let (mut n, mut su, mut sy, mut suu, mut suy, mut syy) = (0usize, 0.0, 0.0, 0.0, 0.0, 0.0);
+    for (u, y) in samples {
+        if !u.is_finite() || !y.is_finite() {
+            continue;
+        }
+        n += 1;
+        su += u;
+        sy += y;
+        suu += u * u;
+        suy += u * y;
+        syy += y * y;
+    }
+    if n < min_samples.max(2) {
+        return Err(FitRejection::TooFewSamples);
+    }
+    let nf = n as f64;
+    let (mu, my) = (su / nf, sy / nf);
+    let var_u = (suu / nf - mu * mu).max(0.0);
+    let var_y = (syy / nf - my * my).max(0.0);
+    let cov = suy / nf - mu * my;
+    // normalised normal matrix [[1, m],[m, 1]] with m = mean(u)/rms(u): eigenvalues 1 ± |m|
+    let ms = suu / nf;
+    if ms <= 0.0 || var_u <= 1e-12 * ms.max(1e-300) {
+        return Err(FitRejection::IllConditioned);
+    }
+    let m = (mu / ms.sqrt()).abs().min(1.0);
+    let cond = (1.0 + m) / (1.0 - m).max(1e-300);
+    if !cond.is_finite() || cond > max_condition {
+        return Err(FitRejection::IllConditioned);
+    }
+    let correlation = if var_y > 0.0 {
+        cov / (var_u * var_y).sqrt()
+    } else {
+        0.0
+    };
+    let k = cov / var_u;
+    if !k.is_finite() || k <= 0.0 {
+        return Err(FitRejection::NonPositiveSlope);
+    }
+    if correlation < min_correlation {
+        return Err(FitRejection::Uncorrelated);
+    }
+    Ok(Fit {
+        k,
+        b: my - k * mu,
+        correlation,
+        samples: n,
+    })
+}
+
+/// Queue-load objective `U = (x·(rtt − T) − B)/M` (eq. 3 with eq. 6's expansion):
+/// `x` in packets/s, `rtt`, `T` in ms, `B` in packets.
+pub fn queue_load_objective(x_pps: f64, rtt_ms: f64, target_ms: f64, b_pkts: f64, m: f64) -> f64 {
+    (x_pps * (rtt_ms - target_ms) / 1000.0 - b_pkts) / m
+}
+
+/// Expected RTT change of the next epoch `d = −δ·tanh(U)` (eq. 6), ms.
+pub fn expected_rtt_change(u: f64, delta_ms: f64) -> f64 {
+    -delta_ms * u.tanh()
+}
+
+/// Iris-specific counters.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct IrisMetrics {
+    /// Accepted fits of `k`.
+    pub fits: u64,
+    /// Fits rejected by a guard (the previous `k` was kept).
+    pub rejected_fits: u64,
+    pub rejected_too_few: u64,
+    pub rejected_ill_conditioned: u64,
+    pub rejected_uncorrelated: u64,
+    pub rejected_non_positive: u64,
+    /// Current `k` (ms per packet/s); 0 before any.
+    pub k: f64,
+    /// Whether `k` comes from an accepted fit (else from the queue-model prior `τ/r`).
+    pub k_fitted: bool,
+    /// Intercept of the last accepted fit (ms).
+    pub b: f64,
+    /// Times the flow re-entered cold start.
+    pub reprobes: u64,
+    pub phase: IrisPhase,
+    /// Last objective `U` and expected RTT change `d` (ms).
+    pub last_u: f64,
+    pub last_d_ms: f64,
+    /// Last target delay `T` (ms).
+    pub target_ms: f64,
+    /// Rate decisions clamped by a guard.
+    pub clamped_rates: u64,
+    /// Random-loss estimate used by the receiving rate.
+    pub random_loss: f64,
+}
+
+impl Default for IrisMetrics {
+    fn default() -> Self {
+        Self {
+            fits: 0,
+            rejected_fits: 0,
+            rejected_too_few: 0,
+            rejected_ill_conditioned: 0,
+            rejected_uncorrelated: 0,
+            rejected_non_positive: 0,
+            k: 0.0,
+            k_fitted: false,
+            b: 0.0,
+            reprobes: 0,
+            phase: IrisPhase::ColdStart,
+            last_u: 0.0,
+            last_d_ms: 0.0,
+            target_ms: 0.0,
+            clamped_rates: 0,
+            random_loss: 0.0,
+        }
+    }
+}
+
+/// One fit sample: when, `x − r` (packets/s), `Δrtt` (ms).
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    t_us: u64,
+    u: f64,
+    y: f64,
+}
+
+/// One Iris flow.
+#[derive(Debug, Clone)]
+pub struct IrisFlow {
+    config: IrisConfig,
+    mss: f64,
+    tau_us: u64,
+    /// Controller clock (µs): sum of report intervals.
+    now_us: u64,
+    phase: IrisPhase,
+    /// Rate to send at (packets/s).
+    rate: f64,
+    /// Rates set, `(from_us, packets/s)`, oldest first.
+    rate_log: VecDeque<(u64, f64)>,
+    /// Last ACK time of the previous measured epoch (µs, datapath clock).
+    prev_last_ack_us: Option<u64>,
+    /// Packets delivered / lost since `prev_last_ack_us` in reports without an ACK time.
+    pending_delivered: f64,
+    pending_lost: f64,
+    /// Random (non-congestive) loss rate: losses of epochs whose queue load is below target.
+    random_loss: f64,
+    /// Previous epoch's mean RTT (ms).
+    prev_rtt_ms: Option<f64>,
+    /// `(t_us, rtt_min_ms, rtt_mean_ms)` per epoch within the target window.
+    /// Monotone deque of `(t_us, epoch min RTT ms)`: its front is the window minimum.
+    min_window: VecDeque<(u64, f64)>,
+    /// `(t_us, epoch mean RTT ms)` within the median window.
+    mid_window: VecDeque<(u64, f64)>,
+    /// Recent receiving rates `(t_us, packets/s)` (cold-start cap, drain target).
+    /// `(t_us, r_i packets/s, packets, µs between last ACKs)` per measured epoch.
+    recv_log: VecDeque<(u64, f64, f64, u64)>,
+    last_recv_pps: Option<f64>,
+    /// `(t_us, smoothed receiving rate)` over `history_s`: the capacity estimate.
+    law_log: VecDeque<(u64, f64)>,
+    history: VecDeque<Sample>,
+    k: Option<f64>,
+    next_refit_us: u64,
+    /// Cold-start loss baseline: packets and losses seen so far in this cold start.
+    cs_pkts: f64,
+    cs_lost: f64,
+    drain_until_us: u64,
+    /// The current cold start is a re-probe.
+    reprobing: bool,
+    idle_since_us: Option<u64>,
+    metrics: FlowMetrics,
+    iris: IrisMetrics,
+}
+
+impl IrisFlow {
+    pub fn new(config: IrisConfig, info: &FlowInfo) -> Self {
+        let mss = f64::from(info.mss.max(1));
+        let tau_us = u64::from(config.epoch_ms.max(1)) * 1000;
+        let rate = config.initial_rate_kbps * 1000.0 / 8.0 / mss;
+        let mut f = Self {
+            config,
+            mss,
+            tau_us,
+            now_us: 0,
+            phase: IrisPhase::ColdStart,
+            rate,
+            rate_log: VecDeque::new(),
+            prev_last_ack_us: None,
+            pending_delivered: 0.0,
+            pending_lost: 0.0,
+            random_loss: 0.0,
+            prev_rtt_ms: None,
+            min_window: VecDeque::new(),
+            mid_window: VecDeque::new(),
+            recv_log: VecDeque::new(),
+            last_recv_pps: None,
+            law_log: VecDeque::new(),
+            history: VecDeque::new(),
+            k: None,
+            next_refit_us: 0,
+            cs_pkts: 0.0,
+            cs_lost: 0.0,
+            drain_until_us: 0,
+            reprobing: false,
+            idle_since_us: None,
+            metrics: FlowMetrics::default(),
+            iris: IrisMetrics::default(),
+        };
+        f.rate = f.bound_abs(f.rate);
+        f.rate_log.push_back((0, f.rate));
+        f
+    }
+
+    /// Iris counters (fits, guards, current `k`, phase).
+    pub fn iris_metrics(&self) -> &IrisMetrics {
+        &self.iris
+    }
+
+    pub fn phase(&self) -> IrisPhase {
+        self.phase
+    }
+
+    /// Current sending rate (packets/s).
+    pub fn rate_pps(&self) -> f64 {
+        self.rate
+    }
+
+    /// Current `k` (ms per packet/s), if any.
+    pub fn k(&self) -> Option<f64> {
+        self.k
+    }
+
+    /// Target delay `T` (ms) from the RTT window, per Iris-min / Iris-mid.
+    pub fn target_ms(&self) -> Option<f64> {
+        match self.config.target {
+            IrisTarget::Min => self.min_window.front().map(|e| e.1),
+            IrisTarget::Median => {
+                let mut v: Vec<f64> = self.mid_window.iter().map(|e| e.1).collect();
+                if v.is_empty() {
+                    return None;
+                }
+                let mid = v.len() / 2;
+                let (_, m, _) = v.select_nth_unstable_by(mid, |a, b| a.total_cmp(b));
+                let m = *m;
+                if v.len() % 2 == 1 {
+                    Some(m)
+                } else {
+                    // even count: mean of the two middle values
+                    let lo = v[..mid]
+                        .iter()
+                        .copied()
+                        .max_by(|a, b| a.total_cmp(b))
+                        .unwrap_or(m);
+                    Some(0.5 * (lo + m))
+                }
+            }
+        }
+    }
+
+    fn min_rate(&self) -> f64 {
+        (self.config.min_rate_kbps * 1000.0 / 8.0 / self.mss).max(1e-3)
+    }
+
+    fn max_rate(&self) -> f64 {
+        (self.config.max_rate_mbps * 1e6 / 8.0 / self.mss).max(self.min_rate())
+    }
+
+    fn bound_abs(&self, x: f64) -> f64 {
+        if x.is_nan() {
+            return self.min_rate();
+        }
+        x.clamp(self.min_rate(), self.max_rate())
+    }
+
+    fn tau_ms(&self) -> f64 {
+        self.tau_us as f64 / 1000.0
+    }
+
+    fn srtt_us(&self) -> Option<f64> {
+        (self.metrics.srtt_us > 0.0).then_some(self.metrics.srtt_us)
+    }
+
+    /// Time-weighted mean of the rates set over `[a, b]` (µs).
+    fn sent_rate_over(&self, a: u64, b: u64) -> f64 {
+        let first = match self.rate_log.front() {
+            Some(e) => *e,
+            None => return self.rate,
+        };
+        if b <= a {
+            return self.rate_at(a);
+        }
+        let mut acc = 0.0;
+        let mut t = a;
+        let mut cur = if a < first.0 {
+            first.1
+        } else {
+            self.rate_at(a)
+        };
+        for &(from, x) in &self.rate_log {
+            if from <= t {
+                continue;
+            }
+            if from >= b {
+                break;
+            }
+            acc += cur * (from - t) as f64;
+            t = from;
+            cur = x;
+        }
+        acc += cur * (b - t) as f64;
+        acc / (b - a) as f64
+    }
+
+    fn rate_at(&self, t: u64) -> f64 {
+        let mut cur = self.rate_log.front().map(|e| e.1).unwrap_or(self.rate);
+        for &(from, x) in &self.rate_log {
+            if from > t {
+                break;
+            }
+            cur = x;
+        }
+        cur
+    }
+
+    fn set_rate(&mut self, x: f64) {
+        let x = if x.is_finite() {
+            self.bound_abs(x)
+        } else {
+            self.iris.clamped_rates += 1;
+            self.rate
+        };
+        self.rate = x;
+        self.rate_log.push_back((self.now_us, x));
+        // keep enough history to look back one RTT (plus slack)
+        let keep = (3.0 * self.metrics.srtt_us).max(5e6) as u64;
+        while self.rate_log.len() > 2 && self.rate_log[1].0 + keep < self.now_us {
+            self.rate_log.pop_front();
+        }
+    }
+
+    /// Largest smoothed receiving rate of the last `history_s` (packets/s).
+    fn capacity_estimate(&self) -> Option<f64> {
+        self.law_log
+            .iter()
+            .map(|e| e.1)
+            .max_by(|a, b| a.total_cmp(b))
+    }
+
+    fn recent_max_recv(&self) -> Option<f64> {
+        self.recv_log
+            .iter()
+            .map(|e| e.1)
+            .max_by(|a, b| a.total_cmp(b))
+    }
+
+    /// Refit `k` from the history; on rejection keep the previous `k` (or the prior).
+    fn refit(&mut self, r_pps: Option<f64>) {
+        let cut = self
+            .now_us
+            .saturating_sub((self.config.history_s * 1e6) as u64);
+        while self.history.front().is_some_and(|s| s.t_us < cut) {
+            self.history.pop_front();
+        }
+        let res = fit_k(
+            self.history.iter().map(|s| (s.u, s.y)),
+            self.config.min_fit_samples,
+            self.config.max_condition,
+            self.config.min_fit_correlation,
+        );
+        match res {
+            Ok(f) => {
+                self.k = Some(f.k);
+                self.iris.fits += 1;
+                self.iris.k_fitted = true;
+                self.iris.b = f.b;
+            }
+            Err(why) => {
+                self.iris.rejected_fits += 1;
+                match why {
+                    FitRejection::TooFewSamples => self.iris.rejected_too_few += 1,
+                    FitRejection::IllConditioned => self.iris.rejected_ill_conditioned += 1,
+                    FitRejection::Uncorrelated => self.iris.rejected_uncorrelated += 1,
+                    FitRejection::NonPositiveSlope => self.iris.rejected_non_positive += 1,
+                }
+                if self.k.is_none() {
+                    // queue-model prior k₀ = τ/r (ms per packet/s)
+                    if let Some(r) = r_pps.or(self.last_recv_pps).filter(|r| *r > 0.0) {
+                        self.k = Some(self.tau_ms() / r);
+                    }
+                }
+            }
+        }
+        self.iris.k = self.k.unwrap_or(0.0);
+        self.next_refit_us = self.now_us + (self.config.refit_interval_s * 1e6) as u64;
+    }
+
+    fn enter_steady_or_drain(&mut self, r: Option<f64>, inflight: Option<u64>, target: f64) {
+        self.refit(r);
+        self.reprobing = false;
+        let r = r.or(self.last_recv_pps);
+        let excess = match (r, inflight) {
+            (Some(r), Some(inf)) => {
+                let limit = r * target / 1000.0 + self.config.queue_target_pkts;
+                inf as f64 / self.mss > limit
+            }
+            _ => false,
+        };
+        if let (Some(r), true) = (r, excess) {
+            self.phase = IrisPhase::Drain;
+            let srtt = self.srtt_us().unwrap_or(self.tau_us as f64);
+            self.drain_until_us = self.now_us + (2.0 * srtt) as u64;
+            self.set_rate(self.config.drain_gain * r);
+        } else {
+            self.phase = IrisPhase::Steady;
+            if let Some(r) = r {
+                self.set_rate(r);
+            }
+        }
+        self.idle_since_us = None;
+    }
+
+    fn cwnd_cap_bytes(&self) -> u32 {
+        let srtt_s = self.srtt_us().unwrap_or(1e6) / 1e6;
+        let pkts = 2.0 * self.rate * srtt_s + self.config.queue_target_pkts;
+        let bytes = (pkts * self.mss).max(4.0 * self.mss);
+        bytes.min(f64::from(u32::MAX / 2)) as u32
+    }
+
+    fn action(&mut self) -> Action {
+        let a = Action {
+            cwnd_bytes: Some(self.cwnd_cap_bytes()),
+            rate_bps: Some(((self.rate * self.mss) as u64).max(1)),
+            report_interval_us: Some(self.tau_us as u32),
+        };
+        self.metrics.record(&a);
+        self.iris.phase = self.phase;
+        a
+    }
+}
+
+impl Controller for IrisFlow {
+    fn initial_action(&mut self) -> Action {
+        self.action()
+    }
+
+    fn on_report(&mut self, iv: &Interval) -> Action {
+        self.metrics.observe(iv);
+        // an interval of 0 is unknown; one longer than a minute is a datapath glitch
+        let iv_len = if iv.interval_us > 0 {
+            iv.interval_us.min(60_000_000)
+        } else {
+            self.tau_us
+        };
+        self.now_us = self.now_us.saturating_add(iv_len);
+        let now = self.now_us;
+
+        // ---- measurements of this epoch --------------------------------------------------
+        let delivered = iv.acked_bytes as f64 / self.mss;
+        let lost = iv.lost_pkts as f64;
+        let pkts = delivered + lost;
+        let mut recv: Option<f64> = None;
+        match (iv.last_ack_us, self.prev_last_ack_us) {
+            (Some(t), Some(p)) if t > p => {
+                let (dl, ls) = (self.pending_delivered + delivered, self.pending_lost + lost);
+                // packets sent = delivered/(1 − random loss), never more than delivered + lost
+                let sent = (dl / (1.0 - self.random_loss)).min(dl + ls);
+                if sent > 0.0 && sent.is_finite() {
+                    let r = sent * 1e6 / (t - p) as f64;
+                    if r.is_finite() {
+                        recv = Some(r);
+                        self.recv_log.push_back((now, r, sent, t - p));
+                        self.last_recv_pps = Some(r);
+                    }
+                }
+                (self.pending_delivered, self.pending_lost) = (0.0, 0.0);
+                self.prev_last_ack_us = Some(t);
+            }
+            (Some(t), None) => {
+                (self.pending_delivered, self.pending_lost) = (0.0, 0.0);
+                self.prev_last_ack_us = Some(t);
+            }
+            _ => {
+                self.pending_delivered += delivered;
+                self.pending_lost += lost;
+            }
+        }
+        let recv_keep = (2.0 * self.metrics.srtt_us).max(4.0 * self.tau_us as f64) as u64;
+        while self.recv_log.front().is_some_and(|e| e.0 + recv_keep < now) {
+            self.recv_log.pop_front();
+        }
+        // r for eq. 7: the receiving rate over the last max(τ, srtt), i.e. r_i itself when
+        // the RTT is at most one epoch (the paper's setting), see the module header
+        let recv_law = recv.map(|r| {
+            let span = self.metrics.srtt_us.max(self.tau_us as f64) as u64;
+            let (mut n, mut dt) = (0.0, 0u64);
+            for e in self.recv_log.iter().rev() {
+                if e.0 + span <= now && dt > 0 {
+                    break;
+                }
+                n += e.2;
+                dt = dt.saturating_add(e.3);
+            }
+            if dt > 0 && n > 0.0 {
+                n * 1e6 / dt as f64
+            } else {
+                r
+            }
+        });
+        if let Some(r) = recv_law {
+            self.law_log.push_back((now, r));
+        }
+        let cap_keep = (self.config.history_s * 1e6) as u64;
+        while self.law_log.front().is_some_and(|e| e.0 + cap_keep < now) {
+            self.law_log.pop_front();
+        }
+
+        let rtt_ms = iv.rtt_mean_us.map(|v| v / 1000.0).filter(|v| v.is_finite());
+        if let Some(rtt) = rtt_ms {
+            let rmin = iv.rtt_min_us.map(|v| v as f64 / 1000.0).unwrap_or(rtt);
+            let rmin = rmin.min(rtt);
+            while self.min_window.back().is_some_and(|e| e.1 >= rmin) {
+                self.min_window.pop_back();
+            }
+            self.min_window.push_back((now, rmin));
+            if self.config.target == IrisTarget::Median {
+                self.mid_window.push_back((now, rtt));
+            }
+        }
+        let win = (self.config.min_window_s * 1e6) as u64;
+        while self.min_window.len() > 1 && self.min_window.front().is_some_and(|e| e.0 + win < now)
+        {
+            self.min_window.pop_front();
+        }
+        let win = (self.config.median_window_s * 1e6) as u64;
+        while self.mid_window.len() > 1 && self.mid_window.front().is_some_and(|e| e.0 + win < now)
+        {
+            self.mid_window.pop_front();
+        }
+        let target = self.target_ms();
+        if let Some(t) = target {
+            self.iris.target_ms = t;
+        }
+
+        // x_i: the rate the packets acked in this epoch were sent at
+        let x_i = match rtt_ms {
+            Some(rtt) => {
+                let rtt_us = (rtt * 1000.0) as u64;
+                let b = now.saturating_sub(rtt_us);
+                self.sent_rate_over(b.saturating_sub(iv_len), b)
+            }
+            None => self.rate,
+        };
+
+        // fit sample (x_i − r_i, Δrtt_i)
+        if let (Some(r), Some(rtt), Some(prev)) = (recv, rtt_ms, self.prev_rtt_ms) {
+            self.history.push_back(Sample {
+                t_us: now,
+                u: x_i - r,
+                y: rtt - prev,
+            });
+        }
+        if rtt_ms.is_some() {
+            self.prev_rtt_ms = rtt_ms;
+        }
+        let hist_keep = (self.config.history_s * 1e6) as u64;
+        while self
+            .history
+            .front()
+            .is_some_and(|s| s.t_us + hist_keep < now)
+        {
+            self.history.pop_front();
+        }
+
+        let u_obj = match (rtt_ms, target) {
+            (Some(rtt), Some(t)) => Some(queue_load_objective(
+                x_i,
+                rtt,
+                t,
+                self.config.queue_target_pkts,
+                self.config.expansion,
+            )),
+            _ => None,
+        };
+        if let Some(u) = u_obj {
+            self.iris.last_u = u;
+        }
+        // losses of an epoch below the queue-load target are random, not congestive
+        if pkts > 0.0 && u_obj.is_some_and(|u| u <= 0.0) {
+            let w = (pkts / 500.0).min(1.0);
+            let frac = (lost / pkts).min(self.config.max_random_loss);
+            self.random_loss += w * (frac - self.random_loss);
+            self.iris.random_loss = self.random_loss;
+        }
+
+        // ---- timeouts ----------------------------------------------------------------------
+        if iv.timeout {
+            let x = 0.5 * self.rate;
+            self.set_rate(x);
+            if self.phase != IrisPhase::Steady {
+                self.phase = IrisPhase::Steady;
+                self.refit(recv);
+            }
+            return self.action();
+        }
+
+        // ---- phases ------------------------------------------------------------------------
+        match self.phase {
+            IrisPhase::ColdStart => {
+                // loss-rise test against this cold start's own loss rate
+                let base = if self.cs_pkts > 0.0 {
+                    self.cs_lost / self.cs_pkts
+                } else {
+                    0.0
+                };
+                let expected = base * pkts;
+                let loss_rise = lost >= 3.0 && lost > expected + 3.0 * (expected + 1.0).sqrt();
+                self.cs_pkts += pkts;
+                self.cs_lost += lost;
+                let congested = u_obj.is_some_and(|u| u > 0.0);
+                if loss_rise || congested {
+                    self.enter_steady_or_drain(recv, iv.inflight_bytes, target.unwrap_or(0.0));
+                } else {
+                    let srtt = self.srtt_us().unwrap_or(0.0).max(self.tau_us as f64);
+                    let gain = if self.reprobing {
+                        self.config.reprobe_gain.max(1.0)
+                    } else {
+                        2.0
+                    };
+                    let grow = gain.powf(self.tau_us as f64 / srtt);
+                    let cap = match self.recent_max_recv() {
+                        Some(r) => 2.0 * gain * r,
+                        None => 2.0 * self.rate,
+                    };
+                    let x = (self.rate * grow).min(cap.max(self.rate));
+                    self.set_rate(x);
+                }
+            }
+            IrisPhase::Drain => {
+                let r = recv_law.or(self.last_recv_pps);
+                let done = match (r, iv.inflight_bytes, target) {
+                    (Some(r), Some(inf), Some(t)) => {
+                        inf as f64 / self.mss <= r * t / 1000.0 + self.config.queue_target_pkts
+                    }
+                    _ => true,
+                } || now >= self.drain_until_us;
+                if done {
+                    self.phase = IrisPhase::Steady;
+                    self.idle_since_us = None;
+                    if let Some(r) = r {
+                        self.set_rate(r);
+                    }
+                } else if let Some(r) = recv_law {
+                    // drain the excess within one epoch, but never below drain_gain·r
+                    let excess = match (iv.inflight_bytes, target) {
+                        (Some(inf), Some(t)) => {
+                            inf as f64 / self.mss - r * t / 1000.0 - self.config.queue_target_pkts
+                        }
+                        _ => f64::INFINITY,
+                    };
+                    let x = (r - excess.max(0.0) * 1000.0 / self.tau_ms())
+                        .max(self.config.drain_gain * r);
+                    self.set_rate(x);
+                }
+            }
+            IrisPhase::Steady => {
+                if now >= self.next_refit_us {
+                    self.refit(recv);
+                }
+                if let (Some(r), Some(u)) = (recv_law, u_obj) {
+                    if self.k.is_none() {
+                        self.k = Some(self.tau_ms() / r);
+                        self.iris.k = self.tau_ms() / r;
+                    }
+                    let k = self.k.unwrap_or(self.tau_ms() / r);
+                    let d = expected_rtt_change(u, self.config.delta_ms);
+                    self.iris.last_d_ms = d;
+                    let raw = r + d / k;
+                    let lo = r * (1.0 - self.config.max_step).max(0.0);
+                    let hi = r * (1.0 + self.config.max_step);
+                    let x = if raw.is_nan() {
+                        self.iris.clamped_rates += 1;
+                        self.rate
+                    } else if raw < lo || raw > hi {
+                        self.iris.clamped_rates += 1;
+                        raw.clamp(lo, hi)
+                    } else {
+                        raw
+                    };
+                    self.set_rate(x);
+
+                    // re-probe after a sustained empty queue
+                    let load = x_i * (rtt_ms.unwrap_or(0.0) - target.unwrap_or(0.0)) / 1000.0;
+                    let at_capacity = x_i >= 0.95 * self.capacity_estimate().unwrap_or(r);
+                    if self.config.reprobe
+                        && load < 0.25 * self.config.queue_target_pkts
+                        && at_capacity
+                    {
+                        let since = *self.idle_since_us.get_or_insert(now);
+                        let need = (2.0 * self.metrics.srtt_us).max(4.0 * self.tau_us as f64);
+                        if (now - since) as f64 >= need {
+                            self.phase = IrisPhase::ColdStart;
+                            self.reprobing = true;
+                            self.iris.reprobes += 1;
+                            self.cs_pkts = 0.0;
+                            self.cs_lost = 0.0;
+                            self.idle_since_us = None;
+                        }
+                    } else {
+                        self.idle_since_us = None;
+                    }
+                }
+            }
+        }
+        self.action()
+    }
+
+    fn metrics(&self) -> &FlowMetrics {
+        &self.metrics
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pref::Preference;
+
+    const MSS: u32 = 1000;
+
+    fn info() -> FlowInfo {
+        FlowInfo {
+            sock_id: 1,
+            mss: MSS,
+            init_cwnd_bytes: 10 * MSS,
+            preference: Preference::default(),
+        }
+    }
+
+    /// An epoch in which `pkts` packets were acked (and `lost` lost) at RTT `rtt_ms`, the last
+    /// ACK arriving at `last_ack_us`.
+    fn epoch(pkts: f64, lost: u64, rtt_ms: f64, last_ack_us: u64) -> Interval {
+        Interval {
+            acked_bytes: (pkts * f64::from(MSS)) as u64,
+            acked_pkts: pkts as u64,
+            lost_pkts: lost,
+            rtt_min_us: Some((rtt_ms * 1000.0) as u64),
+            rtt_mean_us: Some(rtt_ms * 1000.0),
+            rtt_samples: 1,
+            last_ack_us: Some(last_ack_us),
+            interval_us: 50_000,
+            ..Default::default()
+        }
+    }
+
+    fn bps_to_pps(a: &Action) -> f64 {
+        a.rate_bps.unwrap() as f64 / f64::from(MSS)
+    }
+
+    #[test]
+    fn program_is_prefixed_and_within_limits() {
+        let p = Iris::default().program();
+        assert_eq!(p.name, "iris_epoch");
+        assert_eq!(p.initial_interval_us, 50_000);
+        assert!(p.fields.len() <= crate::signals::MAX_REPORT_FIELDS);
+        assert!(p.fields.contains(&fields::LAST_ACK_US));
+        assert!(p.fields.contains(&fields::INFLIGHT_BYTES));
+    }
+
+    #[test]
+    fn config_takes_defaults_and_rejects_unknown_keys() {
+        use serde::de::value::{Error, MapDeserializer};
+        use serde::Deserialize;
+        let c = IrisConfig::deserialize(MapDeserializer::<_, Error>::new(
+            [("delta_ms", 2.0f64), ("queue_target_pkts", 20.0)].into_iter(),
+        ))
+        .unwrap();
+        assert_eq!(c.delta_ms, 2.0);
+        assert_eq!(c.queue_target_pkts, 20.0);
+        assert_eq!(c.expansion, 100.0);
+        assert_eq!(c.epoch_ms, 50);
+        assert_eq!(c.target, IrisTarget::Min);
+        let t = IrisConfig::deserialize(MapDeserializer::<_, Error>::new(
+            [("target", "median")].into_iter(),
+        ))
+        .unwrap();
+        assert_eq!(t.target, IrisTarget::Median);
+        assert!(IrisConfig::deserialize(MapDeserializer::<_, Error>::new(
+            [("bogus", 1u32)].into_iter()
+        ))
+        .is_err());
+    }
+
+    #[test]
+    fn cold_start_starts_at_100kbps_and_doubles_each_epoch_until_loss_rises() {
+        let mut f = IrisFlow::new(IrisConfig::default(), &info());
+        let a0 = f.initial_action();
+        assert_eq!(a0.rate_bps, Some(12_500)); // 100 kbit/s
+        assert_eq!(a0.report_interval_us, Some(50_000));
+        let mut rate = bps_to_pps(&a0);
+        let mut t = 0;
+        // RTT 40 ms ≤ τ: the paper's setting, one doubling per epoch. Every packet sent is
+        // acked, the queue stays empty.
+        for i in 0..8 {
+            t += 50_000;
+            let a = f.on_report(&epoch(rate * 0.05, 0, 40.0, t));
+            let next = bps_to_pps(&a);
+            if i > 0 {
+                assert!(
+                    (next / rate - 2.0).abs() < 1e-6,
+                    "epoch {i}: {rate} -> {next}"
+                );
+            }
+            assert_eq!(f.phase(), IrisPhase::ColdStart);
+            rate = next;
+        }
+        // a random loss at the cold start's own rate does not end it…
+        t += 50_000;
+        let a = f.on_report(&epoch(rate * 0.05, 1, 40.0, t));
+        assert_eq!(f.phase(), IrisPhase::ColdStart);
+        rate = bps_to_pps(&a);
+        // …a rise of the loss rate does, and the first k exists afterwards
+        t += 50_000;
+        f.on_report(&epoch(
+            rate * 0.05 * 0.7,
+            (rate * 0.05 * 0.3) as u64,
+            40.0,
+            t,
+        ));
+        assert_ne!(f.phase(), IrisPhase::ColdStart);
+        assert!(f.k().is_some_and(|k| k > 0.0));
+        assert_eq!(
+            f.iris_metrics().fits + f.iris_metrics().rejected_fits,
+            1,
+            "one (first) fit at cold-start exit"
+        );
+    }
+
+    #[test]
+    fn cold_start_doubles_per_rtt_on_long_paths() {
+        let mut f = IrisFlow::new(IrisConfig::default(), &info());
+        let a0 = f.initial_action();
+        let r0 = bps_to_pps(&a0);
+        let mut t = 0;
+        let mut rate = r0;
+        // 400 ms RTT: eight epochs per RTT; the receiving rate lags one RTT behind
+        let mut sent = vec![r0; 8];
+        for _ in 0..16 {
+            t += 50_000;
+            let r_lag = sent[sent.len() - 8];
+            let a = f.on_report(&epoch(r_lag * 0.05, 0, 400.0, t));
+            rate = bps_to_pps(&a);
+            sent.push(rate);
+        }
+        // two RTTs (16 epochs) at 2^(1/8) per epoch: ×4 (srtt converges from the samples)
+        let growth = rate / r0;
+        assert!(
+            (3.5..=4.5).contains(&growth),
+            "growth over 2 RTTs = {growth}"
+        );
+    }
+
+    #[test]
+    fn least_squares_recovers_a_known_k() {
+        // Δrtt = 0.03·(x − r) + 0.2 ms + bounded pseudo-noise
+        let k_true = 0.03;
+        let mut seed = 12345u64;
+        let samples: Vec<(f64, f64)> = (0..200)
+            .map(|i| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let noise = ((seed >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * 0.4;
+                let u = ((i * 37) % 101) as f64 - 50.0; // −50..50 packets/s
+                (u, k_true * u + 0.2 + noise)
+            })
+            .collect();
+        let fit = fit_k(samples.iter().copied(), 10, 1e3, 0.3).unwrap();
+        assert!((fit.k - k_true).abs() < 0.002, "k = {}", fit.k);
+        assert!((fit.b - 0.2).abs() < 0.05, "b = {}", fit.b);
+        assert!(fit.correlation > 0.9);
+        assert_eq!(fit.samples, 200);
+    }
+
+    #[test]
+    fn fit_guards_reject_bad_fits() {
+        let line = |k: f64| (0..50).map(move |i| (i as f64 - 25.0, k * (i as f64 - 25.0)));
+        assert_eq!(
+            fit_k(line(0.03).take(5), 10, 1e3, 0.3),
+            Err(FitRejection::TooFewSamples)
+        );
+        assert_eq!(
+            fit_k(line(-0.03), 10, 1e3, 0.3),
+            Err(FitRejection::NonPositiveSlope)
+        );
+        assert_eq!(
+            fit_k(line(0.0), 10, 1e3, 0.3),
+            Err(FitRejection::NonPositiveSlope)
+        );
+        // every sample at the same x − r: the slope is not identifiable
+        let same = (0..50).map(|i| (100.0, i as f64 * 0.01));
+        assert_eq!(fit_k(same, 10, 1e3, 0.3), Err(FitRejection::IllConditioned));
+        // nearly the same x − r far from 0: condition number ~ 4·10⁶
+        let narrow = (0..50).map(|i| (1000.0 + (i % 2) as f64, (i % 2) as f64));
+        assert_eq!(
+            fit_k(narrow, 10, 1e3, 0.3),
+            Err(FitRejection::IllConditioned)
+        );
+        // noise only: no correlation
+        let noise = (0..50).map(|i| ((i % 7) as f64 - 3.0, ((i * 5) % 3) as f64 - 1.0));
+        assert!(matches!(
+            fit_k(noise, 10, 1e3, 0.3),
+            Err(FitRejection::Uncorrelated | FitRejection::NonPositiveSlope)
+        ));
+        // NaN/inf samples are skipped, not propagated
+        let mixed = line(0.03).chain([(f64::NAN, 1.0), (1.0, f64::INFINITY)]);
+        assert!((fit_k(mixed, 10, 1e3, 0.3).unwrap().k - 0.03).abs() < 1e-9);
+    }
+
+    /// A flow that left cold start with k = τ/r on a 1000 packets/s link (0.05 ms/(pkt/s)).
+    fn steady_flow(cfg: IrisConfig) -> (IrisFlow, u64) {
+        let mut f = IrisFlow::new(cfg, &info());
+        f.initial_action();
+        let mut t = 0;
+        for _ in 0..3 {
+            t += 50_000;
+            f.on_report(&epoch(50.0, 0, 40.0, t));
+        }
+        t += 50_000;
+        f.on_report(&epoch(50.0, 20, 40.0, t)); // loss rise
+        if f.phase() == IrisPhase::Drain {
+            t += 50_000;
+            let mut iv = epoch(50.0, 0, 40.0, t);
+            iv.inflight_bytes = Some(0);
+            f.on_report(&iv);
+        }
+        assert_eq!(f.phase(), IrisPhase::Steady);
+        (f, t)
+    }
+
+    #[test]
+    fn rejected_fits_keep_the_previous_k() {
+        let (mut f, mut t) = steady_flow(IrisConfig::default());
+        let k0 = f.k().unwrap();
+        assert!((k0 - 0.05).abs() < 1e-9, "prior k = τ/r = {k0}");
+        let rejected = f.iris_metrics().rejected_fits;
+        // 6 s of epochs at constant rate and constant RTT: x − r ≈ const, Δrtt = 0
+        for _ in 0..120 {
+            t += 50_000;
+            f.on_report(&epoch(50.0, 0, 46.0, t));
+        }
+        assert!(f.iris_metrics().rejected_fits > rejected);
+        assert_eq!(f.k(), Some(k0));
+        assert_eq!(f.iris_metrics().k, k0);
+    }
+
+    #[test]
+    fn u_and_d_follow_eqs_3_and_6() {
+        // 1000 packets/s with 30 ms of queueing: 30 packets queued, B = 10 → U = 0.2
+        let u = queue_load_objective(1000.0, 70.0, 40.0, 10.0, 100.0);
+        assert!((u - 0.2).abs() < 1e-12);
+        let d = expected_rtt_change(u, 3.0);
+        assert!((d + 3.0 * 0.2f64.tanh()).abs() < 1e-12);
+        assert!(d < 0.0, "above the queue-load target the RTT must fall");
+        // empty queue: U = −B/M, d = +δ·tanh(0.1)
+        let u0 = queue_load_objective(1000.0, 40.0, 40.0, 10.0, 100.0);
+        assert!((u0 + 0.1).abs() < 1e-12);
+        assert!(expected_rtt_change(u0, 3.0) > 0.0);
+        // exactly B packets queued: no change
+        let ub = queue_load_objective(1000.0, 50.0, 40.0, 10.0, 100.0);
+        assert!(ub.abs() < 1e-12 && expected_rtt_change(ub, 3.0).abs() < 1e-12);
+        // tanh saturates at ±δ
+        assert!((expected_rtt_change(1e6, 3.0) + 3.0).abs() < 1e-9);
+        assert!((expected_rtt_change(-1e6, 3.0) - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn steady_rate_is_r_plus_d_over_k() {
+        // no re-probe: the flow below sees an empty queue at capacity for 300 ms
+        let (mut f, mut t) = steady_flow(IrisConfig {
+            reprobe: false,
+            ..Default::default()
+        });
+        let k = f.k().unwrap();
+        let mut set = vec![];
+        for _ in 0..6 {
+            t += 50_000;
+            f.on_report(&epoch(f.rate_pps() * 0.05, 0, 40.0, t));
+            set.push(f.rate_pps());
+        }
+        // 100 ms of queue at 1000 packets/s: 100 packets ≫ B → the rate drops below r.
+        // The acked packets left 140 ms + one epoch ago: x_i is 4/5 of the rate set four
+        // reports back and 1/5 of the one set three reports back.
+        t += 50_000;
+        let n = set.len();
+        let x_i = 0.8 * set[n - 4] + 0.2 * set[n - 3];
+        let a = f.on_report(&epoch(50.0, 0, 140.0, t));
+        // srtt is now above τ: r averages the last two epochs (each epoch acks what was
+        // set one report earlier)
+        let r = (set[n - 2] * 0.05 + 50.0) / 0.1;
+        let u = queue_load_objective(x_i, 140.0, 40.0, 10.0, 100.0);
+        assert!(u > 0.0);
+        let expect = r + expected_rtt_change(u, 3.0) / k;
+        assert!((bps_to_pps(&a) - expect).abs() < 1.0, "{a:?} vs {expect}");
+        assert!(bps_to_pps(&a) < r);
+        assert!((f.iris_metrics().last_u - u).abs() < 1e-9);
+        // the cwnd does not bind: at least two rate·srtt
+        let srtt = f.metrics().srtt_us / 1e6;
+        assert!(f64::from(a.cwnd_bytes.unwrap()) >= 2.0 * expect * srtt * f64::from(MSS) * 0.99);
+    }
+
+    #[test]
+    fn rates_stay_bounded_for_absurd_inputs() {
+        let cfg = IrisConfig::default();
+        let lo = cfg.min_rate_kbps * 1000.0 / 8.0;
+        let hi = cfg.max_rate_mbps * 1e6 / 8.0;
+        let mut f = IrisFlow::new(cfg, &info());
+        f.initial_action();
+        let absurd = [
+            Interval::default(),
+            Interval {
+                acked_bytes: u64::MAX / 2,
+                lost_pkts: u64::MAX / 4,
+                last_ack_us: Some(1),
+                rtt_mean_us: Some(f64::NAN),
+                ..Default::default()
+            },
+            Interval {
+                acked_bytes: u64::MAX / 2,
+                last_ack_us: Some(2),
+                rtt_min_us: Some(1),
+                rtt_mean_us: Some(f64::INFINITY),
+                interval_us: 1,
+                ..Default::default()
+            },
+            Interval {
+                acked_bytes: 1,
+                last_ack_us: Some(u64::MAX),
+                rtt_min_us: Some(99_000_000),
+                rtt_mean_us: Some(99_000_000.0),
+                inflight_bytes: Some(u64::MAX),
+                interval_us: u64::MAX / 8,
+                ..Default::default()
+            },
+            Interval {
+                timeout: true,
+                ..Default::default()
+            },
+        ];
+        for _ in 0..50 {
+            for iv in &absurd {
+                let a = f.on_report(iv);
+                let r = a.rate_bps.unwrap() as f64;
+                assert!(r >= lo.floor() && r <= hi, "rate {r}");
+                assert!(a.cwnd_bytes.unwrap() >= 4 * MSS);
+                assert_eq!(a.report_interval_us, Some(50_000));
+                assert!(f.rate_pps().is_finite());
+                assert!(f.k().is_none_or(|k| k.is_finite() && k > 0.0));
+            }
+        }
+    }
+
+    #[test]
+    fn iris_mid_uses_the_median_and_iris_min_the_minimum() {
+        let rtts = [50.0, 80.0, 60.0, 200.0, 70.0];
+        for (target, want) in [(IrisTarget::Min, 50.0), (IrisTarget::Median, 70.0)] {
+            let cfg = IrisConfig {
+                target,
+                ..Default::default()
+            };
+            let mut f = IrisFlow::new(cfg, &info());
+            let mut t = 0;
+            for r in rtts {
+                t += 50_000;
+                f.on_report(&epoch(1.0, 0, r, t));
+            }
+            assert_eq!(f.target_ms(), Some(want), "{target:?}");
+            assert_eq!(f.iris_metrics().target_ms, want);
+        }
+        // even count: mean of the two middle values
+        let mut f = IrisFlow::new(
+            IrisConfig {
+                target: IrisTarget::Median,
+                ..Default::default()
+            },
+            &info(),
+        );
+        for (i, r) in [40.0, 10.0, 30.0, 20.0].into_iter().enumerate() {
+            f.on_report(&epoch(1.0, 0, r, 50_000 * (i as u64 + 1)));
+        }
+        assert_eq!(f.target_ms(), Some(25.0));
+    }
+
+    #[test]
+    fn target_window_forgets_old_minimum() {
+        let cfg = IrisConfig {
+            min_window_s: 10.0,
+            ..Default::default()
+        };
+        let mut f = IrisFlow::new(cfg, &info());
+        let mut t = 0;
+        t += 50_000;
+        f.on_report(&epoch(1.0, 0, 20.0, t));
+        for _ in 0..250 {
+            t += 50_000;
+            f.on_report(&epoch(1.0, 0, 45.0, t));
+        }
+        // 12.5 s later the 20 ms sample left the 10 s window
+        assert_eq!(f.target_ms(), Some(45.0));
+    }
+
+    /// Fluid model of one bottleneck: `capacity` packets/s, `base_ms` RTT, a drop-tail buffer.
+    /// Returns (mean rate over the last `tail_s`, mean queueing delay there, flow).
+    fn fluid_run(
+        capacity: f64,
+        base_ms: f64,
+        buffer_pkts: f64,
+        secs: f64,
+        tail_s: f64,
+    ) -> (f64, f64, IrisFlow) {
+        let mut f = IrisFlow::new(IrisConfig::default(), &info());
+        let mut rate = bps_to_pps(&f.initial_action());
+        let dt = 1e-3;
+        let half = (base_ms / 2.0) as usize; // ms
+        let steps = (secs / dt) as usize;
+        let mut sent = vec![0.0f64; steps + 1]; // sending rate per ms
+        let mut dep = vec![0.0f64; steps + 1]; // bottleneck departures per ms (packets)
+        let mut qd = vec![0.0f64; steps + 1]; // queueing delay at departure (ms)
+        let mut lost = vec![0.0f64; steps + 1];
+        let mut q = 0.0f64;
+        let (mut acked, mut nlost, mut rtt_sum, mut rtt_n, mut rtt_min) =
+            (0.0, 0.0, 0.0, 0.0, f64::MAX);
+        let mut last_ack = None;
+        let (mut tail_rate, mut tail_q, mut tail_n) = (0.0, 0.0, 0.0);
+        let (mut inflight, mut since) = (0.0f64, 0usize);
+        for s in 0..steps {
+            sent[s] = rate * dt;
+            inflight += sent[s];
+            let arr = if s >= half { sent[s - half] } else { 0.0 };
+            q += arr;
+            let out = q.min(capacity * dt);
+            q -= out;
+            if q > buffer_pkts {
+                lost[s] = q - buffer_pkts;
+                q = buffer_pkts;
+            }
+            dep[s] = out;
+            qd[s] = q / capacity * 1000.0;
+            if s >= half {
+                let a = dep[s - half];
+                let l = lost[s - half];
+                inflight -= a + l;
+                if a > 0.0 {
+                    acked += a;
+                    let rtt = base_ms + qd[s - half];
+                    rtt_sum += rtt * a;
+                    rtt_n += a;
+                    rtt_min = f64::min(rtt_min, rtt);
+                    last_ack = Some(s as u64 * 1000);
+                }
+                nlost += l;
+            }
+            if s as f64 * dt >= secs - tail_s {
+                tail_rate += dep[s] / dt;
+                tail_q += qd[s];
+                tail_n += 1.0;
+            }
+            since += 1;
+            if since >= 50 && last_ack.is_some() {
+                let iv = Interval {
+                    acked_bytes: (acked * f64::from(MSS)) as u64,
+                    lost_pkts: nlost as u64,
+                    rtt_min_us: Some((rtt_min * 1000.0) as u64),
+                    rtt_mean_us: Some(rtt_sum / rtt_n * 1000.0),
+                    rtt_samples: 1,
+                    last_ack_us: last_ack,
+                    inflight_bytes: Some((inflight.max(0.0) * f64::from(MSS)) as u64),
+                    interval_us: since as u64 * 1000,
+                    ..Default::default()
+                };
+                nlost -= nlost.floor();
+                rate = bps_to_pps(&f.on_report(&iv));
+                if std::env::var_os("IRIS_TRACE").is_some() {
+                    let m = f.iris_metrics();
+                    eprintln!(
+                        "t={:.2} ph={:?} rtt={:.1} T={:.1} U={:.3} d={:.3} k={:.4} x={:.0} q={:.1}",
+                        s as f64 * dt,
+                        m.phase,
+                        rtt_sum / rtt_n,
+                        m.target_ms,
+                        m.last_u,
+                        m.last_d_ms,
+                        m.k,
+                        rate,
+                        q
+                    );
+                }
+                (acked, rtt_sum, rtt_n, rtt_min, since) = (0.0, 0.0, 0.0, f64::MAX, 0);
+            }
+        }
+        (tail_rate / tail_n, tail_q / tail_n, f)
+    }
+
+    #[test]
+    fn fluid_link_converges_to_capacity_with_b_packets_queued() {
+        // 1000 packets/s (8 Mbit/s at 1000 B), 40 ms, 1 BDP of buffer
+        let (rate, qdelay, f) = fluid_run(1000.0, 40.0, 40.0, 30.0, 10.0);
+        let m = f.iris_metrics();
+        assert!(rate > 900.0, "rate {rate}, {m:?}");
+        // B = 10 packets at 1000 packets/s = 10 ms of queueing
+        assert!(qdelay > 2.0 && qdelay < 25.0, "queueing {qdelay} ms, {m:?}");
+        assert!(m.fits >= 1, "{m:?}");
+        // the queue model's k = τ/C = 0.05 ms per packet/s; the fit is within a factor 3
+        assert!(m.k > 0.05 / 3.0 && m.k < 0.05 * 3.0, "{m:?}");
+    }
+}
