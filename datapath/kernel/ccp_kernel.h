@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Internal interfaces of the CCP kernel datapath (ccp-kernel.ko).
+ * See tcp_ccp.c for the design.
+ */
+#ifndef CCP_KERNEL_H
+#define CCP_KERNEL_H
+
+#include <linux/spinlock.h>
+#include <linux/workqueue.h>
+#include <net/sock.h>
+
+#include "ccp.h"		/* libccp public API */
+#include "ccp_validate.h"
+
+/* multicast group portus's netlink backend joins (NETLINK_USERSOCK) */
+#define CCPK_NL_GROUP		22
+#define CCPK_LAT_RING		4096	/* latency samples kept for /proc */
+
+/* per-flow control mode (slot->mode) */
+enum ccpk_mode {
+	CCPK_FREE = 0,		/* slot unused */
+	CCPK_PENDING,		/* CREATE sent, waiting for the agent: Reno */
+	CCPK_ATTACHED,		/* agent in control: libccp drives cwnd/rate */
+	CCPK_FALLBACK,		/* agent gone: in-kernel Reno, re-CREATE later */
+};
+
+/* counters, exported in /proc/net/ccp */
+#define CCPK_COUNTERS(X)						\
+	X(flows_started)	/* sockets that selected a ccp* algorithm */ \
+	X(flows_no_slot)	/* no connection slot / no memory: Reno only */ \
+	X(flows_closed)							\
+	X(attaches)		/* PENDING -> ATTACHED (first time) */	\
+	X(reattaches)		/* PENDING -> ATTACHED after a fallback */ \
+	X(fallbacks)		/* ATTACHED/PENDING flow -> FALLBACK */	\
+	X(agent_lost)		/* agent declared gone */		\
+	X(agent_lost_nolistener) /* ... because a send found no listener */ \
+	X(agent_lost_timeout)	/* ... because it stopped answering */	\
+	X(agent_found)		/* a READY probe reached a listener */	\
+	X(agent_restarts)	/* INSTALL uid 1 while flows were attached */ \
+	X(probes_sent)		/* READY probes attempted */		\
+	X(creates_sent)							\
+	X(recreates)		/* CREATE re-sent for an existing flow */ \
+	X(reports_sent)							\
+	X(closes_sent)							\
+	X(tx_errors)		/* sends failed (other than no listener) */ \
+	X(tx_nobufs)		/* listener's receive buffer full */	\
+	X(rx_ok)		/* agent messages accepted */		\
+	X(rx_install)							\
+	X(rx_update)							\
+	X(rx_changeprog)						\
+	X(rej_total)		/* all rejected agent messages */	\
+	X(rej_perm)		/* sender lacks CAP_NET_ADMIN */	\
+	X(rej_nlmsg)		/* broken netlink framing */		\
+	X(rej_short)							\
+	X(rej_bad_type)							\
+	X(rej_bad_len)							\
+	X(rej_prog_too_big)						\
+	X(rej_bad_prog)							\
+	X(rej_bad_fields)						\
+	X(rej_bad_sid)		/* sid out of range or not in use */	\
+	X(rej_unknown_prog)	/* CHANGE_PROG to a program not installed */ \
+	X(rej_libccp)		/* libccp refused it (e.g. program table full) */ \
+	X(invoke_errors)	/* ccp_invoke() < 0 (program fault) */	\
+	X(cwnd_updates)		/* agent cwnd/rate updates applied */	\
+	X(libccp_warnings)
+
+#define CCPK_CTR_ENUM(n) CCPK_CTR_##n,
+enum ccpk_counter { CCPK_COUNTERS(CCPK_CTR_ENUM) CCPK_CTR_MAX };
+#undef CCPK_CTR_ENUM
+
+struct ccpk_flow {
+	struct sock *sk;	/* owner; NULL when free */
+	u8 mode;		/* enum ccpk_mode */
+	u8 reattaching;		/* re-created after a fallback */
+	u8 update_pending;	/* agent update staged, not yet applied */
+	u64 report_ns;		/* first report not yet answered */
+	u64 reply_ns;		/* when the answer to it arrived */
+};
+
+struct ccpk_datapath {
+	spinlock_t lock;	/* serializes libccp: recv vs. invoke */
+	struct ccp_datapath dp;	/* libccp state */
+	struct ccp_connection *conns;
+	struct ccpk_flow *flows;
+	u32 max_flows;
+	u32 nflows;
+	u32 hint;		/* next slot to try */
+	u32 id;			/* datapath id in READY */
+	bool ready;		/* netlink socket up */
+	bool agent_up;		/* a listener exists and answers */
+	bool shutting_down;
+	u64 pending_since_ns;	/* oldest send still waiting for the agent */
+	u64 last_rx_ns;
+	struct sock *nl_sk;
+	struct delayed_work probe_work;
+	u64 ctr[CCPK_CTR_MAX];
+	/* latency ring: report sent -> reply received -> cwnd applied */
+	u32 lat_reply_ns[CCPK_LAT_RING];
+	u32 lat_apply_ns[CCPK_LAT_RING];
+	u64 lat_count;
+};
+
+extern struct ccpk_datapath *ccpk;
+extern unsigned int ccpk_agent_timeout_ms;
+extern unsigned int ccpk_probe_interval_ms;
+extern bool ccpk_debug;
+
+#define ccpk_inc(c)	(ccpk->ctr[CCPK_CTR_##c]++)
+
+/* tcp_ccp.c */
+void ccpk_agent_lost(bool timeout);		/* lock held */
+void ccpk_agent_restarted(void);		/* lock held */
+void ccpk_flow_attach(struct ccpk_flow *fl);	/* lock held */
+struct ccp_connection *ccpk_conn(u32 sid);
+
+/* ccp_nl.c */
+int ccpk_nl_init(void);
+void ccpk_nl_exit(void);
+int ccpk_nl_send(const char *msg, int len);	/* raw, any context */
+int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len);
+
+/* ccp_proc.c */
+int ccpk_proc_init(void);
+void ccpk_proc_exit(void);
+
+#endif /* CCP_KERNEL_H */

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Netlink IPC between the CCP datapath and the agent, compatible with
+ * portus 0.9's netlink backend (`ccp-agent --ipc netlink`):
+ *
+ *  - protocol NETLINK_USERSOCK, init_net;
+ *  - datapath -> agent: one CCP message per netlink message, broadcast to
+ *    multicast group 22 (nlmsghdr type NLMSG_DONE, then the CCP message;
+ *    portus strips the 16-byte netlink header);
+ *  - agent -> datapath: the agent sends to port id 0 (the kernel) a 16-byte
+ *    netlink header (length, rest zero) followed by one CCP message.
+ *
+ * Every incoming message is checked (sender capability, netlink framing,
+ * ccpk_validate(), socket id in use, program installed) before libccp sees
+ * it.  NETLINK_USERSOCK lets unprivileged processes send to the kernel and
+ * join groups, so the CAP_NET_ADMIN check here is what keeps unprivileged
+ * users from steering flows.
+ */
+#define pr_fmt(fmt) "ccp: " fmt
+
+#include <linux/atomic.h>
+#include <linux/capability.h>
+#include <linux/delay.h>
+#include <linux/netlink.h>
+#include <linux/ratelimit.h>
+#include <linux/version.h>
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0)
+#include <linux/unaligned.h>
+#else
+#include <asm/unaligned.h>
+#endif
+#include <net/net_namespace.h>
+#include <net/netlink.h>
+#include <net/sock.h>
+
+#include "ccp_kernel.h"
+#include "ccp_libccp.h"	/* libccp internals: last */
+
+static atomic_t ccpk_nl_busy = ATOMIC_INIT(0);
+
+int ccpk_nl_send(const char *msg, int len)
+{
+	struct sock *nl = ccpk->nl_sk;
+	struct nlmsghdr *nlh;
+	struct sk_buff *skb;
+
+	if (!nl)
+		return -ENOTCONN;
+	skb = nlmsg_new(len, GFP_ATOMIC);
+	if (!skb)
+		return -ENOMEM;
+	nlh = nlmsg_put(skb, 0, 0, NLMSG_DONE, len, 0);
+	if (!nlh) {
+		kfree_skb(skb);
+		return -EMSGSIZE;
+	}
+	memcpy(nlmsg_data(nlh), msg, len);
+	/* -ESRCH: nobody is subscribed to the group */
+	return nlmsg_multicast(nl, skb, 0, CCPK_NL_GROUP, GFP_ATOMIC);
+}
+
+/* libccp's send_msg: every datapath -> agent message passes here (lock held). */
+int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len)
+{
+	u32 sid, nfields = 0;
+	u16 type;
+	int ret;
+
+	if (!ccpk->ready || len < CCPK_HDR_LEN)
+		return -ENOTCONN;
+	/* while the agent is away only the probe talks (READY, then CREATEs) */
+	if (!ccpk->agent_up)
+		return -ENOTCONN;
+	type = get_unaligned_le16(msg);
+	sid = get_unaligned_le32(msg + 4);
+	if (type == MEASURE && len >= CCPK_HDR_LEN + 8)
+		nfields = get_unaligned_le32(msg + CCPK_HDR_LEN + 4);
+
+	ret = ccpk_nl_send(msg, len);
+	if (ret == 0) {
+		u64 now = ktime_get_ns();
+		bool wants_answer = type == CREATE || (type == MEASURE && nfields);
+
+		if (type == CREATE)
+			ccpk_inc(creates_sent);
+		else if (type == MEASURE && nfields)
+			ccpk_inc(reports_sent);
+		else if (type == MEASURE)
+			ccpk_inc(closes_sent);
+		if (wants_answer && !ccpk->pending_since_ns)
+			ccpk->pending_since_ns = now;
+		if (type == MEASURE && nfields && sid && sid <= ccpk->max_flows) {
+			struct ccpk_flow *fl = &ccpk->flows[sid - 1];
+
+			if (!fl->report_ns)
+				fl->report_ns = now;
+		}
+	} else if (ret == -ESRCH) {
+		ccpk_agent_lost(false);
+	} else if (ret == -ENOBUFS) {
+		ccpk_inc(tx_nobufs);
+	} else {
+		ccpk_inc(tx_errors);
+	}
+	return ret;
+}
+
+/* ---- receive --------------------------------------------------------------- */
+
+static const enum ccpk_counter ccpk_verdict_ctr[CCPK_VERDICT_MAX] = {
+	[CCPK_OK]		= CCPK_CTR_rx_ok,
+	[CCPK_REJ_SHORT]	= CCPK_CTR_rej_short,
+	[CCPK_REJ_TYPE]		= CCPK_CTR_rej_bad_type,
+	[CCPK_REJ_LEN]		= CCPK_CTR_rej_bad_len,
+	[CCPK_REJ_PROG_SIZE]	= CCPK_CTR_rej_prog_too_big,
+	[CCPK_REJ_PROG]		= CCPK_CTR_rej_bad_prog,
+	[CCPK_REJ_FIELDS]	= CCPK_CTR_rej_bad_fields,
+	[CCPK_REJ_SID]		= CCPK_CTR_rej_bad_sid,
+};
+
+static DEFINE_RATELIMIT_STATE(ccpk_rej_rs, 5 * HZ, 5);
+
+/* Count (and log, rate-limited) a rejected message; lock held. */
+static void ccpk_reject(enum ccpk_counter c, const char *why,
+			const struct ccpk_msg_info *mi)
+{
+	ccpk->ctr[c]++;
+	ccpk_inc(rej_total);
+	if (__ratelimit(&ccpk_rej_rs))
+		pr_warn("rejected agent message (%s): type %u len %u sid %u\n",
+			why, mi ? mi->type : 0, mi ? mi->len : 0, mi ? mi->sid : 0);
+}
+
+static void ccpk_reject_unlocked(enum ccpk_counter c, const char *why,
+				 const struct ccpk_msg_info *mi)
+{
+	spin_lock_bh(&ccpk->lock);
+	ccpk_reject(c, why, mi);
+	spin_unlock_bh(&ccpk->lock);
+}
+
+/* Index (1-based) of the installed program with this uid, or 0. */
+static u32 ccpk_prog_index(u32 uid)
+{
+	struct DatapathProgram *progs = ccpk->dp.programs;
+	u32 i;
+
+	for (i = 0; i < ccpk->dp.max_programs; i++)
+		if (progs[i].index && progs[i].program_uid == uid)
+			return progs[i].index;
+	return 0;
+}
+
+/* Does the flow have (or has staged) a program that is still installed? */
+static bool ccpk_has_program(struct ccp_connection *conn)
+{
+	struct DatapathProgram *progs = ccpk->dp.programs;
+	struct ccp_priv_state *st = conn->state;
+	u32 idx;
+
+	if (!st)
+		return false;
+	if (st->staged_program_index >= 0)
+		return true;
+	idx = st->program_index;
+	return idx && idx <= ccpk->dp.max_programs && progs[idx - 1].index == idx;
+}
+
+static void ccpk_handle(u8 *buf, int len)
+{
+	struct ccp_connection *conn = NULL;
+	struct ccpk_flow *fl = NULL;
+	struct ccpk_msg_info mi;
+	enum ccpk_verdict v;
+	int ret;
+
+	v = ccpk_validate(buf, len, ccpk->max_flows, &mi);
+	if (v != CCPK_OK) {
+		ccpk_reject_unlocked(ccpk_verdict_ctr[v], ccpk_verdict_name(v), &mi);
+		return;
+	}
+
+	spin_lock_bh(&ccpk->lock);
+	if (mi.type != INSTALL_EXPR) {
+		conn = ccp_connection_lookup(&ccpk->dp, mi.sid);
+		fl = &ccpk->flows[mi.sid - 1];
+		if (!conn || !fl->sk || !conn->state) {
+			ccpk_reject(CCPK_CTR_rej_bad_sid, "sid not in use", &mi);
+			goto out;
+		}
+		if (mi.type == CHANGE_PROG && !ccpk_prog_index(mi.program_uid)) {
+			ccpk_reject(CCPK_CTR_rej_unknown_prog, "unknown program", &mi);
+			goto out;
+		}
+	}
+
+	ret = ccp_read_msg(&ccpk->dp, (char *)buf, len);
+	/* ccp_read_msg() clears libccp's fallback flag; keep it = agent state */
+	ccpk->dp._in_fallback = !ccpk->agent_up;
+	if (ret < 0) {
+		ccpk_reject(CCPK_CTR_rej_libccp, "libccp refused", &mi);
+		goto out;
+	}
+
+	ccpk_inc(rx_ok);
+	ccpk->last_rx_ns = ktime_get_ns();
+	ccpk->pending_since_ns = 0;	/* the agent is answering */
+
+	switch (mi.type) {
+	case INSTALL_EXPR:
+		ccpk_inc(rx_install);
+		/* portus numbers its programs from 1 and installs them all
+		 * after a READY or on the first CREATE it sees: uid 1 means
+		 * the agent has no flows, and libccp just wiped its table. */
+		if (mi.program_uid == 1 && ccpk->agent_up)
+			ccpk_agent_restarted();
+		break;
+	case UPDATE_FIELDS:
+	case CHANGE_PROG:
+		if (mi.type == CHANGE_PROG)
+			ccpk_inc(rx_changeprog);
+		else
+			ccpk_inc(rx_update);
+		if (fl->mode == CCPK_PENDING &&
+		    (mi.type == CHANGE_PROG || ccpk_has_program(conn)))
+			ccpk_flow_attach(fl);
+		if (fl->mode == CCPK_ATTACHED) {
+			if (fl->report_ns && !fl->reply_ns)
+				fl->reply_ns = ccpk->last_rx_ns;
+			fl->update_pending = 1;
+		}
+		break;
+	}
+out:
+	spin_unlock_bh(&ccpk->lock);
+}
+
+/* Netlink input: runs in the sender's process context. */
+static void ccpk_nl_rcv(struct sk_buff *skb)
+{
+	struct nlmsghdr *nlh;
+	int rem;
+
+	atomic_inc(&ccpk_nl_busy);
+	if (READ_ONCE(ccpk->shutting_down))
+		goto out;
+	if (!netlink_net_capable(skb, CAP_NET_ADMIN)) {
+		ccpk_reject_unlocked(CCPK_CTR_rej_perm, "sender lacks CAP_NET_ADMIN", NULL);
+		goto out;
+	}
+	nlh = nlmsg_hdr(skb);
+	rem = skb->len;
+	if (!nlmsg_ok(nlh, rem)) {
+		ccpk_reject_unlocked(CCPK_CTR_rej_nlmsg, "netlink framing", NULL);
+		goto out;
+	}
+	while (nlmsg_ok(nlh, rem)) {
+		ccpk_handle(nlmsg_data(nlh), nlmsg_len(nlh));
+		nlh = nlmsg_next(nlh, &rem);
+	}
+	if (rem >= NLMSG_HDRLEN)	/* trailing bytes that are no message */
+		ccpk_reject_unlocked(CCPK_CTR_rej_nlmsg, "netlink framing", NULL);
+out:
+	atomic_dec(&ccpk_nl_busy);
+}
+
+int ccpk_nl_init(void)
+{
+	struct netlink_kernel_cfg cfg = {
+		.input = ccpk_nl_rcv,
+	};
+	struct sock *nl;
+
+	nl = netlink_kernel_create(&init_net, NETLINK_USERSOCK, &cfg);
+	if (!nl) {
+		pr_err("cannot create the NETLINK_USERSOCK kernel socket (another CCP datapath loaded?)\n");
+		return -EBUSY;
+	}
+	spin_lock_bh(&ccpk->lock);
+	ccpk->nl_sk = nl;
+	spin_unlock_bh(&ccpk->lock);
+	return 0;
+}
+
+void ccpk_nl_exit(void)
+{
+	struct sock *nl;
+
+	spin_lock_bh(&ccpk->lock);
+	nl = ccpk->nl_sk;
+	ccpk->nl_sk = NULL;
+	ccpk->ready = false;
+	spin_unlock_bh(&ccpk->lock);
+	if (nl)
+		netlink_kernel_release(nl);
+	synchronize_net();
+	/* wait for senders already inside ccpk_nl_rcv() */
+	while (atomic_read(&ccpk_nl_busy))
+		msleep(1);
+}
