@@ -1,0 +1,701 @@
+//! Scenario files: a dumbbell with one bottleneck and the flows that cross it.
+//!
+//! ```toml
+//! duration_s = 30
+//! seed = 1
+//! [link]
+//! rate_mbps = 50          # or: trace = "traces/ATT-LTE-driving-2016.down" (mahimahi)
+//! buffer_bdp = 1.0        # or: buffer_pkts = 500 (default: 1 BDP)
+//! loss = 0.0              # random loss probability per packet
+//! # rate_schedule = [{ at_s = 10, rate_mbps = 25 }]   # with rate_mbps: capacity steps
+//! # trace_scale = 2.0                                  # with trace: capacity multiplier
+//! [[flow]]
+//! alg = "cubic"           # optional: the agent's default when absent
+//! w = [0.4, 0.5, 0.1]     # optional preference <throughput, latency, loss>
+//! rtt_ms = 40
+//! start_s = 0.0           # default 0
+//! stop_s = 30.0           # optional: runs to the end
+//! count = 1               # optional: identical flows
+//! ```
+//!
+//! Every key is checked (`deny_unknown_fields`): a typo is an error, not a silent default.
+//! Every problem is a [`ScenarioError`] whose message names the field and the fix.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ccp_algs::registry::{ALGORITHMS, DATAPATH_PREFIX};
+use ccp_algs::Preference;
+use serde::Deserialize;
+
+/// Bytes per packet on the bottleneck (and the flows' MSS): one mahimahi delivery
+/// opportunity carries exactly one packet.
+pub const PACKET_BYTES: u32 = 1500;
+/// Longest congAlg string libccp carries in a CREATE (64 bytes with the NUL).
+pub const MAX_CONG_ALG_LEN: usize = 63;
+/// libccp's connection table holds 1024 connections.
+pub const MAX_FLOWS: usize = 1000;
+
+/// Why a scenario was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenario file {path}: {source} (check the path)")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "scenario is not valid: {0} (see datapath/sim/scenarios/one-flow.toml for the format)"
+    )]
+    Parse(String),
+    #[error("scenario field `{field}`: {message}")]
+    Field { field: String, message: String },
+    #[error("trace file {path} (link.trace): {message}")]
+    Trace { path: PathBuf, message: String },
+}
+
+fn field_err(field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+    ScenarioError::Field {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    duration_s: f64,
+    #[serde(default = "default_seed")]
+    seed: u64,
+    link: RawLink,
+    #[serde(default)]
+    flow: Vec<RawFlow>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLink {
+    rate_mbps: Option<f64>,
+    trace: Option<String>,
+    trace_scale: Option<f64>,
+    rate_schedule: Option<Vec<RawStep>>,
+    buffer_bdp: Option<f64>,
+    buffer_pkts: Option<i64>,
+    #[serde(default)]
+    loss: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    at_s: f64,
+    rate_mbps: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFlow {
+    alg: Option<String>,
+    w: Option<Vec<f64>>,
+    rtt_ms: f64,
+    #[serde(default)]
+    start_s: f64,
+    stop_s: Option<f64>,
+    #[serde(default = "default_count")]
+    count: i64,
+}
+
+fn default_count() -> i64 {
+    1
+}
+
+/// The bottleneck's capacity over time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Capacity {
+    /// A constant rate, possibly stepping at given times: `(at_s, rate_mbps)`, sorted, the
+    /// first at 0.
+    Rate { steps: Vec<(f64, f64)> },
+    /// A mahimahi trace: delivery opportunities (ms, non-decreasing) repeating with period
+    /// equal to the last timestamp; each opportunity carries `scale` packets on average.
+    Trace {
+        path: PathBuf,
+        opportunities_ms: Arc<[u64]>,
+        scale: f64,
+    },
+}
+
+impl Capacity {
+    /// Mean capacity (bits/s): the first rate for a schedule (its initial capacity), the
+    /// trace's long-run mean for a trace.
+    pub fn mean_bps(&self) -> f64 {
+        match self {
+            Capacity::Rate { steps } => steps[0].1 * 1e6,
+            Capacity::Trace {
+                opportunities_ms,
+                scale,
+                ..
+            } => {
+                let period_ms = *opportunities_ms.last().unwrap_or(&1) as f64;
+                opportunities_ms.len() as f64 * scale * f64::from(PACKET_BYTES) * 8.0 * 1000.0
+                    / period_ms
+            }
+        }
+    }
+}
+
+/// Drop-tail buffer size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Buffer {
+    Packets(u64),
+    /// Multiples of the BDP (smallest flow RTT × mean capacity).
+    Bdp(f64),
+}
+
+/// The bottleneck link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkSpec {
+    pub capacity: Capacity,
+    pub buffer: Buffer,
+    /// Random loss probability per packet, in `[0, 1)`.
+    pub loss: f64,
+}
+
+/// One flow (a `count = n` entry becomes n of these).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowSpec {
+    /// Requested algorithm as written (`cubic`, `ccp_cubic`); `None`: the agent's default.
+    pub alg: Option<String>,
+    /// Preference vector, if the scenario gives one.
+    pub w: Option<Preference>,
+    /// Base (propagation) round-trip time, ms.
+    pub rtt_ms: f64,
+    pub start_s: f64,
+    /// `None`: runs until the end.
+    pub stop_s: Option<f64>,
+}
+
+impl FlowSpec {
+    /// The string the flow's CREATE carries in libccp's congAlg field:
+    /// `<alg>` or `ccp`, plus `;w=<thr>,<lat>,<loss>` when the flow has a preference.
+    pub fn cong_alg(&self) -> String {
+        let mut s = self.alg.clone().unwrap_or_else(|| "ccp".to_string());
+        if let Some(w) = &self.w {
+            s.push_str(&format!(";w={},{},{}", w.thr(), w.lat(), w.loss()));
+        }
+        s
+    }
+}
+
+/// A validated scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    pub duration_s: f64,
+    pub seed: u64,
+    pub link: LinkSpec,
+    pub flows: Vec<FlowSpec>,
+}
+
+impl Scenario {
+    /// Read and validate a scenario file; relative trace paths resolve against its folder.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ScenarioError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let base = path.parent().unwrap_or_else(|| Path::new("."));
+        Self::from_toml_str(&text, base)
+    }
+
+    /// Parse and validate scenario TOML; relative trace paths resolve against `base_dir`.
+    pub fn from_toml_str(text: &str, base_dir: impl AsRef<Path>) -> Result<Self, ScenarioError> {
+        let raw: RawScenario =
+            toml::from_str(text).map_err(|e| ScenarioError::Parse(e.to_string().trim().into()))?;
+        build(raw, base_dir.as_ref())
+    }
+
+    /// Smallest base RTT of any flow (s).
+    pub fn min_rtt_s(&self) -> f64 {
+        self.flows
+            .iter()
+            .map(|f| f.rtt_ms / 1e3)
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    /// Buffer size in packets (a BDP buffer: smallest RTT × mean capacity, at least 1).
+    pub fn buffer_packets(&self) -> u64 {
+        match self.link.buffer {
+            Buffer::Packets(n) => n,
+            Buffer::Bdp(k) => {
+                let bdp_bytes = self.min_rtt_s() * self.link.capacity.mean_bps() / 8.0;
+                ((k * bdp_bytes / f64::from(PACKET_BYTES)).round() as u64).max(1)
+            }
+        }
+    }
+
+    /// Check invariants again (for scenarios built or edited in code).
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        check_duration(self.duration_s)?;
+        if self.flows.is_empty() {
+            return Err(field_err(
+                "flow",
+                "no flows: add at least one [[flow]] table",
+            ));
+        }
+        if self.flows.len() > MAX_FLOWS {
+            return Err(field_err(
+                "flow",
+                format!(
+                    "{} flows, more than the {MAX_FLOWS} the datapath holds: lower `count`",
+                    self.flows.len()
+                ),
+            ));
+        }
+        check_loss(self.link.loss)?;
+        match &self.link.capacity {
+            Capacity::Rate { steps } => {
+                if steps.is_empty() || steps[0].0 != 0.0 {
+                    return Err(field_err(
+                        "link.rate_schedule",
+                        "the schedule must start at 0 s",
+                    ));
+                }
+                for (i, w) in steps.windows(2).enumerate() {
+                    if w[1].0 <= w[0].0 {
+                        return Err(field_err(
+                            format!("link.rate_schedule[{i}].at_s"),
+                            "steps must be in increasing at_s order",
+                        ));
+                    }
+                }
+                for (_, r) in steps {
+                    check_rate("link.rate_mbps", *r)?;
+                }
+            }
+            Capacity::Trace {
+                opportunities_ms,
+                scale,
+                path,
+            } => {
+                check_scale(*scale)?;
+                if opportunities_ms.is_empty()
+                    || *opportunities_ms.last().unwrap_or(&0) == 0
+                    || opportunities_ms.windows(2).any(|w| w[1] < w[0])
+                {
+                    return Err(ScenarioError::Trace {
+                        path: path.clone(),
+                        message: "the trace must be non-empty, non-decreasing and last > 0 ms"
+                            .into(),
+                    });
+                }
+            }
+        }
+        match self.link.buffer {
+            Buffer::Packets(0) => {
+                return Err(field_err("link.buffer_pkts", "must be at least 1 packet"))
+            }
+            Buffer::Bdp(k) if !(k.is_finite() && k > 0.0) => {
+                return Err(field_err(
+                    "link.buffer_bdp",
+                    format!("is {k}: use a positive number of BDPs (e.g. buffer_bdp = 1.0)"),
+                ))
+            }
+            _ => {}
+        }
+        for (i, f) in self.flows.iter().enumerate() {
+            check_flow(i, f, self.duration_s)?;
+        }
+        Ok(())
+    }
+}
+
+fn check_duration(d: f64) -> Result<(), ScenarioError> {
+    if !(d.is_finite() && d > 0.0 && d <= 1e6) {
+        return Err(field_err(
+            "duration_s",
+            format!("is {d}: use a positive number of seconds (e.g. duration_s = 30)"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_loss(p: f64) -> Result<(), ScenarioError> {
+    if !(p.is_finite() && (0.0..1.0).contains(&p)) {
+        return Err(field_err(
+            "link.loss",
+            format!("is {p}: use a probability in [0, 1) (e.g. loss = 0.01 for 1%)"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_rate(field: &str, r: f64) -> Result<(), ScenarioError> {
+    if !(r.is_finite() && r > 0.0 && r <= 1e6) {
+        return Err(field_err(
+            field,
+            format!("is {r}: use a positive rate in Mbit/s (e.g. rate_mbps = 50)"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_scale(s: f64) -> Result<(), ScenarioError> {
+    if !(s.is_finite() && (0.01..=1e4).contains(&s)) {
+        return Err(field_err(
+            "link.trace_scale",
+            format!("is {s}: use a capacity multiplier between 0.01 and 10000 (e.g. 2.0)"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_alg(field: &str, alg: &str) -> Result<(), ScenarioError> {
+    let name = alg.strip_prefix(DATAPATH_PREFIX).unwrap_or(alg);
+    if alg == "ccp" || ALGORITHMS.contains(&name) {
+        return Ok(());
+    }
+    Err(field_err(
+        field,
+        format!(
+            "unknown algorithm {alg:?}: use one of {} (optionally prefixed `ccp_`), or leave \
+             `alg` out for the agent's default",
+            ALGORITHMS.join(", ")
+        ),
+    ))
+}
+
+fn check_flow(i: usize, f: &FlowSpec, duration_s: f64) -> Result<(), ScenarioError> {
+    let field = |k: &str| format!("flow[{i}].{k}");
+    if let Some(a) = &f.alg {
+        check_alg(&field("alg"), a)?;
+    }
+    if !(f.rtt_ms.is_finite() && f.rtt_ms > 0.0 && f.rtt_ms <= 100_000.0) {
+        return Err(field_err(
+            field("rtt_ms"),
+            format!(
+                "is {}: use a positive round-trip time in ms (e.g. rtt_ms = 40)",
+                f.rtt_ms
+            ),
+        ));
+    }
+    if !(f.start_s.is_finite() && f.start_s >= 0.0) {
+        return Err(field_err(
+            field("start_s"),
+            format!("is {}: use a start time >= 0 s", f.start_s),
+        ));
+    }
+    if f.start_s >= duration_s {
+        return Err(field_err(
+            field("start_s"),
+            format!(
+                "is {} but the scenario lasts {duration_s} s: start the flow before the end",
+                f.start_s
+            ),
+        ));
+    }
+    if let Some(stop) = f.stop_s {
+        if !stop.is_finite() || stop <= f.start_s {
+            return Err(field_err(
+                field("stop_s"),
+                format!(
+                    "is {stop}, not after start_s = {}: stop the flow after it starts, or \
+                     leave stop_s out",
+                    f.start_s
+                ),
+            ));
+        }
+    }
+    let cong = f.cong_alg();
+    if cong.len() > MAX_CONG_ALG_LEN {
+        return Err(field_err(
+            field("w"),
+            format!(
+                "the CREATE name {cong:?} is {} bytes, libccp carries at most \
+                 {MAX_CONG_ALG_LEN}: round the weights (e.g. w = [0.4, 0.5, 0.1])",
+                cong.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn build(raw: RawScenario, base: &Path) -> Result<Scenario, ScenarioError> {
+    check_duration(raw.duration_s)?;
+    let l = raw.link;
+    check_loss(l.loss)?;
+    let capacity = match (l.rate_mbps, &l.trace) {
+        (Some(_), Some(_)) => {
+            return Err(field_err(
+                "link",
+                "gives both `rate_mbps` and `trace`: keep exactly one",
+            ))
+        }
+        (None, None) => {
+            return Err(field_err(
+                "link",
+                "gives neither `rate_mbps` nor `trace`: add one (e.g. rate_mbps = 50)",
+            ))
+        }
+        (Some(rate), None) => {
+            check_rate("link.rate_mbps", rate)?;
+            if l.trace_scale.is_some() {
+                return Err(field_err(
+                    "link.trace_scale",
+                    "only applies to a `trace` link: remove it or use `trace`",
+                ));
+            }
+            let mut steps = vec![(0.0, rate)];
+            for (i, s) in l.rate_schedule.iter().flatten().enumerate() {
+                let f = format!("link.rate_schedule[{i}]");
+                check_rate(&format!("{f}.rate_mbps"), s.rate_mbps)?;
+                let last = steps.last().map_or(0.0, |x| x.0);
+                if !(s.at_s.is_finite() && s.at_s > last) {
+                    return Err(field_err(
+                        format!("{f}.at_s"),
+                        format!(
+                            "is {}: steps need increasing times after 0 s (the initial rate \
+                             is rate_mbps)",
+                            s.at_s
+                        ),
+                    ));
+                }
+                steps.push((s.at_s, s.rate_mbps));
+            }
+            Capacity::Rate { steps }
+        }
+        (None, Some(t)) => {
+            if l.rate_schedule.is_some() {
+                return Err(field_err(
+                    "link.rate_schedule",
+                    "only applies to a `rate_mbps` link: remove it or use rate_mbps",
+                ));
+            }
+            let scale = l.trace_scale.unwrap_or(1.0);
+            check_scale(scale)?;
+            let path = base.join(t);
+            let opportunities_ms = load_trace(&path)?;
+            Capacity::Trace {
+                path,
+                opportunities_ms,
+                scale,
+            }
+        }
+    };
+    let buffer = match (l.buffer_bdp, l.buffer_pkts) {
+        (Some(_), Some(_)) => {
+            return Err(field_err(
+                "link",
+                "gives both `buffer_bdp` and `buffer_pkts`: keep one",
+            ))
+        }
+        (Some(k), None) => Buffer::Bdp(k),
+        (None, Some(n)) => {
+            if n < 1 {
+                return Err(field_err(
+                    "link.buffer_pkts",
+                    format!("is {n}: use at least 1 packet (e.g. buffer_pkts = 500)"),
+                ));
+            }
+            Buffer::Packets(n as u64)
+        }
+        (None, None) => Buffer::Bdp(1.0),
+    };
+    if raw.flow.is_empty() {
+        return Err(field_err(
+            "flow",
+            "no flows: add at least one [[flow]] table",
+        ));
+    }
+    let mut flows = Vec::new();
+    for (i, f) in raw.flow.into_iter().enumerate() {
+        if f.count < 1 {
+            return Err(field_err(
+                format!("flow[{i}].count"),
+                format!("is {}: use at least 1 (or leave it out)", f.count),
+            ));
+        }
+        let w = match &f.w {
+            None => None,
+            Some(v) => Some(
+                Preference::from_slice(v)
+                    .map_err(|e| field_err(format!("flow[{i}].w"), e.to_string()))?,
+            ),
+        };
+        if let Some(a) = &f.alg {
+            check_alg(&format!("flow[{i}].alg"), a)?;
+        }
+        if f.count as usize > MAX_FLOWS {
+            return Err(field_err(
+                format!("flow[{i}].count"),
+                format!("is {}: at most {MAX_FLOWS} flows in all", f.count),
+            ));
+        }
+        for _ in 0..f.count {
+            flows.push(FlowSpec {
+                alg: f.alg.clone(),
+                w,
+                rtt_ms: f.rtt_ms,
+                start_s: f.start_s,
+                stop_s: f.stop_s,
+            });
+        }
+    }
+    let sc = Scenario {
+        duration_s: raw.duration_s,
+        seed: raw.seed,
+        link: LinkSpec {
+            capacity,
+            buffer,
+            loss: l.loss,
+        },
+        flows,
+    };
+    // flow indices in messages refer to expanded flows; report them by [[flow]] entry
+    // where that differs is not worth the complexity: count = 1 is the common case.
+    sc.validate()?;
+    Ok(sc)
+}
+
+/// Read a mahimahi trace: one delivery opportunity per line, a timestamp in ms,
+/// non-decreasing; the trace repeats with period = the last timestamp.
+pub fn load_trace(path: &Path) -> Result<Arc<[u64]>, ScenarioError> {
+    let terr = |message: String| ScenarioError::Trace {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| terr(format!("cannot read it: {e} (check the path; relative paths resolve against the scenario file's folder)")))?;
+    parse_trace(&text).map_err(terr)
+}
+
+/// Parse mahimahi trace text (see [`load_trace`]).
+pub fn parse_trace(text: &str) -> Result<Arc<[u64]>, String> {
+    let mut v: Vec<u64> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let s = line.trim();
+        if s.is_empty() {
+            continue;
+        }
+        let t: u64 = s.parse().map_err(|_| {
+            format!(
+                "line {}: {s:?} is not a timestamp (one non-negative integer ms per line)",
+                n + 1
+            )
+        })?;
+        if let Some(&last) = v.last() {
+            if t < last {
+                return Err(format!(
+                    "line {}: timestamp {t} ms is before the previous {last} ms: timestamps \
+                     must not decrease",
+                    n + 1
+                ));
+            }
+        }
+        v.push(t);
+    }
+    match v.last() {
+        None => Err("it is empty: give one timestamp (ms) per delivery opportunity".into()),
+        Some(0) => Err(
+            "it lasts 0 ms: the last timestamp is the period and must be > 0 (a file holding \
+             just `1` is a 12 Mbit/s link)"
+                .into(),
+        ),
+        Some(_) => Ok(v.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+duration_s = 30
+seed = 7
+[link]
+rate_mbps = 50
+buffer_bdp = 1.0
+[[flow]]
+alg = "cubic"
+w = [0.4, 0.5, 0.1]
+rtt_ms = 40
+[[flow]]
+rtt_ms = 20
+start_s = 5
+stop_s = 25
+count = 2
+"#;
+
+    #[test]
+    fn parses_and_expands() {
+        let s = Scenario::from_toml_str(GOOD, ".").unwrap();
+        assert_eq!(s.seed, 7);
+        assert_eq!(s.flows.len(), 3);
+        assert_eq!(s.flows[0].cong_alg(), "cubic;w=0.4,0.5,0.1");
+        assert_eq!(s.flows[1].cong_alg(), "ccp");
+        // BDP from the smallest RTT: 50 Mbit/s * 20 ms = 125000 B = 83.3 packets
+        assert_eq!(s.buffer_packets(), 83);
+    }
+
+    #[test]
+    fn trace_parsing() {
+        assert_eq!(&*parse_trace("1\n").unwrap(), &[1]);
+        assert_eq!(&*parse_trace("0\n0\n 3 \n\n5\n").unwrap(), &[0, 0, 3, 5]);
+        assert!(parse_trace("").unwrap_err().contains("empty"));
+        assert!(parse_trace("0\n0\n").unwrap_err().contains("0 ms"));
+        assert!(parse_trace("5\n3\n").unwrap_err().contains("line 2"));
+        assert!(parse_trace("1\nx\n").unwrap_err().contains("line 2"));
+        let c = Capacity::Trace {
+            path: "x".into(),
+            opportunities_ms: parse_trace("1").unwrap(),
+            scale: 1.0,
+        };
+        assert!((c.mean_bps() - 12e6).abs() < 1.0);
+    }
+
+    fn field_of(text: &str) -> String {
+        match Scenario::from_toml_str(text, ".") {
+            Err(ScenarioError::Field { field, .. }) => field,
+            other => panic!("expected a field error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn names_the_bad_field() {
+        let base = "duration_s = 10\n[link]\nrate_mbps = 10\n[[flow]]\nrtt_ms = 10\n";
+        assert!(Scenario::from_toml_str(base, ".").is_ok());
+        assert_eq!(
+            field_of(&base.replace("rate_mbps = 10", "rate_mbps = -1")),
+            "link.rate_mbps"
+        );
+        assert_eq!(
+            field_of(&base.replace("rtt_ms = 10", "rtt_ms = 0")),
+            "flow[0].rtt_ms"
+        );
+        assert_eq!(
+            field_of(&format!("{base}start_s = 3\nstop_s = 2\n")),
+            "flow[0].stop_s"
+        );
+        assert_eq!(field_of(&format!("{base}count = 0\n")), "flow[0].count");
+        assert_eq!(field_of(&format!("{base}alg = \"bbr\"\n")), "flow[0].alg");
+        assert_eq!(field_of(&format!("{base}w = [1, 1, 1]\n")), "flow[0].w");
+        assert_eq!(
+            field_of(&base.replace("rate_mbps = 10", "rate_mbps = 10\nloss = 1.0")),
+            "link.loss"
+        );
+        assert_eq!(
+            field_of(&base.replace("rate_mbps = 10", "rate_mbps = 10\ntrace = \"x\"")),
+            "link"
+        );
+        assert_eq!(field_of(&base.replace("rate_mbps = 10", "")), "link");
+        assert!(Scenario::from_toml_str(&format!("{base}alg = \"ccp_reno\"\n"), ".").is_ok());
+        // unknown key
+        let e = Scenario::from_toml_str(&base.replace("rate_mbps", "rat_mbps"), ".").unwrap_err();
+        assert!(matches!(e, ScenarioError::Parse(_)), "{e}");
+        assert!(e.to_string().contains("rat_mbps"), "{e}");
+    }
+}
