@@ -20,7 +20,20 @@ fi
 command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust (rustup) first" >&2; exit 1; }
 cargo fetch --quiet
 
-if [ ! -x .venv/bin/python ]; then
-    echo "setup: creating .venv"
-    python3 -m venv .venv
+# The virtualenv lives in a cache keyed by the requirements' hash (torch alone is ~2.4 GB of
+# wheels); .venv in the repo links to it. CCP_VENV_CACHE moves the cache.
+req=train/requirements.txt
+key=$( (cat "$req"; python3 --version) | sha256sum | cut -c1-16)
+cache=${CCP_VENV_CACHE:-$HOME/.cache/ccp-portfolio}/venv-$key
+if [ ! -f "$cache/.complete" ]; then
+    echo "setup: building the Python virtualenv in $cache (first time: a few minutes)"
+    rm -rf "$cache"
+    python3 -m venv "$cache"
+    "$cache/bin/python" -m pip install --quiet --upgrade pip
+    "$cache/bin/python" -m pip install --quiet -r "$req"
+    touch "$cache/.complete"
+fi
+if [ "$(readlink .venv 2>/dev/null)" != "$cache" ]; then
+    rm -rf .venv
+    ln -s "$cache" .venv
 fi

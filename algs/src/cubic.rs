@@ -146,11 +146,9 @@ impl CubicFlow {
 
     fn congestion_avoidance(&mut self, acked_segs: f64, srtt_s: f64) {
         let now = self.clock.now_us;
-        let start = *self.epoch_start_us.get_or_insert_with(|| {
-            // first CA epoch without a prior loss (slow start ended at ssthresh): the window
-            // now is the plateau
-            now
-        });
+        // first CA epoch without a prior loss (slow start ended at ssthresh): the window now
+        // is the plateau
+        let start = *self.epoch_start_us.get_or_insert(now);
         if self.w_max <= 0.0 {
             self.w_max = self.cwnd;
             self.k = 0.0;

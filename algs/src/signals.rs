@@ -168,7 +168,7 @@ impl ProgramBuilder {
             };
             let _ = write!(s, " (volatile {f} {init})");
         }
-        let _ = write!(s, ") ({INTERVAL_REG} {}))\n", self.interval_us);
+        let _ = writeln!(s, ") ({INTERVAL_REG} {}))", self.interval_us);
 
         // Per-ACK folds. One `when true ... (fallthrough)` block keeps every update shallow.
         s.push_str("(when true\n");

@@ -383,7 +383,13 @@ mod tests {
 
     #[test]
     fn slot_names_follow_the_registry_order() {
-        assert_eq!(<Slot<0> as CongAlg<portus::ipc::chan::Socket<portus::ipc::Blocking>>>::name(), "reno");
-        assert_eq!(<Slot<4> as CongAlg<portus::ipc::chan::Socket<portus::ipc::Blocking>>>::name(), "mocc");
+        assert_eq!(
+            <Slot<0> as CongAlg<portus::ipc::chan::Socket<portus::ipc::Blocking>>>::name(),
+            "reno"
+        );
+        assert_eq!(
+            <Slot<4> as CongAlg<portus::ipc::chan::Socket<portus::ipc::Blocking>>>::name(),
+            "mocc"
+        );
     }
 }

@@ -85,13 +85,14 @@ impl Agent {
     pub fn new(opts: &AgentOptions) -> Result<Self, ConfigError> {
         let registry = build_registry(opts);
         let programs = crate::programs::validate(&registry)?;
-        let default_alg = registry
-            .get(&opts.default_alg)
-            .cloned()
-            .ok_or_else(|| ConfigError::UnknownAlg {
-                name: opts.default_alg.clone(),
-                available: registry.names().join(", "),
-            })?;
+        let default_alg =
+            registry
+                .get(&opts.default_alg)
+                .cloned()
+                .ok_or_else(|| ConfigError::UnknownAlg {
+                    name: opts.default_alg.clone(),
+                    available: registry.names().join(", "),
+                })?;
         let flow_log = match &opts.flow_log {
             Some(p) => Some(Arc::new(Mutex::new(
                 FlowLog::create_file(p, Duration::from_millis(100)).map_err(|e| {

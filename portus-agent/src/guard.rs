@@ -164,7 +164,7 @@ pub fn check_message(buf: &[u8]) -> Result<usize, Reject> {
             std::str::from_utf8(&name[..end]).map_err(|_| Reject::BadName)?;
         }
         MEASURE => {
-            if len < MEASURE_MIN_LEN || (len - MEASURE_MIN_LEN) % 8 != 0 {
+            if len < MEASURE_MIN_LEN || !(len - MEASURE_MIN_LEN).is_multiple_of(8) {
                 return Err(Reject::BadLength);
             }
             let n = u32_at(msg, HDR_LEN + 4) as usize;
@@ -231,7 +231,10 @@ impl<I: Ipc> Guarded<I> {
     fn log_reject(&self, st: &mut Inner, r: Reject, bytes: &[u8]) {
         self.stats.count(r);
         let now = Instant::now();
-        if st.last_log.is_none_or(|t| now.duration_since(t) >= LOG_EVERY) {
+        if st
+            .last_log
+            .is_none_or(|t| now.duration_since(t) >= LOG_EVERY)
+        {
             let head: Vec<u8> = bytes.iter().take(16).copied().collect();
             warn!(reason = ?r, len = bytes.len(), head = ?head, suppressed = st.suppressed,
                 "dropped malformed datapath message");
@@ -300,6 +303,10 @@ impl<I: Ipc> Ipc for Guarded<I> {
             let mut st = self.state.borrow_mut();
             let st = &mut *st;
             let (n, addr) = self.inner.recv(&mut st.buf)?;
+            if self.stop.load(Ordering::SeqCst) {
+                // whatever woke us (possibly a wake-up datagram) is not for portus any more
+                return Err(portus::Error("agent stopping".into()));
+            }
             let n = n.min(st.buf.len());
             // validate every message in the datagram; keep the valid ones, in order
             let mut kept = 0usize;

@@ -13,7 +13,7 @@ pub mod agent;
 pub mod flowlog;
 pub mod guard;
 pub mod programs;
-// pub mod simrun; (lands with the simulator)
+pub mod simrun;
 pub mod wire;
 
 pub use agent::{Agent, AgentOptions, ConfigError, RunningAgent};

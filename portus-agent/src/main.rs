@@ -1,1 +1,236 @@
-fn main() {}
+//! `ccp-agent`: the CCP agent binary. See `ccp-agent --help`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ccp_agent::simrun::{self, IpcKind, RunOptions};
+use ccp_agent::{Agent, AgentOptions, ConfigError};
+use ccp_algs::Preference;
+use clap::{Parser, ValueEnum};
+use tracing::{error, info};
+
+/// IPC between agent and datapath.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum IpcArg {
+    /// Netlink (group 22): the ccp-kernel module.
+    Netlink,
+    /// Character device /dev/ccpkp.
+    Char,
+    /// Unix datagram sockets under /tmp/ccp/ (a user-space datapath, e.g. `ccp-sim`).
+    Unix,
+    /// In-process channel: only with --sim.
+    Chan,
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ccp-agent",
+    version,
+    about = "CCP agent hosting Reno, Cubic and the learned algorithms (Jury, Owl, MOCC, Iris, Nuwa-RL) on portus",
+    long_about = "CCP agent hosting every registered congestion-control algorithm at once.\n\n\
+        A flow is dispatched by the congestion-control name its datapath announces: \
+        `ccp_<alg>` or `<alg>` runs <alg>; `ccp`, an unknown or an unavailable name runs --alg.\n\n\
+        Without --sim it serves a real datapath (default: the ccp-kernel module over netlink) \
+        until SIGINT/SIGTERM. With --sim SCENARIO it runs the scenario on the built-in \
+        simulated datapath and prints per-flow and aggregate results.\n\n\
+        Exit codes: 0 success, 1 runtime failure, 2 bad input (flags, files, weights)."
+)]
+struct Cli {
+    /// Algorithm for flows that name none (`ccp`) or one this agent does not run.
+    #[arg(long, value_name = "NAME", default_value = "cubic")]
+    alg: String,
+
+    /// Default preference <throughput,latency,loss>: three numbers in [0,1] summing to 1.
+    #[arg(long, value_name = "THR,LAT,LOSS", default_value = "0.4,0.5,0.1", value_parser = parse_w, allow_hyphen_values = true)]
+    w: Preference,
+
+    /// IPC to the datapath [default: netlink; chan with --sim].
+    #[arg(long, value_enum)]
+    ipc: Option<IpcArg>,
+
+    /// Run this scenario (TOML) on the simulated datapath instead of serving a real one.
+    #[arg(long, value_name = "SCENARIO")]
+    sim: Option<PathBuf>,
+
+    /// With --sim: print one JSON object instead of a table.
+    #[arg(long, requires = "sim")]
+    json: bool,
+
+    /// With --sim: write the per-flow time series (every 100 ms) to this CSV file.
+    #[arg(long, value_name = "FILE", requires = "sim")]
+    csv: Option<PathBuf>,
+
+    /// TOML file with algorithm knobs, e.g. `[algs.cubic]\nbeta = 0.7`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Write one JSON line per flow event (create, periodic report, close) to this file.
+    #[arg(long, value_name = "FILE")]
+    flow_log: Option<PathBuf>,
+
+    /// With --ipc unix: the agent's socket name under /tmp/ccp/.
+    #[arg(long, value_name = "NAME", default_value = "portus")]
+    unix_name: String,
+
+    /// List the algorithms this agent runs and their fold programs' sizes, then exit.
+    #[arg(long)]
+    list: bool,
+}
+
+fn parse_w(s: &str) -> Result<Preference, String> {
+    s.parse::<Preference>().map_err(|e| e.to_string())
+}
+
+/// Failures, split by who must act: the user (exit 2) or nobody in particular (exit 1).
+enum Failure {
+    Usage(anyhow::Error),
+    Runtime(anyhow::Error),
+}
+
+impl From<ConfigError> for Failure {
+    fn from(e: ConfigError) -> Self {
+        Failure::Usage(e.into())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CCP_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(e)) => {
+            eprintln!("ccp-agent: error: {e:#}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Runtime(e)) => {
+            eprintln!("ccp-agent: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    let algs = match &cli.config {
+        Some(p) => ccp_agent::agent::load_config(p)?,
+        None => Default::default(),
+    };
+    let opts = AgentOptions {
+        default_alg: cli.alg.clone(),
+        default_w: cli.w,
+        algs,
+        flow_log: cli.flow_log.clone(),
+    };
+    let agent = Agent::new(&opts)?;
+    if cli.list {
+        println!("default: {}", agent.default_alg());
+        for (program, n) in &agent.programs {
+            println!("{program}: {n} instructions");
+        }
+        return Ok(());
+    }
+    match &cli.sim {
+        Some(path) => run_sim(&cli, path, opts),
+        None => serve(&cli, &agent),
+    }
+}
+
+fn run_sim(cli: &Cli, path: &std::path::Path, agent: AgentOptions) -> Result<(), Failure> {
+    let ipc = match cli.ipc.unwrap_or(IpcArg::Chan) {
+        IpcArg::Chan => IpcKind::Chan,
+        IpcArg::Unix => IpcKind::Unix,
+        other => {
+            return Err(Failure::Usage(anyhow::anyhow!(
+            "--ipc {other:?} cannot drive the simulated datapath: use --ipc chan (default) or unix"
+        )))
+        }
+    };
+    let scenario = ccp_sim::Scenario::from_file(path)
+        .map_err(|e| Failure::Usage(anyhow::anyhow!("scenario {}: {e}", path.display())))?;
+    let opts = RunOptions {
+        agent,
+        ipc,
+        ..Default::default()
+    };
+    let run = simrun::run_sim(&scenario, &opts).map_err(Failure::Runtime)?;
+    if let Some(csv) = &cli.csv {
+        run.results
+            .write_csv(csv)
+            .map_err(|e| Failure::Runtime(anyhow::anyhow!("writing {}: {e}", csv.display())))?;
+    }
+    if cli.json {
+        let v = simrun::summary_json(&run);
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        print!("{}", simrun::summary_table(&run));
+    }
+    Ok(())
+}
+
+fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| Failure::Runtime(anyhow::anyhow!("cannot install signal handlers: {e}")))?;
+    let ipc = cli.ipc.unwrap_or(IpcArg::Netlink);
+    let running = match ipc {
+        IpcArg::Netlink => {
+            let s = portus::ipc::netlink::Socket::<portus::ipc::Blocking>::new().map_err(|e| {
+                Failure::Runtime(anyhow::anyhow!(
+                    "cannot open the netlink socket ({e:?}): is ccp-kernel.ko loaded (insmod datapath/kernel/ccp-kernel.ko), and are we root/CAP_NET_ADMIN? Without a kernel module use --sim SCENARIO"
+                ))
+            })?;
+            agent.spawn(s)
+        }
+        IpcArg::Char => {
+            let s = portus::ipc::kp::Socket::<portus::ipc::Blocking>::new().map_err(|e| {
+                Failure::Runtime(anyhow::anyhow!(
+                    "cannot open /dev/ccpkp ({e:?}): load a char-device CCP datapath or use --ipc netlink"
+                ))
+            })?;
+            agent.spawn(s)
+        }
+        IpcArg::Unix => {
+            let s = portus::ipc::unix::Socket::<portus::ipc::Blocking>::new(&cli.unix_name)
+                .map_err(|e| {
+                    Failure::Runtime(anyhow::anyhow!(
+                        "cannot bind /tmp/ccp/{} ({e:?})",
+                        cli.unix_name
+                    ))
+                })?;
+            agent.spawn(s)
+        }
+        IpcArg::Chan => {
+            return Err(Failure::Usage(anyhow::anyhow!(
+                "--ipc chan is in-process and needs --sim SCENARIO"
+            )))
+        }
+    }
+    .map_err(Failure::Runtime)?;
+    info!(ipc = ?ipc, "serving; SIGINT/SIGTERM to stop");
+    // wait for a signal, or for the loop to end by itself
+    loop {
+        if signals.pending().next().is_some() {
+            break;
+        }
+        if running.is_finished() {
+            let r = running.wait();
+            error!(result = ?r, "agent loop ended");
+            return r.map_err(Failure::Runtime);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    info!("stopping");
+    running.stop(|| ()).map_err(Failure::Runtime)?;
+    let stats = &agent.stats;
+    info!(
+        accepted = stats.accepted.load(std::sync::atomic::Ordering::Relaxed),
+        rejected = stats.rejected(),
+        "stopped"
+    );
+    Ok(())
+}

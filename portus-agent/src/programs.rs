@@ -50,13 +50,12 @@ pub fn validate(registry: &Registry) -> Result<Vec<(&'static str, usize)>, Progr
         if !names.insert(p.name) {
             return Err(ProgramError::DuplicateName { program: p.name });
         }
-        let (bin, scope) = portus::lang::compile(p.source.as_bytes(), &[]).map_err(|e| {
-            ProgramError::Compile {
+        let (bin, scope) =
+            portus::lang::compile(p.source.as_bytes(), &[]).map_err(|e| ProgramError::Compile {
                 alg: alg.name(),
                 program: p.name,
                 msg: format!("{e:?}"),
-            }
-        })?;
+            })?;
         if bin.instrs.len() >= MAX_INSTRUCTIONS {
             return Err(ProgramError::TooLong {
                 alg: alg.name(),
@@ -130,12 +129,27 @@ mod tests {
         assert!(matches!(e, ProgramError::TooLong { .. }), "{e}");
 
         let mut r = Registry::new();
-        r.register(Arc::new(Bad("nofield", "(def (Report (volatile other 0))) (when true (report))".into())));
-        assert!(matches!(validate(&r), Err(ProgramError::MissingField { .. })));
+        r.register(Arc::new(Bad(
+            "nofield",
+            "(def (Report (volatile other 0))) (when true (report))".into(),
+        )));
+        assert!(matches!(
+            validate(&r),
+            Err(ProgramError::MissingField { .. })
+        ));
 
         let mut r = Registry::builtin();
-        r.register(Arc::new(Bad("a", "(def (Report (volatile acked_bytes 0))) (when true (report))".into())));
-        r.register(Arc::new(Bad("b", "(def (Report (volatile acked_bytes 0))) (when true (report))".into())));
-        assert!(matches!(validate(&r), Err(ProgramError::DuplicateName { .. })));
+        r.register(Arc::new(Bad(
+            "a",
+            "(def (Report (volatile acked_bytes 0))) (when true (report))".into(),
+        )));
+        r.register(Arc::new(Bad(
+            "b",
+            "(def (Report (volatile acked_bytes 0))) (when true (report))".into(),
+        )));
+        assert!(matches!(
+            validate(&r),
+            Err(ProgramError::DuplicateName { .. })
+        ));
     }
 }

@@ -1,0 +1,195 @@
+//! `ccp-agent --sim`: the agent and the simulated datapath in one process.
+//!
+//! The portus loop runs on its own thread exactly as it does against the kernel; the
+//! simulator runs on the calling thread and talks to it over portus's in-process channel
+//! (`IpcKind::Chan`) or over unix datagram sockets (`IpcKind::Unix`, the same transport a
+//! separate `ccp-sim` process uses). Agent and simulator proceed in lockstep (see the
+//! adapter), so a seeded scenario gives identical results over either transport.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ccp_sim::{ChanIpc, Scenario, SimOptions, SimResults, Simulator, UnixIpc};
+use serde_json::json;
+
+use crate::adapter::FlowRecord;
+use crate::agent::{Agent, AgentOptions};
+
+/// Transport between the in-process agent and the simulator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IpcKind {
+    #[default]
+    Chan,
+    Unix,
+}
+
+/// How to run a scenario.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub agent: AgentOptions,
+    pub ipc: IpcKind,
+    /// How long the simulator waits for one agent answer.
+    pub agent_timeout: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            agent: AgentOptions::default(),
+            ipc: IpcKind::Chan,
+            agent_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A finished simulation: the datapath's measurements and the agent's view of each flow.
+#[derive(Debug, Clone)]
+pub struct SimRun {
+    pub results: SimResults,
+    /// Algorithm that ran each scenario flow, in the simulator's flow order.
+    pub flow_algs: Vec<&'static str>,
+    /// The agent's records, by socket id.
+    pub records: Vec<FlowRecord>,
+    /// Datapath messages the agent's guard accepted and rejected.
+    pub accepted: u64,
+    pub rejected: u64,
+}
+
+static RUN_ID: AtomicU64 = AtomicU64::new(0);
+
+/// Run `scenario` with an in-process agent.
+pub fn run_sim(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<SimRun> {
+    let agent = Agent::new(&opts.agent)?;
+    let sim_opts = SimOptions {
+        agent_timeout: opts.agent_timeout,
+        default_alg: agent.default_alg().to_owned(),
+        ..Default::default()
+    };
+    let mut sim = Simulator::new(scenario, sim_opts)?;
+    let (results, records) = match opts.ipc {
+        IpcKind::Chan => {
+            let (to_agent, agent_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
+            let (agent_tx, from_agent) = crossbeam_channel::unbounded::<Vec<u8>>();
+            let sock = portus::ipc::chan::Socket::<portus::ipc::Blocking>::new(agent_tx, agent_rx);
+            let running = agent.spawn(sock)?;
+            let mut ipc = ChanIpc::new(to_agent.clone(), from_agent);
+            let res = sim.run(&mut ipc);
+            let records = running.records();
+            // a junk message wakes the loop so it sees the stop flag at once
+            running.stop(|| {
+                let _ = to_agent.send(vec![0xff]);
+            })?;
+            (res?, records)
+        }
+        IpcKind::Unix => {
+            let id = RUN_ID.fetch_add(1, Ordering::Relaxed);
+            let agent_name = format!("agent-{}-{id}", std::process::id());
+            let sim_name = format!("sim-{}-{id}", std::process::id());
+            let sock = portus::ipc::unix::Socket::<portus::ipc::Blocking>::new(&agent_name)
+                .map_err(|e| anyhow::anyhow!("binding /tmp/ccp/{agent_name}: {e:?}"))?;
+            let running = agent.spawn(sock)?;
+            let mut ipc = UnixIpc::new(&sim_name, &agent_name)?;
+            let res = sim.run(&mut ipc);
+            let records = running.records();
+            running.stop(|| {
+                if let Ok(s) = std::os::unix::net::UnixDatagram::unbound() {
+                    let _ = s.send_to(&[0xff], format!("/tmp/ccp/{agent_name}"));
+                }
+            })?;
+            let _ = std::fs::remove_file(format!("/tmp/ccp/{agent_name}"));
+            drop(ipc);
+            let _ = std::fs::remove_file(format!("/tmp/ccp/{sim_name}"));
+            (res?, records)
+        }
+    };
+    let registry = agent.registry();
+    let default = agent.default_alg();
+    let flow_algs = results
+        .flows
+        .iter()
+        .map(|f| {
+            f.alg
+                .as_deref()
+                .and_then(|a| registry.get(a))
+                .map(|a| a.name())
+                .unwrap_or(default)
+        })
+        .collect();
+    Ok(SimRun {
+        results,
+        flow_algs,
+        records,
+        accepted: agent.stats.accepted.load(Ordering::Relaxed),
+        rejected: agent.stats.rejected(),
+    })
+}
+
+/// The `--json` object: per-flow and aggregate figures.
+pub fn summary_json(run: &SimRun) -> serde_json::Value {
+    let r = &run.results;
+    let flows: Vec<_> = r
+        .flows
+        .iter()
+        .zip(&run.flow_algs)
+        .map(|(f, alg)| {
+            json!({
+                "id": f.id,
+                "alg": alg,
+                "w": f.w,
+                "throughput_mbps": f.throughput_mbps,
+                "utilization": f.utilization,
+                "rtt_p50_ms": f.rtt_p50_ms,
+                "rtt_p95_ms": f.rtt_p95_ms,
+                "queue_delay_p95_ms": f.queue_delay_p95_ms,
+                "loss_rate": f.loss_rate,
+            })
+        })
+        .collect();
+    json!({
+        "flows": flows,
+        "utilization": r.utilization,
+        "jain": r.jain,
+        "queue_delay_p95_ms": r.queue_delay_p95_ms,
+        "agent": {"messages_accepted": run.accepted, "messages_rejected": run.rejected},
+    })
+}
+
+/// The default human-readable output.
+pub fn summary_table(run: &SimRun) -> String {
+    use std::fmt::Write as _;
+    let r = &run.results;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>4} {:<8} {:>17} {:>10} {:>6} {:>9} {:>9} {:>10} {:>8}",
+        "flow", "alg", "w", "thr Mbps", "util", "rtt p50", "rtt p95", "qdel p95", "loss"
+    );
+    for (f, alg) in r.flows.iter().zip(&run.flow_algs) {
+        let w =
+            f.w.map(|w| format!("{:.2},{:.2},{:.2}", w[0], w[1], w[2]))
+                .unwrap_or_else(|| "default".into());
+        let _ = writeln!(
+            s,
+            "{:>4} {:<8} {:>17} {:>10.2} {:>6.3} {:>7.1}ms {:>7.1}ms {:>8.1}ms {:>8.4}",
+            f.id,
+            alg,
+            w,
+            f.throughput_mbps,
+            f.utilization,
+            f.rtt_p50_ms,
+            f.rtt_p95_ms,
+            f.queue_delay_p95_ms,
+            f.loss_rate
+        );
+    }
+    let jain = r
+        .jain
+        .map(|j| format!("{j:.3}"))
+        .unwrap_or_else(|| "n/a".into());
+    let _ = writeln!(
+        s,
+        "link utilization {:.3}, Jain {jain}, queueing delay p95 {:.1} ms ({} packets simulated in {:.2} s)",
+        r.utilization, r.queue_delay_p95_ms, r.sim_packets, r.wall_s
+    );
+    s
+}

@@ -1,0 +1,146 @@
+//! The `ccp-agent` binary: bad input gives a clear message and exit code 2; `--sim --json`
+//! prints the documented object.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn agent(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+        .args(args)
+        .output()
+        .expect("run ccp-agent")
+}
+
+fn scenarios() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../datapath/sim/scenarios")
+}
+
+fn one_flow() -> String {
+    scenarios().join("one-flow.toml").display().to_string()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn bad_preference_vectors_exit_2_naming_the_problem() {
+    let sc = one_flow();
+    for (w, needle) in [
+        ("0.4,0.5", "3 comma-separated numbers"),
+        ("1,1,1", "sum to 3"),
+        ("nan,0,1", "not finite"),
+        ("-0.5,1,0.5", "outside [0,1]"),
+        ("a,b,c", "not a number"),
+    ] {
+        let o = agent(&["--w", w, "--sim", &sc]);
+        assert_eq!(o.status.code(), Some(2), "--w {w}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "--w {w}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn unknown_algorithm_exits_2_and_lists_the_available_ones() {
+    let o = agent(&["--alg", "bbr", "--sim", &one_flow()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("unknown algorithm \"bbr\""), "{e}");
+    assert!(e.contains("cubic") && e.contains("reno"), "{e}");
+}
+
+#[test]
+fn bad_scenario_files_exit_2_naming_the_field() {
+    let dir = std::env::temp_dir().join(format!("ccp-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        ("missing.toml", None, "missing.toml"),
+        ("syntax.toml", Some("duration_s = = 3"), "syntax.toml"),
+        (
+            "typo.toml",
+            Some("duration_s = 5\nseed = 1\n[link]\nrate_mbps = 10\nbufer_bdp = 1\n[[flow]]\nrtt_ms = 40\n"),
+            "bufer_bdp",
+        ),
+        (
+            "badalg.toml",
+            Some("duration_s = 5\nseed = 1\n[link]\nrate_mbps = 10\nbuffer_bdp = 1\n[[flow]]\nalg = \"bbr\"\nrtt_ms = 40\n"),
+            "bbr",
+        ),
+        (
+            "badw.toml",
+            Some("duration_s = 5\nseed = 1\n[link]\nrate_mbps = 10\nbuffer_bdp = 1\n[[flow]]\nw = [1, 1, 1]\nrtt_ms = 40\n"),
+            "sum to 3",
+        ),
+        (
+            "notrace.toml",
+            Some("duration_s = 5\nseed = 1\n[link]\ntrace = \"nope.down\"\nbuffer_bdp = 1\n[[flow]]\nrtt_ms = 40\n"),
+            "nope.down",
+        ),
+    ];
+    for (name, body, needle) in cases {
+        let p = dir.join(name);
+        if let Some(b) = body {
+            std::fs::write(&p, b).unwrap();
+        }
+        let o = agent(&["--sim", &p.display().to_string()]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{name}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{name}: {}", stderr(&o));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_config_file_exits_2() {
+    let p = std::env::temp_dir().join(format!("ccp-cfg-{}.toml", std::process::id()));
+    std::fs::write(&p, "[algs.cubic]\nbeta = 0.7\ngamma = 3\n").unwrap();
+    let o = agent(&["--config", &p.display().to_string(), "--sim", &one_flow()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("gamma"), "{}", stderr(&o));
+    let _ = std::fs::remove_file(&p);
+}
+
+#[test]
+fn sim_json_has_the_documented_fields() {
+    let csv = std::env::temp_dir().join(format!("ccp-ts-{}.csv", std::process::id()));
+    let o = agent(&[
+        "--alg",
+        "reno",
+        "--sim",
+        &scenarios()
+            .join("three-staggered.toml")
+            .display()
+            .to_string(),
+        "--json",
+        "--csv",
+        &csv.display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    let flows = v["flows"].as_array().expect("flows");
+    assert_eq!(flows.len(), 3);
+    for f in flows {
+        for k in [
+            "id",
+            "alg",
+            "w",
+            "throughput_mbps",
+            "utilization",
+            "rtt_p50_ms",
+            "rtt_p95_ms",
+            "queue_delay_p95_ms",
+            "loss_rate",
+        ] {
+            assert!(f.get(k).is_some(), "flow lacks {k}: {f}");
+        }
+    }
+    for k in ["utilization", "jain", "queue_delay_p95_ms"] {
+        assert!(v[k].is_number(), "{k} missing: {v}");
+    }
+    assert!(v["utilization"].as_f64().unwrap() > 0.8);
+    // the time series: a header and 100 ms rows for each flow
+    let text = std::fs::read_to_string(&csv).expect("csv written");
+    let rows = text.lines().count();
+    assert!(rows > 3 * 100, "{rows} rows");
+    assert!(text.lines().next().unwrap().contains("cwnd"));
+    let _ = std::fs::remove_file(&csv);
+}
