@@ -55,17 +55,16 @@ pub struct AgentCore {
 }
 
 impl AgentCore {
-    fn new_flow<I: Ipc>(
+    /// Start a flow of `alg` for socket `sid`: the driver and the fields of its first
+    /// CHANGE_PROG (initial cwnd/rate/interval).
+    pub fn start_flow(
         &self,
         alg: &Arc<dyn Algorithm>,
-        mut control: Datapath<I>,
-        info: DatapathInfo,
-    ) -> PortusFlow<I> {
-        let request = self
-            .requests
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&info.sock_id).cloned());
+        sid: u32,
+        mss: u32,
+        init_cwnd: u32,
+    ) -> (FlowDriver, Vec<(&'static str, u32)>) {
+        let request = self.requests.lock().ok().and_then(|m| m.get(&sid).cloned());
         let requested = request
             .as_ref()
             .map(|r| r.requested.clone())
@@ -74,16 +73,16 @@ impl AgentCore {
             .as_ref()
             .and_then(|r| r.preference)
             .unwrap_or(self.default_w);
-        let mss = info.mss.max(1);
+        let mss = mss.max(1);
         // libccp's CREATE carries init_cwnd in bytes (kernel: snd_cwnd·mss); a value below one
         // MSS can only be a packet count.
-        let init_cwnd_bytes = if info.init_cwnd < mss {
-            info.init_cwnd.max(1).saturating_mul(mss)
+        let init_cwnd_bytes = if init_cwnd < mss {
+            init_cwnd.max(1).saturating_mul(mss)
         } else {
-            info.init_cwnd
+            init_cwnd
         };
         let flow_info = FlowInfo {
-            sock_id: info.sock_id,
+            sock_id: sid,
             mss,
             init_cwnd_bytes,
             preference: w,
@@ -96,15 +95,8 @@ impl AgentCore {
         if has_interval && !fields.iter().any(|(n, _)| *n == INTERVAL_REG) {
             fields.push((INTERVAL_REG, program.initial_interval_us));
         }
-        let scope = match control.set_program(program.name, Some(&fields)) {
-            Ok(sc) => Some(sc),
-            Err(e) => {
-                warn!(sid = info.sock_id, program = program.name, error = ?e, "could not start the flow's program");
-                None
-            }
-        };
         let record = FlowRecord {
-            sid: info.sock_id,
+            sid,
             requested: requested.clone(),
             alg: alg.name(),
             w,
@@ -117,30 +109,49 @@ impl AgentCore {
             }
         }
         if let Ok(mut r) = self.records.lock() {
-            r.insert(info.sock_id, record);
+            r.insert(sid, record);
         }
-        info!(sid = info.sock_id, requested = %requested, alg = alg.name(), w = %w, "new flow");
+        info!(sid, requested = %requested, alg = alg.name(), w = %w, "new flow");
+        let driver = FlowDriver {
+            program: program.name,
+            fields: program.fields,
+            has_interval,
+            ctrl,
+            sid,
+            mss,
+            w,
+            last: initial,
+            requests: self.requests.clone(),
+            records: self.records.clone(),
+            flow_log: self.flow_log.clone(),
+        };
+        (driver, fields)
+    }
+
+    fn new_flow<I: Ipc>(
+        &self,
+        alg: &Arc<dyn Algorithm>,
+        mut control: Datapath<I>,
+        info: DatapathInfo,
+    ) -> PortusFlow<I> {
+        let (driver, fields) = self.start_flow(alg, info.sock_id, info.mss, info.init_cwnd);
+        let scope = match control.set_program(driver.program, Some(&fields)) {
+            Ok(sc) => Some(sc),
+            Err(e) => {
+                warn!(sid = info.sock_id, program = driver.program, error = ?e, "could not start the flow's program");
+                None
+            }
+        };
         PortusFlow {
-            report_names: program
+            report_names: driver
                 .fields
                 .iter()
                 .map(|f| format!("Report.{f}"))
                 .collect(),
-            fields: program.fields,
             values: Vec::new(),
             control,
             scope,
-            has_interval,
-            ctrl,
-            sid: info.sock_id,
-            mss,
-            w,
-            last: initial,
-            core: CoreRef {
-                requests: self.requests.clone(),
-                records: self.records.clone(),
-                flow_log: self.flow_log.clone(),
-            },
+            driver,
         }
     }
 }
@@ -176,63 +187,46 @@ fn action_fields(a: &Action, has_interval: bool) -> Vec<(&'static str, u32)> {
     v
 }
 
-struct CoreRef {
+/// One flow's decisions, independent of how reports arrive (portus, or the in-process agent
+/// of the training bindings): decode a report, run the controller, keep records, and say
+/// which registers to update. Exactly one answer per report.
+pub struct FlowDriver {
+    /// The flow's fold program.
+    pub program: &'static str,
+    /// Its report fields, in the order `on_report` expects values.
+    pub fields: Vec<&'static str>,
+    has_interval: bool,
+    ctrl: Box<dyn Controller>,
+    sid: u32,
+    mss: u32,
+    w: Preference,
+    /// The action in force: cwnd, rate and interval last sent.
+    last: Action,
     requests: FlowRequests,
     records: Arc<Mutex<HashMap<u32, FlowRecord>>>,
     flow_log: Option<Arc<Mutex<FlowLog>>>,
 }
 
-/// One flow under an algorithm's controller.
-pub struct PortusFlow<I: Ipc> {
-    control: Datapath<I>,
-    scope: Option<Scope>,
-    has_interval: bool,
-    fields: Vec<&'static str>,
-    report_names: Vec<String>,
-    values: Vec<u64>,
-    ctrl: Box<dyn Controller>,
-    sid: u32,
-    mss: u32,
-    w: Preference,
-    /// The last action sent: cwnd, rate and interval currently in force.
-    last: Action,
-    core: CoreRef,
-}
-
-impl<I: Ipc> PortusFlow<I> {
-    fn decide(&mut self, m: &Report) -> Option<Action> {
-        let scope = self.scope.as_ref()?;
-        self.values.clear();
-        for name in &self.report_names {
-            match m.get_field(name, scope) {
-                Ok(v) => self.values.push(v),
-                Err(e) => {
-                    debug!(sid = self.sid, field = %name, error = ?e, "report without the expected field");
-                    return None;
+impl FlowDriver {
+    /// Decide on one report; `values` are in `fields` order, `None` if the report could not
+    /// be read (then the answer repeats what is in force). Returns the register updates.
+    pub fn on_report(&mut self, values: Option<&[u64]>) -> Vec<(&'static str, u32)> {
+        let decided = values.map(|v| {
+            // a preference change for this flow takes effect at this decision
+            if let Some(w) = self
+                .requests
+                .lock()
+                .ok()
+                .and_then(|r| r.get(&self.sid).and_then(|q| q.preference))
+            {
+                if w != self.w {
+                    self.w = w;
+                    self.ctrl.set_preference(w);
                 }
             }
-        }
-        // a preference change for this flow takes effect at this decision
-        if let Some(w) = self
-            .core
-            .requests
-            .lock()
-            .ok()
-            .and_then(|r| r.get(&self.sid).and_then(|q| q.preference))
-        {
-            if w != self.w {
-                self.w = w;
-                self.ctrl.set_preference(w);
-            }
-        }
-        let iv = Interval::from_fields(&self.fields, &self.values);
-        Some(sanitize(self.ctrl.on_report(&iv), self.mss))
-    }
-}
-
-impl<I: Ipc> Flow for PortusFlow<I> {
-    fn on_report(&mut self, _sock_id: u32, m: Report) {
-        let decided = self.decide(&m);
+            let iv = Interval::from_fields(&self.fields, v);
+            sanitize(self.ctrl.on_report(&iv), self.mss)
+        });
         if let Some(a) = decided {
             if a.cwnd_bytes.is_some() {
                 self.last.cwnd_bytes = a.cwnd_bytes;
@@ -244,10 +238,6 @@ impl<I: Ipc> Flow for PortusFlow<I> {
                 self.last.report_interval_us = a.report_interval_us;
             }
         }
-        let Some(scope) = self.scope.as_ref() else {
-            return;
-        };
-        // Exactly one answer per report: the decision, or what is in force if there was none.
         let mut fields = action_fields(&decided.unwrap_or(self.last), self.has_interval);
         if fields.is_empty() {
             fields = action_fields(&self.last, self.has_interval);
@@ -255,39 +245,83 @@ impl<I: Ipc> Flow for PortusFlow<I> {
         if fields.is_empty() {
             fields.push(("Cwnd", self.last.cwnd_bytes.unwrap_or(10 * self.mss)));
         }
-        if let Err(e) = self.control.update_field(scope, &fields) {
-            debug!(sid = self.sid, error = ?e, "update to datapath failed");
-        }
         let metrics = self.ctrl.metrics();
-        if let Ok(mut r) = self.core.records.lock() {
+        if let Ok(mut r) = self.records.lock() {
             if let Some(rec) = r.get_mut(&self.sid) {
                 rec.metrics = metrics.clone();
                 rec.w = self.w;
-                if let Some(log) = &self.core.flow_log {
+                if let Some(log) = &self.flow_log {
                     if let Ok(mut l) = log.lock() {
                         l.report(rec, &self.last);
                     }
                 }
             }
         }
+        fields
     }
 
-    fn close(&mut self) {
-        if let Ok(mut r) = self.core.records.lock() {
+    /// The datapath closed the flow.
+    pub fn close(&mut self) {
+        if let Ok(mut r) = self.records.lock() {
             if let Some(rec) = r.get_mut(&self.sid) {
                 rec.closed = true;
                 rec.metrics = self.ctrl.metrics().clone();
-                if let Some(log) = &self.core.flow_log {
+                if let Some(log) = &self.flow_log {
                     if let Ok(mut l) = log.lock() {
                         l.close(rec);
                     }
                 }
             }
         }
-        if let Ok(mut q) = self.core.requests.lock() {
+        if let Ok(mut q) = self.requests.lock() {
             q.remove(&self.sid);
         }
         info!(sid = self.sid, "flow closed");
+    }
+}
+
+/// One flow under portus.
+pub struct PortusFlow<I: Ipc> {
+    control: Datapath<I>,
+    scope: Option<Scope>,
+    report_names: Vec<String>,
+    values: Vec<u64>,
+    driver: FlowDriver,
+}
+
+impl<I: Ipc> PortusFlow<I> {
+    fn read(&mut self, m: &Report) -> bool {
+        let Some(scope) = self.scope.as_ref() else {
+            return false;
+        };
+        self.values.clear();
+        for name in &self.report_names {
+            match m.get_field(name, scope) {
+                Ok(v) => self.values.push(v),
+                Err(e) => {
+                    debug!(sid = self.driver.sid, field = %name, error = ?e, "report without the expected field");
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+impl<I: Ipc> Flow for PortusFlow<I> {
+    fn on_report(&mut self, _sock_id: u32, m: Report) {
+        let ok = self.read(&m);
+        let fields = self.driver.on_report(ok.then_some(&self.values[..]));
+        let Some(scope) = self.scope.as_ref() else {
+            return;
+        };
+        if let Err(e) = self.control.update_field(scope, &fields) {
+            debug!(sid = self.driver.sid, error = ?e, "update to datapath failed");
+        }
+    }
+
+    fn close(&mut self) {
+        self.driver.close();
     }
 }
 

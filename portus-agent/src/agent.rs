@@ -127,6 +127,23 @@ impl Agent {
         &self.core.registry
     }
 
+    /// The same agent as a synchronous in-process datapath peer (no portus run loop).
+    pub fn inline(&self) -> anyhow::Result<crate::inline::InlineAgent> {
+        crate::inline::InlineAgent::new(self.core.clone(), self.stats.clone())
+    }
+
+    /// Flow records so far, by socket id.
+    pub fn records(&self) -> Vec<FlowRecord> {
+        let mut v: Vec<FlowRecord> = self
+            .core
+            .records
+            .lock()
+            .map(|r| r.values().cloned().collect())
+            .unwrap_or_default();
+        v.sort_by_key(|r| r.sid);
+        v
+    }
+
     /// Start the portus run loop on its own thread over `ipc`.
     pub fn spawn<I: Ipc>(&self, ipc: I) -> anyhow::Result<RunningAgent> {
         let running = Arc::new(AtomicBool::new(true));

@@ -121,11 +121,11 @@ pub struct FlowRequest {
 /// (portus) thread. Socket ids are unique per datapath; one agent serves one datapath.
 pub type FlowRequests = Arc<Mutex<HashMap<u32, FlowRequest>>>;
 
-fn u16_at(b: &[u8], at: usize) -> u16 {
+pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
@@ -180,6 +180,50 @@ pub fn check_message(buf: &[u8]) -> Result<usize, Reject> {
         _ => return Err(Reject::BadType),
     }
     Ok(len)
+}
+
+/// Rewrite a validated CREATE's name in place to the registry name portus dispatches on
+/// (`ccp_cubic;w=…` → `cubic`; `ccp`, unknown or unavailable → empty, i.e. the default) and
+/// record the flow's request, preference included.
+pub fn normalize_create(
+    msg: &mut [u8],
+    available: &[String],
+    requests: &FlowRequests,
+    stats: &GuardStats,
+) -> FlowRequest {
+    let sid = u32_at(msg, 4);
+    let name_field = &mut msg[HDR_LEN + 24..CREATE_LEN];
+    let end = name_field.iter().position(|&c| c == 0).unwrap_or(0);
+    let requested = String::from_utf8_lossy(&name_field[..end]).into_owned();
+    let (alg_part, w_text) = split_request(&requested);
+    let wanted = strip_prefix(alg_part);
+    let alg = if available.iter().any(|a| a == wanted) {
+        wanted.to_owned()
+    } else {
+        if !wanted.is_empty() {
+            warn!(sid, requested = %requested, "algorithm not available in this agent, using the default");
+        }
+        String::new()
+    };
+    let preference = w_text.and_then(|t| match t.parse::<Preference>() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            stats.bad_preference.fetch_add(1, Ordering::Relaxed);
+            warn!(sid, requested = %requested, error = %e, "bad preference in flow request, using the default");
+            None
+        }
+    });
+    name_field.fill(0);
+    name_field[..alg.len()].copy_from_slice(alg.as_bytes());
+    let req = FlowRequest {
+        requested,
+        alg,
+        preference,
+    };
+    if let Ok(mut m) = requests.lock() {
+        m.insert(sid, req.clone());
+    }
+    req
 }
 
 /// Rate limit for rejection logs.
@@ -244,44 +288,6 @@ impl<I: Ipc> Guarded<I> {
             st.suppressed += 1;
         }
     }
-
-    /// Rewrite a CREATE's name in place and record the request.
-    fn normalize_create(&self, msg: &mut [u8]) {
-        let sid = u32_at(msg, 4);
-        let name_field = &mut msg[HDR_LEN + 24..CREATE_LEN];
-        let end = name_field.iter().position(|&c| c == 0).unwrap_or(0);
-        let requested = String::from_utf8_lossy(&name_field[..end]).into_owned();
-        let (alg_part, w_text) = split_request(&requested);
-        let wanted = strip_prefix(alg_part);
-        let alg = if self.available.iter().any(|a| a == wanted) {
-            wanted.to_owned()
-        } else {
-            if !wanted.is_empty() {
-                warn!(sid, requested = %requested, "algorithm not available in this agent, using the default");
-            }
-            String::new()
-        };
-        let preference = w_text.and_then(|t| match t.parse::<Preference>() {
-            Ok(w) => Some(w),
-            Err(e) => {
-                self.stats.bad_preference.fetch_add(1, Ordering::Relaxed);
-                warn!(sid, requested = %requested, error = %e, "bad preference in flow request, using the default");
-                None
-            }
-        });
-        name_field.fill(0);
-        name_field[..alg.len()].copy_from_slice(alg.as_bytes());
-        if let Ok(mut m) = self.requests.lock() {
-            m.insert(
-                sid,
-                FlowRequest {
-                    requested,
-                    alg,
-                    preference,
-                },
-            );
-        }
-    }
 }
 
 impl<I: Ipc> Ipc for Guarded<I> {
@@ -319,7 +325,12 @@ impl<I: Ipc> Ipc for Guarded<I> {
                             self.log_reject(st, Reject::Oversized, &staged[at..at + len]);
                         } else {
                             if u16_at(&staged, at) == CREATE {
-                                self.normalize_create(&mut staged[at..at + len]);
+                                normalize_create(
+                                    &mut staged[at..at + len],
+                                    &self.available,
+                                    &self.requests,
+                                    &self.stats,
+                                );
                             }
                             out[kept..kept + len].copy_from_slice(&staged[at..at + len]);
                             kept += len;

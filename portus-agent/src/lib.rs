@@ -3,6 +3,7 @@
 //! - [`agent`]: building the registry, validating programs, running portus.
 //! - [`adapter`]: `Algorithm`/`Controller` → portus `CongAlg`/`Flow`.
 //! - [`guard`]: the IPC wrapper that validates datapath messages before portus parses them.
+//! - [`inline`]: the same agent answering synchronously in-process (training, fast runs).
 //! - [`programs`]: start-up checks of fold programs against libccp's limits.
 //! - [`simrun`]: `--sim`, the agent plus the simulated datapath in one process.
 //! - [`wire`]: datapath messages as a datapath writes them (tests, benchmarks, tools).
@@ -12,6 +13,7 @@ pub mod adapter;
 pub mod agent;
 pub mod flowlog;
 pub mod guard;
+pub mod inline;
 pub mod programs;
 pub mod simrun;
 pub mod wire;

@@ -18,8 +18,10 @@ enum IpcArg {
     Char,
     /// Unix datagram sockets under /tmp/ccp/ (a user-space datapath, e.g. `ccp-sim`).
     Unix,
-    /// In-process channel: only with --sim.
+    /// In-process channel to the portus run loop: only with --sim.
     Chan,
+    /// In-process and synchronous, no portus run loop (what training uses): only with --sim.
+    Inline,
 }
 
 #[derive(Debug, Parser)]
@@ -143,6 +145,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
 fn run_sim(cli: &Cli, path: &std::path::Path, agent: AgentOptions) -> Result<(), Failure> {
     let ipc = match cli.ipc.unwrap_or(IpcArg::Chan) {
         IpcArg::Chan => IpcKind::Chan,
+        IpcArg::Inline => IpcKind::Inline,
         IpcArg::Unix => IpcKind::Unix,
         other => {
             return Err(Failure::Usage(anyhow::anyhow!(
@@ -204,9 +207,9 @@ fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
                 })?;
             agent.spawn(s)
         }
-        IpcArg::Chan => {
+        IpcArg::Chan | IpcArg::Inline => {
             return Err(Failure::Usage(anyhow::anyhow!(
-                "--ipc chan is in-process and needs --sim SCENARIO"
+                "--ipc {ipc:?} is in-process and needs --sim SCENARIO"
             )))
         }
     }

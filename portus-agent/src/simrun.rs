@@ -21,6 +21,8 @@ pub enum IpcKind {
     #[default]
     Chan,
     Unix,
+    /// No portus run loop: the agent answers synchronously on the simulator's thread.
+    Inline,
 }
 
 /// How to run a scenario.
@@ -80,6 +82,11 @@ pub fn run_sim(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<SimRun>
                 let _ = to_agent.send(vec![0xff]);
             })?;
             (res?, records)
+        }
+        IpcKind::Inline => {
+            let mut ipc = agent.inline()?;
+            let res = sim.run(&mut ipc)?;
+            (res, agent.records())
         }
         IpcKind::Unix => {
             let id = RUN_ID.fetch_add(1, Ordering::Relaxed);

@@ -128,7 +128,7 @@ rtt_ms = 40
 }
 
 #[test]
-fn chan_and_unix_transports_give_identical_results() {
+fn chan_unix_and_inline_transports_give_identical_results() {
     let text = r#"
 duration_s = 15
 seed = 7
@@ -154,4 +154,12 @@ start_s = 2.0
     // and the same transport twice is deterministic too
     let c = run(text, "cubic", IpcKind::Chan);
     assert_eq!(a.results.flows, c.results.flows);
+    // the synchronous in-process agent (training bindings) decides exactly the same
+    let d = run(text, "cubic", IpcKind::Inline);
+    assert_eq!(a.results.flows, d.results.flows);
+    assert_eq!(a.results.series, d.results.series);
+    assert_eq!(a.records.len(), d.records.len());
+    for (x, y) in a.records.iter().zip(&d.records) {
+        assert_eq!((x.sid, x.alg, &x.metrics), (y.sid, y.alg, &y.metrics));
+    }
 }

@@ -1,0 +1,338 @@
+//! The agent without a run loop: [`InlineAgent`] answers datapath messages synchronously, on
+//! the caller's thread, with the same guard checks, the same [`FlowDriver`] decisions and
+//! portus's own compiler and serializers as the portus path.
+//!
+//! The simulator talks to it through `ccp_sim::DatapathIpc`: `send` handles a message at once
+//! and queues the answers, `recv` hands them back. No threads, no channels: this is what the
+//! Python training bindings run (tens of thousands of decisions per second), and a test holds
+//! it to the portus path, which must give identical results for a seeded scenario.
+//!
+//! Learning flows can be taken over by an [`ExternalControl`]: their reports go to it instead
+//! of a controller, and it may also push register updates for a flow between reports (a
+//! training step applies its action while the simulator is paused).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ccp_algs::Algorithm;
+use portus::lang::{Reg, Scope};
+use portus::serialize;
+use tracing::debug;
+
+use crate::adapter::{AgentCore, FlowDriver};
+use crate::guard::{
+    check_message, normalize_create, u16_at, u32_at, FlowRequest, GuardStats, CREATE, HDR_LEN,
+    MEASURE, READY,
+};
+
+/// A program compiled once: its uid, scope and INSTALL message.
+struct Compiled {
+    uid: u32,
+    scope: Scope,
+    install: Vec<u8>,
+}
+
+/// Takes over the flows it claims (training). `claim` is asked at CREATE; a claimed flow's
+/// reports go to `on_report` with the decoded values (program field order) instead of the
+/// algorithm's controller, and the returned registers are the answer.
+pub trait ExternalControl {
+    /// Claim flow `sid` (requested as `request`, resolved to `alg`), or leave it to the
+    /// agent by returning `false`.
+    fn claim(&mut self, sid: u32, request: &FlowRequest, alg: &Arc<dyn Algorithm>) -> bool;
+    /// A report of a claimed flow; return the register updates of the answer.
+    fn on_report(&mut self, sid: u32, values: &[u64]) -> Vec<(&'static str, u32)>;
+    /// The initial registers of a claimed flow (its CHANGE_PROG).
+    fn initial(&mut self, sid: u32) -> Vec<(&'static str, u32)>;
+    /// A claimed flow closed.
+    fn close(&mut self, _sid: u32) {}
+}
+
+enum Driven {
+    Agent(FlowDriver),
+    External,
+}
+
+struct InlineFlow {
+    program: &'static str,
+    /// Report index of each program field, in the program's field order.
+    index: Vec<usize>,
+    values: Vec<u64>,
+    driven: Driven,
+}
+
+/// A synchronous agent for in-process datapaths.
+pub struct InlineAgent {
+    core: Arc<AgentCore>,
+    available: Vec<String>,
+    stats: Arc<GuardStats>,
+    programs: HashMap<&'static str, Compiled>,
+    installed: bool,
+    flows: HashMap<u32, InlineFlow>,
+    outbox: VecDeque<Vec<u8>>,
+    external: Option<Box<dyn ExternalControl>>,
+}
+
+impl InlineAgent {
+    pub(crate) fn new(core: Arc<AgentCore>, stats: Arc<GuardStats>) -> anyhow::Result<Self> {
+        let mut programs = HashMap::new();
+        for alg in core.registry.iter() {
+            let p = alg.program();
+            let (bin, scope) = portus::lang::compile(p.source.as_bytes(), &[])
+                .map_err(|e| anyhow::anyhow!("program {}: {e:?}", p.name))?;
+            let msg = serialize::install::Msg {
+                sid: 0,
+                program_uid: scope.program_uid,
+                num_events: bin.events.len() as u32,
+                num_instrs: bin.instrs.len() as u32,
+                instrs: bin,
+            };
+            let install = serialize::serialize(&msg)
+                .map_err(|e| anyhow::anyhow!("program {}: {e:?}", p.name))?;
+            programs.insert(
+                p.name,
+                Compiled {
+                    uid: scope.program_uid,
+                    scope,
+                    install,
+                },
+            );
+        }
+        let available = core
+            .registry
+            .names()
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        Ok(Self {
+            core,
+            available,
+            stats,
+            programs,
+            installed: false,
+            flows: HashMap::new(),
+            outbox: VecDeque::new(),
+            external: None,
+        })
+    }
+
+    /// Hand flows to an external controller (see [`ExternalControl`]).
+    pub fn set_external(&mut self, ext: Box<dyn ExternalControl>) {
+        self.external = Some(ext);
+    }
+
+    /// The external controller, to read or drive it between simulator steps.
+    pub fn external_mut(&mut self) -> Option<&mut (dyn ExternalControl + 'static)> {
+        self.external.as_deref_mut()
+    }
+
+    /// Queue a register update for flow `sid` outside the report/answer exchange (e.g. a
+    /// training action). The datapath applies it at the flow's next ACK.
+    pub fn push_update(&mut self, sid: u32, fields: &[(&'static str, u32)]) {
+        if let Some(flow) = self.flows.get(&sid) {
+            if let Some(c) = self.programs.get(flow.program) {
+                if let Some(m) = update_msg(sid, &c.scope, fields) {
+                    self.outbox.push_back(m);
+                }
+            }
+        }
+    }
+
+    /// Messages queued for the datapath.
+    pub fn pending(&self) -> usize {
+        self.outbox.len()
+    }
+
+    fn install_all(&mut self) {
+        let mut names: Vec<&&'static str> = self.programs.keys().collect();
+        names.sort();
+        for n in names {
+            self.outbox.push_back(self.programs[*n].install.clone());
+        }
+        self.installed = true;
+    }
+
+    fn on_create(&mut self, msg: &mut [u8]) {
+        if !self.installed {
+            self.install_all();
+        }
+        let sid = u32_at(msg, 4);
+        let init_cwnd = u32_at(msg, HDR_LEN);
+        let mss = u32_at(msg, HDR_LEN + 4);
+        let req = normalize_create(msg, &self.available, &self.core.requests, &self.stats);
+        let alg = self
+            .core
+            .registry
+            .get(&req.alg)
+            .cloned()
+            .unwrap_or_else(|| self.core.default_alg.clone());
+        let program = alg.program();
+        let Some(compiled) = self.programs.get(program.name) else {
+            debug!(sid, program = program.name, "no compiled program");
+            return;
+        };
+        let index = report_index(&compiled.scope, &program.fields);
+        let claimed = self
+            .external
+            .as_mut()
+            .is_some_and(|e| e.claim(sid, &req, &alg));
+        let (driven, fields) = if claimed {
+            let fields = self
+                .external
+                .as_mut()
+                .map(|e| e.initial(sid))
+                .unwrap_or_default();
+            (Driven::External, fields)
+        } else {
+            let (driver, fields) = self.core.start_flow(&alg, sid, mss, init_cwnd);
+            (Driven::Agent(driver), fields)
+        };
+        if let Some(m) = change_prog_msg(sid, compiled, &fields) {
+            self.outbox.push_back(m);
+        }
+        self.flows.insert(
+            sid,
+            InlineFlow {
+                program: program.name,
+                values: Vec::with_capacity(index.len()),
+                index,
+                driven,
+            },
+        );
+    }
+
+    fn on_measure(&mut self, msg: &[u8]) {
+        let sid = u32_at(msg, 4);
+        let uid = u32_at(msg, HDR_LEN);
+        let n = u32_at(msg, HDR_LEN + 4) as usize;
+        let Some(flow) = self.flows.get_mut(&sid) else {
+            debug!(sid, "report for an unknown flow");
+            return;
+        };
+        if n == 0 {
+            match &mut flow.driven {
+                Driven::Agent(d) => d.close(),
+                Driven::External => {
+                    if let Some(e) = self.external.as_mut() {
+                        e.close(sid);
+                    }
+                }
+            }
+            self.flows.remove(&sid);
+            return;
+        }
+        let Some(compiled) = self.programs.get(flow.program) else {
+            return;
+        };
+        let field = |i: usize| {
+            let at = HDR_LEN + 8 + 8 * i;
+            msg.get(at..at + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+        };
+        flow.values.clear();
+        let mut ok = uid == compiled.uid;
+        if ok {
+            for &i in &flow.index {
+                match (i < n).then(|| field(i)).flatten() {
+                    Some(v) => flow.values.push(v),
+                    None => {
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+        }
+        let fields = match &mut flow.driven {
+            Driven::Agent(d) => d.on_report(ok.then_some(&flow.values[..])),
+            Driven::External => match self.external.as_mut() {
+                Some(e) if ok => e.on_report(sid, &flow.values),
+                _ => Vec::new(),
+            },
+        };
+        if let Some(m) = update_msg(sid, &compiled.scope, &fields) {
+            self.outbox.push_back(m);
+        }
+    }
+
+    /// Handle one datapath message (any number of answers are queued).
+    pub fn handle(&mut self, msg: &[u8]) {
+        let mut at = 0;
+        while at < msg.len() {
+            let len = match check_message(&msg[at..]) {
+                Ok(len) => len,
+                Err(r) => {
+                    debug!(reason = ?r, "dropped malformed datapath message");
+                    break;
+                }
+            };
+            self.stats
+                .accepted
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut m = msg[at..at + len].to_vec();
+            match u16_at(&m, 0) {
+                READY => self.install_all(),
+                CREATE => self.on_create(&mut m),
+                MEASURE => self.on_measure(&m),
+                _ => {}
+            }
+            at += len;
+        }
+    }
+}
+
+impl ccp_sim::DatapathIpc for InlineAgent {
+    fn send(&mut self, msg: &[u8]) -> std::io::Result<()> {
+        self.handle(msg);
+        Ok(())
+    }
+
+    fn recv(&mut self, _timeout: Duration) -> std::io::Result<Option<Vec<u8>>> {
+        Ok(self.outbox.pop_front())
+    }
+}
+
+/// Report index of each named field in a program's scope.
+fn report_index(scope: &Scope, fields: &[&'static str]) -> Vec<usize> {
+    fields
+        .iter()
+        .map(|f| match scope.get(&format!("Report.{f}")) {
+            Some(Reg::Report(idx, _, _)) => *idx as usize,
+            _ => usize::MAX,
+        })
+        .collect()
+}
+
+/// Registers an agent may write: control registers, and the implicit Cwnd and Rate.
+fn writable(scope: &Scope, fields: &[(&'static str, u32)]) -> Vec<(Reg, u64)> {
+    fields
+        .iter()
+        .filter_map(|&(name, v)| match scope.get(name)? {
+            Reg::Control(idx, t, vol) => Some((Reg::Control(*idx, t.clone(), *vol), u64::from(v))),
+            Reg::Implicit(idx, t) if *idx == 4 || *idx == 5 => {
+                Some((Reg::Implicit(*idx, t.clone()), u64::from(v)))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn change_prog_msg(sid: u32, c: &Compiled, fields: &[(&'static str, u32)]) -> Option<Vec<u8>> {
+    let regs = writable(&c.scope, fields);
+    serialize::serialize(&serialize::changeprog::Msg {
+        sid,
+        program_uid: c.uid,
+        num_fields: regs.len() as u32,
+        fields: regs,
+    })
+    .ok()
+}
+
+fn update_msg(sid: u32, scope: &Scope, fields: &[(&'static str, u32)]) -> Option<Vec<u8>> {
+    let regs = writable(scope, fields);
+    serialize::serialize(&serialize::update_field::Msg {
+        sid,
+        num_fields: regs.len() as u8,
+        fields: regs,
+    })
+    .ok()
+}
