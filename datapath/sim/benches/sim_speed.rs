@@ -1,1 +1,70 @@
-fn main() {}
+//! Simulated packets per wall-clock second, with the test agent (portus + Cubic) over
+//! in-process channels. `cargo bench -p ccp-sim --bench sim_speed` prints the figures.
+//!
+//! The run loop is single-threaded; the agent thread is mostly idle (one report per
+//! ~half RTT per flow), so the figure is the simulator's own speed, libccp's fold-program
+//! interpreter included.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::time::Instant;
+
+use ccp_sim::Scenario;
+
+const ONE_FLOW: &str = r#"
+duration_s = 30
+seed = 1
+[link]
+rate_mbps = 50
+buffer_bdp = 1.0
+[[flow]]
+alg = "cubic"
+rtt_ms = 40
+"#;
+
+const THREE_FLOWS: &str = r#"
+duration_s = 30
+seed = 1
+[link]
+rate_mbps = 100
+buffer_bdp = 1.0
+[[flow]]
+alg = "cubic"
+rtt_ms = 40
+count = 3
+"#;
+
+fn bench(name: &str, text: &str, reps: usize) {
+    let sc = Scenario::from_toml_str(text, ".").expect("scenario");
+    let mut best = 0.0f64;
+    let mut pkts = 0;
+    let mut util = 0.0;
+    for _ in 0..reps {
+        let t = Instant::now();
+        let (r, _) = common::run_with(&sc, "cubic", None);
+        let wall = t.elapsed().as_secs_f64();
+        best = best.max(r.packets_per_wall_s);
+        pkts = r.sim_packets;
+        util = r.utilization;
+        println!(
+            "  {name}: {} packets in {:.3} s run ({:.3} s incl. agent start/stop): {:.2} M packets/s",
+            r.sim_packets,
+            r.wall_s,
+            wall,
+            r.packets_per_wall_s / 1e6
+        );
+    }
+    println!(
+        "{name}: best {:.2} M simulated packets per wall-clock second ({pkts} packets, utilization {util:.3})",
+        best / 1e6
+    );
+}
+
+fn main() {
+    // `cargo test --benches` runs this with --bench absent: keep that quick
+    let quick = !std::env::args().any(|a| a == "--bench");
+    let reps = if quick { 1 } else { 5 };
+    bench("50 Mbit/s, 1 Cubic flow, 40 ms, 30 s", ONE_FLOW, reps);
+    bench("100 Mbit/s, 3 Cubic flows, 40 ms, 30 s", THREE_FLOWS, reps);
+}

@@ -48,6 +48,16 @@ impl Histogram {
         self.total += 1;
     }
 
+    pub fn merge(&mut self, other: &Histogram) {
+        if other.counts.len() > self.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.total += other.total;
+    }
+
     /// The `q`-quantile (0..=1), `None` when empty.
     pub fn quantile(&self, q: f64) -> Option<u64> {
         if self.total == 0 {
@@ -65,8 +75,15 @@ impl Histogram {
     }
 }
 
-/// One row of the per-flow time series (every `SimOptions::series_interval`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// `a == b`, with NaN equal to NaN ("no sample" in both): results of two identical runs
+/// compare equal.
+fn same(a: f64, b: f64) -> bool {
+    a == b || (a.is_nan() && b.is_nan())
+}
+
+/// One row of the per-flow time series (every `SimOptions::series_interval`). Equality
+/// treats NaN ("no sample in the interval") as equal to NaN.
+#[derive(Debug, Clone, Copy, Serialize)]
 pub struct TimePoint {
     /// End of the interval (s of simulated time).
     pub t: f64,
@@ -85,8 +102,22 @@ pub struct TimePoint {
     pub delivered_bytes: u64,
 }
 
-/// Per-flow results.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+impl PartialEq for TimePoint {
+    fn eq(&self, o: &Self) -> bool {
+        same(self.t, o.t)
+            && self.flow == o.flow
+            && same(self.throughput_mbps, o.throughput_mbps)
+            && same(self.rtt_ms, o.rtt_ms)
+            && self.cwnd_bytes == o.cwnd_bytes
+            && same(self.rate_mbps, o.rate_mbps)
+            && same(self.queue_delay_ms, o.queue_delay_ms)
+            && self.delivered_bytes == o.delivered_bytes
+    }
+}
+
+/// Per-flow results. Percentiles are NaN when there was no sample (JSON: null); equality
+/// treats NaN as equal to NaN.
+#[derive(Debug, Clone, Serialize)]
 pub struct FlowResult {
     pub id: usize,
     /// The algorithm the scenario requested, `None` for the agent's default.
@@ -121,6 +152,33 @@ pub struct FlowResult {
     pub reports: u64,
     /// `ccp_invoke` calls that returned an error (e.g. a fold program dividing by zero).
     pub invoke_errors: u64,
+}
+
+impl PartialEq for FlowResult {
+    fn eq(&self, o: &Self) -> bool {
+        self.id == o.id
+            && self.alg == o.alg
+            && self.alg_label == o.alg_label
+            && self.w == o.w
+            && same(self.rtt_base_ms, o.rtt_base_ms)
+            && same(self.start_s, o.start_s)
+            && same(self.stop_s, o.stop_s)
+            && same(self.throughput_mbps, o.throughput_mbps)
+            && same(self.utilization, o.utilization)
+            && same(self.rtt_p50_ms, o.rtt_p50_ms)
+            && same(self.rtt_p95_ms, o.rtt_p95_ms)
+            && same(self.queue_delay_p95_ms, o.queue_delay_p95_ms)
+            && same(self.loss_rate, o.loss_rate)
+            && self.packets_sent == o.packets_sent
+            && self.retransmits == o.retransmits
+            && self.timeouts == o.timeouts
+            && self.drops_buffer == o.drops_buffer
+            && self.drops_random == o.drops_random
+            && self.declared_lost == o.declared_lost
+            && self.delivered_bytes == o.delivered_bytes
+            && self.reports == o.reports
+            && self.invoke_errors == o.invoke_errors
+    }
 }
 
 /// Results of one run.
@@ -161,6 +219,26 @@ pub struct SimResults {
 }
 
 impl SimResults {
+    /// Equal in everything the simulation determines: all but the wall-clock figures.
+    pub fn same_outcome(&self, o: &SimResults) -> bool {
+        self.duration_s == o.duration_s
+            && self.seed == o.seed
+            && self.buffer_pkts == o.buffer_pkts
+            && self.flows == o.flows
+            && same(self.utilization, o.utilization)
+            && self.jain.map(f64::to_bits) == o.jain.map(f64::to_bits)
+            && self.jain_window_s == o.jain_window_s
+            && same(self.queue_delay_p95_ms, o.queue_delay_p95_ms)
+            && self.sim_packets == o.sim_packets
+            && self.reports == o.reports
+            && self.creates == o.creates
+            && self.messages_from_agent == o.messages_from_agent
+            && self.rejected_messages == o.rejected_messages
+            && self.unknown_sid_messages == o.unknown_sid_messages
+            && self.libccp_log_lines == o.libccp_log_lines
+            && self.series == o.series
+    }
+
     /// Write the time series as CSV.
     pub fn write_csv(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
         let f = std::fs::File::create(path)?;

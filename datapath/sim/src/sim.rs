@@ -138,13 +138,13 @@ enum Ev {
 }
 
 impl Ev {
-    /// Order among events at the same instant: samples close the interval first, the end
-    /// comes last.
+    /// Order among events at the same instant: samples close the interval first, then
+    /// stops and the end (a flow is active over `[start, stop)`), then everything else.
     fn class(self) -> u8 {
         match self {
             Ev::Sample => 0,
-            Ev::End => 2,
-            _ => 1,
+            Ev::Stop(_) | Ev::End => 1,
+            _ => 2,
         }
     }
 }
@@ -399,7 +399,6 @@ struct World<'a> {
     waits: Vec<(u32, u16, &'static str)>,
     series_ns: u64,
     series: Vec<TimePoint>,
-    qdelay_all: Histogram,
     sim_packets: u64,
     reports: u64,
     creates: u64,
@@ -444,7 +443,6 @@ impl<'a> World<'a> {
             waits: Vec::new(),
             series_ns,
             series: Vec::new(),
-            qdelay_all: Histogram::default(),
             sim_packets: 0,
             reports: 0,
             creates: 0,
@@ -728,7 +726,6 @@ impl<'a> World<'a> {
             f.delivered_bytes += u64::from(MSS);
             f.iv_bytes += u64::from(MSS);
             f.qdelay_hist.record(a.qdelay_ns / 1000);
-            self.qdelay_all.record(a.qdelay_ns / 1000);
             f.iv_qd_sum_ns += a.qdelay_ns;
             f.iv_qd_n += 1;
             if seg.tx == a.tx {
@@ -951,6 +948,10 @@ impl<'a> World<'a> {
             cap += self.link.capacity_bytes(ca, cb);
         }
         let delivered: u64 = self.flows.iter().map(|f| f.delivered_bytes).sum();
+        let mut qdelay_all = Histogram::default();
+        for f in &self.flows {
+            qdelay_all.merge(&f.qdelay_hist);
+        }
         let overlap_a = self.flows.iter().map(|f| f.start_ns).max().unwrap_or(0);
         let overlap_b = self.flows.iter().map(|f| f.stop_ns).min().unwrap_or(0);
         let mut r = SimResults {
@@ -965,7 +966,7 @@ impl<'a> World<'a> {
             },
             jain: None,
             jain_window_s: None,
-            queue_delay_p95_ms: ms(self.qdelay_all.quantile(0.95)),
+            queue_delay_p95_ms: ms(qdelay_all.quantile(0.95)),
             sim_packets: self.sim_packets,
             wall_s,
             packets_per_wall_s: if wall_s > 0.0 {
