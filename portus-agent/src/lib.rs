@@ -8,12 +8,14 @@
 //! - [`simrun`]: `--sim`, the agent plus the simulated datapath in one process.
 //! - [`wire`]: datapath messages as a datapath writes them (tests, benchmarks, tools).
 //! - [`flowlog`]: the `--flow-log` JSON-lines writer.
+//! - [`policy`]: the learned-policy runtime (ONNX models, model cards, `--models DIR`).
 
 pub mod adapter;
 pub mod agent;
 pub mod flowlog;
 pub mod guard;
 pub mod inline;
+pub mod policy;
 pub mod programs;
 pub mod simrun;
 pub mod wire;

@@ -1,0 +1,676 @@
+//! The learned-policy runtime against real models: the fixtures from
+//! `train/ccp_train/fixtures.py` (built here with `.venv/bin/python`), their recorded PyTorch
+//! outputs, and every way a model directory can be wrong.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use ccp_agent::policy::{
+    runtime, LoadOptions, ModelStore, OnnxPolicy, PolicyLoadError, ReloadStatus,
+};
+use ccp_algs::policy::{Policy, PolicySource, PolicySpec};
+use serde::Deserialize;
+
+const TOL: f32 = 1e-5;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
+}
+
+/// Build the fixtures once per test process (or reuse the parent's, for child processes).
+fn fixtures() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(d) = std::env::var_os("CCP_POLICY_FIXTURES") {
+            return PathBuf::from(d);
+        }
+        let root = repo_root();
+        let python = root.join(".venv/bin/python");
+        assert!(
+            python.exists(),
+            "{} is missing: run `bash ops/setup.sh` (builds the Python virtualenv with torch and onnxruntime)",
+            python.display()
+        );
+        let dir = std::env::temp_dir().join(format!("ccp-policy-fixtures-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = Command::new(&python)
+            .args(["-m", "ccp_train.fixtures"])
+            .arg(&dir)
+            .env("PYTHONPATH", root.join("train"))
+            .output()
+            .expect("run the fixture script");
+        assert!(
+            out.status.success(),
+            "python -m ccp_train.fixtures failed (run `bash ops/setup.sh` if packages are missing):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
+    })
+}
+
+fn tmpdir(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "ccp-policy-{}-{tag}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn spec(name: &str) -> PolicySpec {
+    match name {
+        "fx_mlp" => PolicySpec {
+            algorithm: "fx_mlp",
+            feature_version: 1,
+            obs_dim: 30,
+            act_dim: 1,
+            act_low: vec![-1.0],
+            act_high: vec![1.0],
+            recurrent_hidden: None,
+            masked: false,
+        },
+        "fx_owl" => PolicySpec {
+            algorithm: "fx_owl",
+            feature_version: 1,
+            obs_dim: 60,
+            act_dim: 1,
+            act_low: vec![0.0],
+            act_high: vec![6.0],
+            recurrent_hidden: None,
+            masked: true,
+        },
+        "fx_lstm" => PolicySpec {
+            algorithm: "fx_lstm",
+            feature_version: 1,
+            obs_dim: 4,
+            act_dim: 1,
+            act_low: vec![-5.0],
+            act_high: vec![5.0],
+            recurrent_hidden: Some(64),
+            masked: false,
+        },
+        "fx_wild" => PolicySpec {
+            algorithm: "fx_wild",
+            feature_version: 1,
+            obs_dim: 3,
+            act_dim: 3,
+            act_low: vec![-1.0; 3],
+            act_high: vec![1.0; 3],
+            recurrent_hidden: None,
+            masked: false,
+        },
+        _ => panic!("no spec {name}"),
+    }
+}
+
+fn all_specs() -> Vec<PolicySpec> {
+    ["fx_mlp", "fx_owl", "fx_lstm", "fx_wild"]
+        .into_iter()
+        .map(spec)
+        .collect()
+}
+
+fn store() -> &'static ModelStore {
+    static S: OnceLock<ModelStore> = OnceLock::new();
+    S.get_or_init(|| ModelStore::load(fixtures(), &all_specs()).expect("fixtures load"))
+}
+
+#[derive(Deserialize)]
+struct Records {
+    sequences: Vec<Sequence>,
+}
+
+#[derive(Deserialize)]
+struct Sequence {
+    obs: Vec<Vec<f32>>,
+    mask: Option<Vec<Vec<f32>>>,
+    raw: Vec<Vec<f32>>,
+    action: Vec<Vec<f32>>,
+}
+
+fn records(name: &str) -> Records {
+    let p = fixtures().join(format!("{name}.records.json"));
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+}
+
+fn assert_close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= TOL,
+            "{what}[{i}]: rust {g}, pytorch {w} (|diff| {} > {TOL})",
+            (g - w).abs()
+        );
+    }
+}
+
+/// Run one recorded sequence step by step through `p`, comparing raw outputs and actions.
+fn check_step(p: &mut OnnxPolicy, seq: &Sequence, t: usize, what: &str) {
+    let mut out = vec![0.0; p.act_dim()];
+    let mask = seq.mask.as_ref().map(|m| &m[t][..]);
+    p.act(&seq.obs[t], mask, &mut out).unwrap();
+    assert_close(
+        p.raw_output(),
+        &seq.raw[t],
+        &format!("{what} raw, step {t}"),
+    );
+    assert_close(&out, &seq.action[t], &format!("{what} action, step {t}"));
+}
+
+#[test]
+fn parity_mlp_64_32() {
+    let rec = records("fx_mlp");
+    let seq = &rec.sequences[0];
+    assert!(seq.obs.len() >= 100);
+    let mut p = store().onnx_policy("fx_mlp").unwrap();
+    for t in 0..seq.obs.len() {
+        check_step(&mut p, seq, t, "fx_mlp");
+    }
+    assert_eq!(p.clamped(), 0);
+}
+
+#[test]
+fn parity_owl_masked_q_values_argmax() {
+    let rec = records("fx_owl");
+    let seq = &rec.sequences[0];
+    assert!(seq.obs.len() >= 100);
+    let mut p = store().onnx_policy("fx_owl").unwrap();
+    for t in 0..seq.obs.len() {
+        check_step(&mut p, seq, t, "fx_owl");
+    }
+    assert_eq!(p.clamped(), 0);
+    // A masked model without its mask is an error, not a silent zero.
+    let mut out = [0.0];
+    let e = p.act(&seq.obs[0], None, &mut out).unwrap_err();
+    assert!(e.to_string().contains("mask"), "{e}");
+    // And a wrong observation length is reported as such.
+    let e = p.act(
+        &seq.obs[0][..59],
+        Some(&seq.mask.as_ref().unwrap()[0]),
+        &mut out,
+    );
+    assert!(matches!(
+        e,
+        Err(ccp_algs::PolicyError::ObsShape {
+            expected: 60,
+            got: 59
+        })
+    ));
+}
+
+#[test]
+fn parity_lstm_state_per_instance_interleaved() {
+    let rec = records("fx_lstm");
+    let (a, b) = (&rec.sequences[0], &rec.sequences[1]);
+    assert!(a.obs.len() >= 100 && b.obs.len() == a.obs.len());
+    // Two flows of the same model, decisions interleaved: each keeps its own h/c.
+    let mut pa = store().onnx_policy("fx_lstm").unwrap();
+    let mut pb = store().onnx_policy("fx_lstm").unwrap();
+    assert!(Arc::ptr_eq(pa.model(), pb.model()), "one shared session");
+    for t in 0..a.obs.len() {
+        check_step(&mut pa, a, t, "fx_lstm flow A");
+        check_step(&mut pb, b, t, "fx_lstm flow B");
+    }
+    let (h, _) = pa.state().unwrap();
+    assert_eq!(h.len(), 64);
+    assert!(h.iter().any(|&x| x != 0.0), "state is carried");
+    // reset() starts a new flow: the sequence replays from zero state.
+    pa.reset();
+    for t in 0..10 {
+        check_step(&mut pa, a, t, "fx_lstm after reset");
+    }
+}
+
+#[test]
+fn batched_inference_matches_single() {
+    // Stateless: 64 flows in one run.
+    let rec = records("fx_mlp");
+    let seq = &rec.sequences[0];
+    let model = store().model("fx_mlp").unwrap();
+    assert!(model.batch_dynamic());
+    let mut flows: Vec<OnnxPolicy> = (0..64).map(|_| model.new_policy()).collect();
+    let obs: Vec<f32> = seq.obs[..64].iter().flatten().copied().collect();
+    let mut out = vec![0.0; 64];
+    let mut refs: Vec<&mut OnnxPolicy> = flows.iter_mut().collect();
+    model.act_batch(&mut refs, &obs, None, &mut out).unwrap();
+    for (i, f) in flows.iter().enumerate() {
+        assert_close(&out[i..=i], &seq.action[i], &format!("batch row {i}"));
+        assert_close(f.raw_output(), &seq.raw[i], &format!("batch raw row {i}"));
+    }
+    // Recurrent: two flows stepped together carry their own state through the batch.
+    let rec = records("fx_lstm");
+    let model = store().model("fx_lstm").unwrap();
+    let (mut fa, mut fb) = (model.new_policy(), model.new_policy());
+    for t in 0..rec.sequences[0].obs.len() {
+        let obs: Vec<f32> = [&rec.sequences[0].obs[t], &rec.sequences[1].obs[t]]
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
+        let mut out = [0.0; 2];
+        model
+            .act_batch(&mut [&mut fa, &mut fb], &obs, None, &mut out)
+            .unwrap();
+        assert_close(
+            &out[..1],
+            &rec.sequences[0].action[t],
+            &format!("lstm batch A {t}"),
+        );
+        assert_close(
+            &out[1..],
+            &rec.sequences[1].action[t],
+            &format!("lstm batch B {t}"),
+        );
+    }
+    // A flow of another model is refused.
+    let mut other = store().onnx_policy("fx_owl").unwrap();
+    let e = model
+        .act_batch(&mut [&mut other], &[0.0; 4], None, &mut [0.0])
+        .unwrap_err();
+    assert!(e.to_string().contains("another model"), "{e}");
+}
+
+#[test]
+fn nan_inf_and_out_of_range_outputs_are_clamped_and_counted() {
+    // Through the trait object the agent uses.
+    let mut p: Box<dyn Policy> = PolicySource::policy(store(), "fx_wild").unwrap();
+    let mut out = [0.0f32; 3];
+    // [x0 / 0 = +inf, 1e6 + x2, tanh(x2)]
+    p.act(&[1.0, 2.0, 0.5], None, &mut out).unwrap();
+    assert_eq!(out[0], 1.0, "+inf → upper bound");
+    assert_eq!(out[1], 1.0, "1e6 → upper bound");
+    assert!((out[2] - 0.5f32.tanh()).abs() < TOL, "in range: untouched");
+    assert_eq!(p.clamped(), 2);
+    p.act(&[-1.0, 0.0, 0.1], None, &mut out).unwrap();
+    assert_eq!(out[0], -1.0, "-inf → lower bound");
+    assert_eq!(p.clamped(), 4);
+    p.act(&[0.0, 3.0, -0.2], None, &mut out).unwrap();
+    assert_eq!(out[0], 0.0, "NaN → midpoint");
+    assert!(out
+        .iter()
+        .all(|x| x.is_finite() && (-1.0..=1.0).contains(x)));
+    assert_eq!(p.clamped(), 6);
+    // Counters are per instance.
+    let fresh = store().policy("fx_wild").unwrap();
+    assert_eq!(fresh.clamped(), 0);
+}
+
+// ---- model directories that are wrong -------------------------------------------------------
+
+fn copy_fixture(name: &str, dir: &Path) {
+    for ext in ["onnx", "json"] {
+        std::fs::copy(
+            fixtures().join(format!("{name}.{ext}")),
+            dir.join(format!("{name}.{ext}")),
+        )
+        .unwrap();
+    }
+}
+
+fn edit_card(dir: &Path, name: &str, f: impl FnOnce(&mut serde_json::Value)) {
+    let p = dir.join(format!("{name}.json"));
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+fn set_sha(dir: &Path, name: &str) {
+    let bytes = std::fs::read(dir.join(format!("{name}.onnx"))).unwrap();
+    let sha = ccp_agent::policy::sha256_hex(&bytes);
+    edit_card(dir, name, |v| v["sha256"] = sha.into());
+}
+
+fn load_err(dir: &Path, specs: &[PolicySpec]) -> PolicyLoadError {
+    ModelStore::load(dir, specs).expect_err("load must fail")
+}
+
+#[test]
+fn corrupt_onnx_is_a_clear_error() {
+    // Garbage bytes (card updated to the new sha256, so the loader gets to the model itself).
+    let d = tmpdir("garbage");
+    copy_fixture("fx_mlp", &d);
+    std::fs::write(d.join("fx_mlp.onnx"), b"this is not an onnx model at all").unwrap();
+    set_sha(&d, "fx_mlp");
+    let e = load_err(&d, &[spec("fx_mlp")]);
+    assert!(matches!(e, PolicyLoadError::ModelInvalid { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("fx_mlp.onnx") && msg.contains("does not load"),
+        "{msg}"
+    );
+
+    // Truncated file.
+    let d = tmpdir("truncated");
+    copy_fixture("fx_owl", &d);
+    let bytes = std::fs::read(d.join("fx_owl.onnx")).unwrap();
+    std::fs::write(d.join("fx_owl.onnx"), &bytes[..bytes.len() / 2]).unwrap();
+    set_sha(&d, "fx_owl");
+    let e = load_err(&d, &[spec("fx_owl")]);
+    assert!(matches!(e, PolicyLoadError::ModelInvalid { .. }), "{e:?}");
+    assert!(e.to_string().contains("fx_owl.onnx"), "{e}");
+
+    // Garbage with the old card: the sha256 check catches it first.
+    let d = tmpdir("garbage-sha");
+    copy_fixture("fx_mlp", &d);
+    std::fs::write(d.join("fx_mlp.onnx"), [0u8; 100]).unwrap();
+    let e = load_err(&d, &[spec("fx_mlp")]);
+    assert!(matches!(e, PolicyLoadError::Checksum { .. }), "{e:?}");
+}
+
+#[test]
+fn card_that_does_not_match_the_model_is_a_clear_error() {
+    // Wrong input name: the model's input is `obs`.
+    let d = tmpdir("name");
+    copy_fixture("fx_mlp", &d);
+    edit_card(&d, "fx_mlp", |v| v["inputs"][0]["name"] = "state".into());
+    let e = load_err(&d, &[spec("fx_mlp")]);
+    match &e {
+        PolicyLoadError::ModelMismatch {
+            field,
+            expected,
+            found,
+            ..
+        } => {
+            assert!(field.starts_with("inputs"), "{field}");
+            assert!(expected.contains("obs") && found.contains("state"), "{e}");
+        }
+        other => panic!("expected ModelMismatch, got {other:?}"),
+    }
+    assert!(e.to_string().contains("fx_mlp.json") && e.to_string().contains("fx_mlp.onnx"));
+
+    // Wrong shape.
+    let d = tmpdir("shape");
+    copy_fixture("fx_lstm", &d);
+    edit_card(&d, "fx_lstm", |v| {
+        v["inputs"][1]["shape"] = serde_json::json!([1, -1, 32])
+    });
+    let e = load_err(&d, &[spec("fx_lstm")]);
+    match &e {
+        PolicyLoadError::ModelMismatch {
+            field,
+            expected,
+            found,
+            ..
+        } => {
+            assert_eq!(field, "inputs[h_in].shape");
+            assert_eq!(
+                (expected.as_str(), found.as_str()),
+                ("[1, -1, 64]", "[1, -1, 32]")
+            );
+        }
+        other => panic!("expected ModelMismatch, got {other:?}"),
+    }
+
+    // Wrong algorithm.
+    let d = tmpdir("alg");
+    copy_fixture("fx_mlp", &d);
+    edit_card(&d, "fx_mlp", |v| v["algorithm"] = "mocc".into());
+    let e = load_err(&d, &[spec("fx_mlp")]);
+    assert!(
+        matches!(&e, PolicyLoadError::SpecMismatch { field, expected, found, .. }
+            if field == "algorithm" && expected == "fx_mlp" && found == "mocc"),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("fx_mlp.json"), "{e}");
+
+    // Wrong feature version (the card's), and a spec that moved on (the algorithm's).
+    let d = tmpdir("fv");
+    copy_fixture("fx_mlp", &d);
+    edit_card(&d, "fx_mlp", |v| v["feature_version"] = 7.into());
+    let e = load_err(&d, &[spec("fx_mlp")]);
+    assert!(
+        matches!(&e, PolicyLoadError::SpecMismatch { field, expected, found, .. }
+            if field == "feature_version" && expected == "1" && found == "7"),
+        "{e:?}"
+    );
+    let d = tmpdir("fv2");
+    copy_fixture("fx_mlp", &d);
+    let mut s = spec("fx_mlp");
+    s.feature_version = 2;
+    let e = load_err(&d, &[s]);
+    assert!(e.to_string().contains("`feature_version`"), "{e}");
+    let mut s = spec("fx_mlp");
+    s.obs_dim = 31;
+    let e = load_err(&d, &[s]);
+    assert!(
+        matches!(&e, PolicyLoadError::SpecMismatch { field, .. } if field == "obs_dim"),
+        "{e:?}"
+    );
+    let mut s = spec("fx_lstm");
+    s.recurrent_hidden = None;
+    let d2 = tmpdir("rec");
+    copy_fixture("fx_lstm", &d2);
+    let e = load_err(&d2, &[s]);
+    assert!(
+        matches!(&e, PolicyLoadError::SpecMismatch { field, .. } if field == "recurrent.hidden_size"),
+        "{e:?}"
+    );
+
+    // Wrong sha256.
+    let d = tmpdir("sha");
+    copy_fixture("fx_mlp", &d);
+    edit_card(&d, "fx_mlp", |v| v["sha256"] = "0".repeat(64).into());
+    let e = load_err(&d, &[spec("fx_mlp")]);
+    match &e {
+        PolicyLoadError::Checksum {
+            expected, found, ..
+        } => {
+            assert_eq!(found, &"0".repeat(64));
+            assert_eq!(expected.len(), 64);
+        }
+        other => panic!("expected Checksum, got {other:?}"),
+    }
+    assert!(e.to_string().contains("sha256"), "{e}");
+
+    // A field this schema does not know, and a newer schema.
+    let d = tmpdir("unknown");
+    copy_fixture("fx_mlp", &d);
+    edit_card(&d, "fx_mlp", |v| v["temperature"] = 1.into());
+    let e = load_err(&d, &[spec("fx_mlp")]);
+    assert!(matches!(e, PolicyLoadError::CardInvalid { .. }), "{e:?}");
+    assert!(e.to_string().contains("temperature"), "{e}");
+}
+
+#[test]
+fn missing_models_make_algorithms_unavailable_unless_required() {
+    let d = tmpdir("missing");
+    copy_fixture("fx_mlp", &d);
+    let specs = [spec("fx_mlp"), spec("fx_owl")];
+    let s = ModelStore::load(&d, &specs).unwrap();
+    assert_eq!(s.available(), vec!["fx_mlp"]);
+    let un = s.unavailable();
+    assert_eq!(un.len(), 1);
+    assert_eq!(un[0].0, "fx_owl");
+    assert!(un[0].1.contains("fx_owl.onnx"), "{}", un[0].1);
+    assert!(s.policy("fx_owl").is_none());
+    assert!(s.policy("fx_mlp").is_some());
+
+    let e = ModelStore::load_with(&d, &specs, &LoadOptions { require_all: true }).unwrap_err();
+    assert!(
+        matches!(&e, PolicyLoadError::Missing { algorithm, required: true, .. } if algorithm == "fx_owl"),
+        "{e:?}"
+    );
+
+    // A card without its model (or the reverse) is always an error.
+    std::fs::copy(fixtures().join("fx_owl.json"), d.join("fx_owl.json")).unwrap();
+    let e = ModelStore::load(&d, &specs).unwrap_err();
+    assert!(
+        matches!(&e, PolicyLoadError::Missing { path, required: false, .. } if path.ends_with("fx_owl.onnx")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn reload_keeps_old_model_on_bad_files_and_swaps_good_ones() {
+    let d = tmpdir("reload");
+    copy_fixture("fx_mlp", &d);
+    let specs = [spec("fx_mlp"), spec("fx_owl")];
+    let s = ModelStore::load(&d, &specs).unwrap();
+    let old_flow = s.onnx_policy("fx_mlp").unwrap();
+    let old_model = s.model("fx_mlp").unwrap();
+
+    let r = s.reload();
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0].status, ReloadStatus::Unchanged);
+    assert!(matches!(r[1].status, ReloadStatus::Unavailable { .. }));
+    assert!(Arc::ptr_eq(&old_model, &s.model("fx_mlp").unwrap()));
+
+    // A bad new file: the old model stays in service, and the outcome says why.
+    std::fs::write(d.join("fx_mlp.onnx"), b"garbage").unwrap();
+    let r = s.reload();
+    match &r[0].status {
+        ReloadStatus::KeptOld { reason } => {
+            assert!(
+                matches!(reason, PolicyLoadError::Checksum { .. }),
+                "{reason:?}"
+            )
+        }
+        other => panic!("expected KeptOld, got {other:?}"),
+    }
+    assert!(r[0].to_string().contains("kept the old model"), "{}", r[0]);
+    let mut p = s.policy("fx_mlp").expect("old model still served");
+    let mut out = [0.0];
+    p.act(&[0.1; 30], None, &mut out).unwrap();
+
+    // A good new model (new card contents) replaces it for new flows; old flows keep theirs.
+    copy_fixture("fx_mlp", &d);
+    edit_card(&d, "fx_mlp", |v| {
+        v["evaluation"]["note"] = "retrained".into()
+    });
+    copy_fixture("fx_owl", &d);
+    let r = s.reload();
+    assert!(
+        matches!(r[0].status, ReloadStatus::Reloaded { .. }),
+        "{:?}",
+        r[0]
+    );
+    assert!(
+        matches!(r[1].status, ReloadStatus::Loaded { .. }),
+        "{:?}",
+        r[1]
+    );
+    let new_model = s.model("fx_mlp").unwrap();
+    assert!(!Arc::ptr_eq(&old_model, &new_model));
+    assert!(Arc::ptr_eq(old_flow.model(), &old_model));
+    assert_eq!(s.available(), vec!["fx_mlp", "fx_owl"]);
+
+    // Files removed: keep serving the loaded model.
+    std::fs::remove_file(d.join("fx_owl.onnx")).unwrap();
+    std::fs::remove_file(d.join("fx_owl.json")).unwrap();
+    let r = s.reload();
+    assert!(
+        matches!(
+            &r[1].status,
+            ReloadStatus::KeptOld {
+                reason: PolicyLoadError::Missing { .. }
+            }
+        ),
+        "{:?}",
+        r[1]
+    );
+    assert!(s.policy("fx_owl").is_some());
+}
+
+// ---- the onnxruntime library --------------------------------------------------------------
+
+#[test]
+fn runtime_library_is_found_in_the_repo_venv() {
+    if std::env::var_os(runtime::DYLIB_ENV).is_some() {
+        return; // an explicit library wins; nothing to discover
+    }
+    let p = runtime::find_library(Some(fixtures())).unwrap();
+    assert!(
+        p.to_string_lossy()
+            .contains("onnxruntime/capi/libonnxruntime.so"),
+        "{}",
+        p.display()
+    );
+}
+
+#[test]
+fn explicit_missing_library_is_a_clear_error() {
+    let e = runtime::init_from(Path::new("/nonexistent/libonnxruntime.so.1.31.1")).unwrap_err();
+    assert!(matches!(e, PolicyLoadError::RuntimeMissing { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("/nonexistent/libonnxruntime.so.1.31.1"),
+        "{msg}"
+    );
+    assert!(msg.contains("bash ops/setup.sh"), "{msg}");
+    assert!(msg.contains("pip install onnxruntime==1.31.1"), "{msg}");
+    assert!(msg.contains("ORT_DYLIB_PATH"), "{msg}");
+}
+
+/// Re-run this test binary with `ORT_DYLIB_PATH` pointing at `lib`; the child loads the
+/// fixtures in a fresh process (no runtime loaded yet) and prints the error.
+fn child_load_error(lib: &Path) -> String {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_loads_fixtures",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("CCP_POLICY_CHILD", "1")
+        .env("CCP_POLICY_FIXTURES", fixtures())
+        .env(runtime::DYLIB_ENV, lib)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "child failed:\n{text}");
+    text.lines()
+        .find_map(|l| l.split_once("CHILD_ERROR ").map(|(_, e)| e))
+        .unwrap_or_else(|| panic!("no CHILD_ERROR line:\n{text}"))
+        .to_string()
+}
+
+#[test]
+fn child_loads_fixtures() {
+    if std::env::var_os("CCP_POLICY_CHILD").is_none() {
+        return; // only meaningful as the child of the tests below
+    }
+    let e = ModelStore::load(fixtures(), &all_specs()).expect_err("the runtime must not load");
+    let variant = match e {
+        PolicyLoadError::RuntimeMissing { .. } => "RuntimeMissing",
+        PolicyLoadError::RuntimeLoad { .. } => "RuntimeLoad",
+        _ => "Other",
+    };
+    println!("CHILD_ERROR {variant}: {e}");
+}
+
+#[test]
+fn missing_library_via_env_is_a_clear_startup_error() {
+    let msg = child_load_error(Path::new("/nonexistent/dir/libonnxruntime.so.1.31.1"));
+    assert!(msg.starts_with("RuntimeMissing: "), "{msg}");
+    assert!(
+        msg.contains("ORT_DYLIB_PATH=/nonexistent/dir/libonnxruntime.so.1.31.1 does not exist"),
+        "{msg}"
+    );
+    assert!(msg.contains("bash ops/setup.sh"), "{msg}");
+}
+
+#[test]
+fn unloadable_library_is_a_clear_startup_error() {
+    let d = tmpdir("badlib");
+    let lib = d.join("libonnxruntime.so.1.31.1");
+    std::fs::write(&lib, b"not a shared object").unwrap();
+    let msg = child_load_error(&lib);
+    assert!(msg.starts_with("RuntimeLoad: "), "{msg}");
+    assert!(
+        msg.contains("could not be loaded") && msg.contains(&*lib.to_string_lossy()),
+        "{msg}"
+    );
+}
