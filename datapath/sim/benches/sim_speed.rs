@@ -48,10 +48,13 @@ fn bench(name: &str, text: &str, reps: usize) {
         pkts = r.sim_packets;
         util = r.utilization;
         println!(
-            "  {name}: {} packets in {:.3} s run ({:.3} s incl. agent start/stop): {:.2} M packets/s",
+            "  {name}: {} packets in {:.3} s run ({:.3} s incl. agent start/stop; {:.3} s \
+             waiting for {} agent answers): {:.2} M packets/s",
             r.sim_packets,
             r.wall_s,
             wall,
+            r.agent_wait_s,
+            r.reports + r.creates,
             r.packets_per_wall_s / 1e6
         );
     }

@@ -105,3 +105,20 @@ pub use sim::{SimError, SimOptions, Simulator};
 pub const LIBCCP_SOURCE_DIR: &str = env!("CCP_SIM_LIBCCP_DIR_USED");
 /// `cargo metadata`, `registry glob` or `CCP_SIM_LIBCCP_DIR`.
 pub const LIBCCP_FOUND_BY: &str = env!("CCP_SIM_LIBCCP_FOUND_BY");
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn libccp_sources_come_from_the_libccp_crate() {
+        let dir = std::path::Path::new(super::LIBCCP_SOURCE_DIR);
+        assert!(dir.join("ccp.c").is_file(), "{}", dir.display());
+        assert!(
+            dir.parent()
+                .and_then(|p| p.file_name())
+                .is_some_and(|n| n.to_string_lossy().starts_with("libccp-1.2.")),
+            "{} ({})",
+            dir.display(),
+            super::LIBCCP_FOUND_BY
+        );
+    }
+}

@@ -201,6 +201,8 @@ pub struct SimResults {
     pub sim_packets: u64,
     pub wall_s: f64,
     pub packets_per_wall_s: f64,
+    /// Wall-clock time spent waiting for the agent's answers (part of `wall_s`).
+    pub agent_wait_s: f64,
     /// MEASURE messages sent (reports; closes not counted).
     pub reports: u64,
     pub creates: u64,

@@ -405,6 +405,7 @@ struct World<'a> {
     from_agent: u64,
     rejected: u64,
     unknown_sid: u64,
+    agent_wait: Duration,
 }
 
 const NO_FLOW: u32 = u32::MAX;
@@ -449,6 +450,7 @@ impl<'a> World<'a> {
             from_agent: 0,
             rejected: 0,
             unknown_sid: 0,
+            agent_wait: Duration::ZERO,
         };
         for i in 0..w.flows.len() {
             let (a, b) = (w.flows[i].start_ns, w.flows[i].stop_ns);
@@ -526,7 +528,8 @@ impl<'a> World<'a> {
             return Ok(());
         }
         let timeout = self.opts.agent_timeout;
-        let deadline = Instant::now() + timeout;
+        let started = Instant::now();
+        let deadline = started + timeout;
         while let Some(&(sid, _, what)) = self.waits.first() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -565,6 +568,7 @@ impl<'a> World<'a> {
                 }
             }
         }
+        self.agent_wait += started.elapsed();
         Ok(())
     }
 
@@ -980,6 +984,7 @@ impl<'a> World<'a> {
             rejected_messages: self.rejected,
             unknown_sid_messages: self.unknown_sid,
             libccp_log_lines: self.dp.log_lines(),
+            agent_wait_s: self.agent_wait.as_secs_f64(),
             series: self.series,
             series_interval_s: self.series_ns as f64 / 1e9,
         };
