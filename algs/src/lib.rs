@@ -4,6 +4,7 @@
 //! - [`signals`]: the interval signals fold programs measure, and the program builder.
 //! - [`pref`]: the preference vector `w = <thr, lat, loss>`.
 //! - [`policy`]: the learned-policy boundary.
+//! - [`learned`]: learned algorithms as features/actions/reward ([`learned::LearnedCore`]) plus a policy.
 //! - [`registry`]: names and the datapath name mapping.
 //! - [`config`]: every algorithm's knobs.
 //! - One module per algorithm: [`reno`], [`cubic`].
@@ -12,6 +13,7 @@ pub mod config;
 pub mod controller;
 pub mod cubic;
 pub mod iris;
+pub mod learned;
 pub mod policy;
 pub mod pref;
 pub mod registry;

@@ -81,6 +81,13 @@ impl Registry {
     }
 }
 
+/// The learned algorithms, unwrapped (no policy): what training environments drive, and what
+/// the agent registers with a model ([`crate::learned::WithPolicy`]).
+pub fn learned(cfg: &AlgsConfig) -> Vec<Arc<dyn crate::learned::LearnedAlgorithm>> {
+    let _ = cfg;
+    Vec::new()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
