@@ -171,7 +171,9 @@ pub fn sanitize(mut a: Action, mss: u32) -> Action {
     a
 }
 
-fn action_fields(a: &Action, has_interval: bool) -> Vec<(&'static str, u32)> {
+/// The register updates that carry an action (`Control.interval_us` only if the program
+/// has it).
+pub fn action_fields(a: &Action, has_interval: bool) -> Vec<(&'static str, u32)> {
     let mut v = Vec::with_capacity(3);
     if let Some(c) = a.cwnd_bytes {
         v.push(("Cwnd", c));

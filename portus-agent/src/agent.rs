@@ -52,21 +52,27 @@ impl Default for AgentOptions {
 
 /// Read `[algs.<name>]` tables from a TOML file.
 pub fn load_config(path: &std::path::Path) -> Result<AlgsConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::ConfigFile {
+        path: path.into(),
+        msg: format!("cannot read it: {e}"),
+    })?;
+    algs_from_toml(&text).map_err(|msg| ConfigError::ConfigFile {
+        path: path.into(),
+        msg,
+    })
+}
+
+/// Parse `[algs.<name>]` tables; the error names the offending key.
+pub fn algs_from_toml(text: &str) -> Result<AlgsConfig, String> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct File {
         #[serde(default)]
         algs: AlgsConfig,
     }
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::ConfigFile {
-        path: path.into(),
-        msg: format!("cannot read it: {e}"),
-    })?;
-    let f: File = toml::from_str(&text).map_err(|e| ConfigError::ConfigFile {
-        path: path.into(),
-        msg: format!("{e}(expected tables like [algs.cubic] with the fields of CubicConfig)"),
-    })?;
-    Ok(f.algs)
+    toml::from_str::<File>(text).map(|f| f.algs).map_err(|e| {
+        format!("{e}(expected tables like [algs.cubic] with the fields of CubicConfig)")
+    })
 }
 
 /// The registry an agent with these options hosts.
@@ -83,7 +89,12 @@ pub struct Agent {
 
 impl Agent {
     pub fn new(opts: &AgentOptions) -> Result<Self, ConfigError> {
-        let registry = build_registry(opts);
+        Self::with_registry(opts, build_registry(opts))
+    }
+
+    /// An agent hosting exactly `registry` (e.g. with learned algorithms whose flows the
+    /// training bindings drive).
+    pub fn with_registry(opts: &AgentOptions, registry: Registry) -> Result<Self, ConfigError> {
         let programs = crate::programs::validate(&registry)?;
         let default_alg =
             registry

@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ccp_algs::Algorithm;
+use ccp_algs::{Algorithm, FlowInfo};
 use portus::lang::{Reg, Scope};
 use portus::serialize;
 use tracing::debug;
@@ -39,7 +39,7 @@ struct Compiled {
 pub trait ExternalControl {
     /// Claim flow `sid` (requested as `request`, resolved to `alg`), or leave it to the
     /// agent by returning `false`.
-    fn claim(&mut self, sid: u32, request: &FlowRequest, alg: &Arc<dyn Algorithm>) -> bool;
+    fn claim(&mut self, info: &FlowInfo, request: &FlowRequest, alg: &Arc<dyn Algorithm>) -> bool;
     /// A report of a claimed flow; return the register updates of the answer.
     fn on_report(&mut self, sid: u32, values: &[u64]) -> Vec<(&'static str, u32)>;
     /// The initial registers of a claimed flow (its CHANGE_PROG).
@@ -172,10 +172,22 @@ impl InlineAgent {
             return;
         };
         let index = report_index(&compiled.scope, &program.fields);
-        let claimed = self
-            .external
-            .as_mut()
-            .is_some_and(|e| e.claim(sid, &req, &alg));
+        let claimed = self.external.is_some() && {
+            let mss = mss.max(1);
+            let info = FlowInfo {
+                sock_id: sid,
+                mss,
+                init_cwnd_bytes: if init_cwnd < mss {
+                    init_cwnd.max(1).saturating_mul(mss)
+                } else {
+                    init_cwnd
+                },
+                preference: req.preference.unwrap_or(self.core.default_w),
+            };
+            self.external
+                .as_mut()
+                .is_some_and(|e| e.claim(&info, &req, &alg))
+        };
         let (driven, fields) = if claimed {
             let fields = self
                 .external
