@@ -136,6 +136,9 @@ pub struct FlowResult {
     pub rtt_p95_ms: f64,
     /// 95th percentile of the bottleneck sojourn time of the flow's delivered packets (ms).
     pub queue_delay_p95_ms: f64,
+    /// 95th percentile one-way delay of the flow's delivered packets (ms): bottleneck
+    /// sojourn plus half the base RTT (the forward propagation delay).
+    pub one_way_delay_p95_ms: f64,
     /// Packets the network dropped (buffer or random loss) / packets sent.
     pub loss_rate: f64,
     pub packets_sent: u64,
@@ -168,6 +171,7 @@ impl PartialEq for FlowResult {
             && same(self.rtt_p50_ms, o.rtt_p50_ms)
             && same(self.rtt_p95_ms, o.rtt_p95_ms)
             && same(self.queue_delay_p95_ms, o.queue_delay_p95_ms)
+            && same(self.one_way_delay_p95_ms, o.one_way_delay_p95_ms)
             && same(self.loss_rate, o.loss_rate)
             && self.packets_sent == o.packets_sent
             && self.retransmits == o.retransmits

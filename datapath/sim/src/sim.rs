@@ -913,6 +913,7 @@ impl<'a> World<'a> {
                 rtt_p50_ms: ms(f.rtt_hist.quantile(0.5)),
                 rtt_p95_ms: ms(f.rtt_hist.quantile(0.95)),
                 queue_delay_p95_ms: ms(f.qdelay_hist.quantile(0.95)),
+                one_way_delay_p95_ms: ms(f.qdelay_hist.quantile(0.95)) + spec.rtt_ms / 2.0,
                 loss_rate: if f.sent > 0 {
                     dropped as f64 / f.sent as f64
                 } else {
