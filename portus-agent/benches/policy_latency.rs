@@ -142,6 +142,36 @@ fn main() {
         std::hint::black_box(out);
         report(label, times, 1);
     }
+    // Reference: a bare ort session on the MLP, no abstraction (the runtime's overhead is
+    // the difference to the first line above).
+    {
+        let rt = ccp_agent::policy::runtime::get().expect("runtime loaded");
+        let mut session = ort::session::Session::builder(rt.environment())
+            .unwrap()
+            .with_intra_threads(1)
+            .unwrap()
+            .with_inter_threads(1)
+            .unwrap()
+            .commit_from_file(dir.join("fx_mlp.onnx"))
+            .unwrap();
+        let (obs, _) = inputs(30, false, 1024);
+        let mut times = Vec::with_capacity(SAMPLES);
+        let mut sink = 0.0f32;
+        for i in 0..WARMUP + SAMPLES {
+            let o = &obs[i % obs.len()];
+            let t = Instant::now();
+            let x = ort::value::TensorRef::from_array_view(([1usize, 30], &o[..])).unwrap();
+            let out = session.run(ort::inputs![x]).unwrap();
+            sink += out[0].try_extract_tensor::<f32>().unwrap().1[0];
+            drop(out);
+            let e = t.elapsed();
+            if i >= WARMUP {
+                times.push(e);
+            }
+        }
+        std::hint::black_box(sink);
+        report("reference: bare ort run, MLP 64-32", times, 1);
+    }
     println!("batch of {BATCH} flows, per sample (OnnxModel::act_batch):");
     for (s, (alg, label)) in specs.iter().zip(labels) {
         let model = store.model(alg).unwrap();

@@ -36,7 +36,8 @@ fn fixtures() -> &'static Path {
             "{} is missing: run `bash ops/setup.sh` (builds the Python virtualenv with torch and onnxruntime)",
             python.display()
         );
-        let dir = std::env::temp_dir().join(format!("ccp-policy-fixtures-{}", std::process::id()));
+        clean_stale_scratch();
+        let dir = scratch().join("fixtures");
         let _ = std::fs::remove_dir_all(&dir);
         let out = Command::new(&python)
             .args(["-m", "ccp_train.fixtures"])
@@ -53,13 +54,30 @@ fn fixtures() -> &'static Path {
     })
 }
 
+/// This process's scratch directory: `target/tmp/policy-tests/p<pid>`.
+fn scratch() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("policy-tests")
+        .join(format!("p{}", std::process::id()))
+}
+
+/// Remove the scratch directories of test processes that are gone.
+fn clean_stale_scratch() {
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("policy-tests");
+    for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let alive = name
+            .strip_prefix('p')
+            .is_some_and(|pid| Path::new("/proc").join(pid).exists());
+        if !alive {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 fn tmpdir(tag: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "ccp-policy-{}-{tag}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
+    let d = scratch().join(format!("{tag}-{}", N.fetch_add(1, Ordering::Relaxed)));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -631,6 +649,10 @@ fn child_load_error(lib: &Path) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "child failed:\n{text}");
+    assert!(
+        text.contains("CHILD_EMPTY available=0 unavailable=4"),
+        "an empty models dir must load without the runtime:\n{text}"
+    );
     text.lines()
         .find_map(|l| l.split_once("CHILD_ERROR ").map(|(_, e)| e))
         .unwrap_or_else(|| panic!("no CHILD_ERROR line:\n{text}"))
@@ -642,6 +664,17 @@ fn child_loads_fixtures() {
     if std::env::var_os("CCP_POLICY_CHILD").is_none() {
         return; // only meaningful as the child of the tests below
     }
+    // No model files: nothing needs onnxruntime, so a broken library does not matter (the
+    // agent still runs its built-in algorithms).
+    let empty = std::env::temp_dir().join(format!("ccp-policy-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let s = ModelStore::load(&empty, &all_specs()).expect("an empty models dir loads");
+    let _ = std::fs::remove_dir_all(&empty);
+    println!(
+        "CHILD_EMPTY available={} unavailable={}",
+        s.available().len(),
+        s.unavailable().len()
+    );
     let e = ModelStore::load(fixtures(), &all_specs()).expect_err("the runtime must not load");
     let variant = match e {
         PolicyLoadError::RuntimeMissing { .. } => "RuntimeMissing",

@@ -76,16 +76,14 @@ def onnx_io(path: str | Path) -> tuple[list[dict], list[dict]]:
     model = onnx.load(str(path), load_external_data=False)
     init_names = {i.name for i in model.graph.initializer}
 
-    def entries(values) -> list[dict]:
+    def entries(values: Any) -> list[dict]:
         out = []
         for v in values:
             if v.name in init_names:
                 continue
             t = v.type.tensor_type
             dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name
-            shape = [
-                d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim
-            ]
+            shape = [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim]
             out.append({"name": v.name, "shape": shape, "dtype": dtype})
         return out
 
@@ -93,12 +91,7 @@ def onnx_io(path: str | Path) -> tuple[list[dict], list[dict]]:
 
 
 def utc_now() -> str:
-    return (
-        _dt.datetime.now(_dt.UTC)
-        .replace(microsecond=0)
-        .isoformat()
-        .replace("+00:00", "Z")
-    )
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def make_card(
@@ -192,37 +185,27 @@ def validate(card: dict) -> list[str]:
     """What is wrong with a card (empty when nothing): schema and I/O convention."""
     p: list[str] = []
     if card.get("card_version") != CARD_VERSION:
-        p.append(
-            f"card_version: expected {CARD_VERSION}, found {card.get('card_version')!r}"
-        )
+        p.append(f"card_version: expected {CARD_VERSION}, found {card.get('card_version')!r}")
     if card.get("output_kind") not in OUTPUT_KINDS:
-        p.append(
-            f"output_kind: expected one of {OUTPUT_KINDS}, found {card.get('output_kind')!r}"
-        )
+        p.append(f"output_kind: expected one of {OUTPUT_KINDS}, found {card.get('output_kind')!r}")
         return p
     act_dim = card["act_dim"]
     lo, hi = card["action_low"], card["action_high"]
     if len(lo) != act_dim or len(hi) != act_dim:
         p.append(f"action_low/action_high: expected {act_dim} values each")
-    elif any(a > b for a, b in zip(lo, hi)):
+    elif any(a > b for a, b in zip(lo, hi, strict=True)):
         p.append("action bounds: low > high")
     if card["output_kind"] == "q_values":
         n = card.get("n_actions") or 0
         if n <= 0 or act_dim != 1 or lo != [0.0] or hi != [float(n - 1)]:
-            p.append(
-                "q_values: expected n_actions > 0, act_dim 1, bounds [0] / [n_actions-1]"
-            )
+            p.append("q_values: expected n_actions > 0, act_dim 1, bounds [0] / [n_actions-1]")
     elif card.get("n_actions") is not None:
         p.append("n_actions: only for output_kind q_values")
     r = card.get("recurrent")
     if r is not None and (
-        r.get("kind") != "lstm"
-        or r.get("num_layers", 0) < 1
-        or r.get("hidden_size", 0) < 1
+        r.get("kind") != "lstm" or r.get("num_layers", 0) < 1 or r.get("hidden_size", 0) < 1
     ):
-        p.append(
-            f"recurrent: expected {{kind: lstm, num_layers, hidden_size}}, found {r!r}"
-        )
+        p.append(f"recurrent: expected {{kind: lstm, num_layers, hidden_size}}, found {r!r}")
     n = card.get("normalization")
     if n is not None:
         if n.get("kind") != "baked_into_graph":
@@ -246,16 +229,13 @@ def validate(card: dict) -> list[str]:
         for t in have:
             w = want[t["name"]]
             ok = len(t["shape"]) == len(w) and all(
-                (x in (1, -1)) if y is None else x == y for x, y in zip(t["shape"], w)
+                (x in (1, -1)) if y is None else x == y for x, y in zip(t["shape"], w, strict=True)
             )
             if not ok:
-                p.append(
-                    f"{kind}[{t['name']}].shape: expected {w} (None = batch 1 or -1), found {t['shape']}"
-                )
+                name = t["name"]
+                p.append(f"{kind}[{name}].shape: expected {w} (None = batch), found {t['shape']}")
             if t.get("dtype", "float32") != "float32":
-                p.append(
-                    f"{kind}[{t['name']}].dtype: expected float32, found {t['dtype']}"
-                )
+                p.append(f"{kind}[{t['name']}].dtype: expected float32, found {t['dtype']}")
     return p
 
 
@@ -277,9 +257,7 @@ def check_card(card_path: str | Path) -> dict:
     if ins != card["inputs"]:
         problems.append(f"inputs: the model has {ins}, the card says {card['inputs']}")
     if outs != card["outputs"]:
-        problems.append(
-            f"outputs: the model has {outs}, the card says {card['outputs']}"
-        )
+        problems.append(f"outputs: the model has {outs}, the card says {card['outputs']}")
     if problems:
         raise ValueError(f"{card_path}: " + "; ".join(problems))
     return card

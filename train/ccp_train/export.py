@@ -44,11 +44,9 @@ OPSET = 17
 
 
 class _Normalize(nn.Module):
-    def __init__(self, mean, var, clip_obs: float, epsilon: float):
+    def __init__(self, mean: np.ndarray, var: np.ndarray, clip_obs: float, epsilon: float) -> None:
         super().__init__()
-        self.register_buffer(
-            "mean", torch.as_tensor(np.asarray(mean, dtype=np.float32))
-        )
+        self.register_buffer("mean", torch.as_tensor(np.asarray(mean, dtype=np.float32)))
         self.register_buffer(
             "std",
             torch.as_tensor(
@@ -64,25 +62,23 @@ class _Normalize(nn.Module):
 class _Rescale(nn.Module):
     """[-1, 1] → [low, high] (SB3's ``unscale_action``)."""
 
-    def __init__(self, low, high):
+    def __init__(self, low: Sequence[float], high: Sequence[float]) -> None:
         super().__init__()
         self.register_buffer("low", torch.as_tensor(np.asarray(low, dtype=np.float32)))
-        self.register_buffer(
-            "high", torch.as_tensor(np.asarray(high, dtype=np.float32))
-        )
+        self.register_buffer("high", torch.as_tensor(np.asarray(high, dtype=np.float32)))
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
         return self.low + 0.5 * (a + 1.0) * (self.high - self.low)
 
 
 class _Stateless(nn.Module):
-    def __init__(self, head, pre: nn.Module | None, masked: bool):
+    def __init__(self, head: nn.Module | None, pre: nn.Module | None, masked: bool) -> None:
         super().__init__()
         self.head = head
         self.pre = pre if pre is not None else nn.Identity()
         self.masked = masked
 
-    def _obs(self, obs, mask=None):
+    def _obs(self, obs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.pre(obs)
         if self.masked:
             x = torch.cat([x * mask, mask], dim=-1)
@@ -90,31 +86,29 @@ class _Stateless(nn.Module):
 
 
 class _MaskedActor(_Stateless):
-    def forward(self, obs, mask):
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return self.head(self._obs(obs, mask))
 
 
 class _PlainActor(_Stateless):
-    def forward(self, obs):
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.head(self._obs(obs))
 
 
-def _features(policy, obs: torch.Tensor, extractor) -> torch.Tensor:
+def _features(policy: Any, obs: torch.Tensor, extractor: nn.Module) -> torch.Tensor:
     from stable_baselines3.common.preprocessing import preprocess_obs
 
-    x = preprocess_obs(
-        obs, policy.observation_space, normalize_images=policy.normalize_images
-    )
+    x = preprocess_obs(obs, policy.observation_space, normalize_images=policy.normalize_images)
     return extractor(x)
 
 
 class _ActorCriticHead(nn.Module):
-    def __init__(self, policy, rescale: nn.Module | None):
+    def __init__(self, policy: Any, rescale: nn.Module | None) -> None:
         super().__init__()
         self.policy = policy
         self.rescale = rescale
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         p = self.policy
         latent = p.mlp_extractor.forward_actor(_features(p, x, p.pi_features_extractor))
         a = p.action_net(latent)
@@ -126,37 +120,39 @@ class _ActorCriticHead(nn.Module):
 class _ActorHead(nn.Module):
     """TD3/DDPG ``actor(obs)`` or SAC ``actor(obs, deterministic=True)``, rescaled."""
 
-    def __init__(self, actor, rescale: nn.Module, sac: bool):
+    def __init__(self, actor: nn.Module, rescale: nn.Module, sac: bool) -> None:
         super().__init__()
         self.actor = actor
         self.rescale = rescale
         self.sac = sac
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = self.actor(x, deterministic=True) if self.sac else self.actor(x)
         return self.rescale(a)
 
 
 class _QHead(nn.Module):
-    def __init__(self, q_net):
+    def __init__(self, q_net: nn.Module) -> None:
         super().__init__()
         self.q_net = q_net
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.q_net(x)
 
 
 class _RecurrentActor(nn.Module):
     def __init__(
-        self, policy, pre: nn.Module | None, masked: bool, rescale: nn.Module | None
-    ):
+        self, policy: Any, pre: nn.Module | None, masked: bool, rescale: nn.Module | None
+    ) -> None:
         super().__init__()
         self.policy = policy
         self.pre = pre if pre is not None else nn.Identity()
         self.masked = masked
         self.rescale = rescale
 
-    def step(self, x, h, c):
+    def step(
+        self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         p = self.policy
         f = _features(p, x, p.pi_features_extractor)
         out, (h2, c2) = p.lstm_actor(f.unsqueeze(0), (h, c))
@@ -167,17 +163,21 @@ class _RecurrentActor(nn.Module):
 
 
 class _RecurrentPlain(_RecurrentActor):
-    def forward(self, obs, h_in, c_in):
+    def forward(
+        self, obs: torch.Tensor, h_in: torch.Tensor, c_in: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.step(self.pre(obs), h_in, c_in)
 
 
 class _RecurrentMasked(_RecurrentActor):
-    def forward(self, obs, mask, h_in, c_in):
+    def forward(
+        self, obs: torch.Tensor, mask: torch.Tensor, h_in: torch.Tensor, c_in: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x = torch.cat([self.pre(obs) * mask, mask], dim=-1)
         return self.step(x, h_in, c_in)
 
 
-def _kind(model) -> str:
+def _kind(model: Any) -> str:
     name = type(model).__name__
     if name in ("PPO", "A2C", "RecurrentPPO", "TD3", "DDPG", "SAC", "DQN"):
         return name
@@ -316,9 +316,7 @@ def export_sb3_actor(
     else:
         module = (_MaskedActor if masked else _PlainActor)(head, pre, masked)
 
-    onnx_path = export_torch(
-        module, path, obs_dim=obs_dim, masked=masked, recurrent=recurrent
-    )
+    onnx_path = export_torch(module, path, obs_dim=obs_dim, masked=masked, recurrent=recurrent)
     t = dict(training or {})
     t.setdefault("library", _library(kind))
     if t.get("steps") is None and getattr(model, "num_timesteps", None):
@@ -360,7 +358,5 @@ def predict_clipped(model: Any, obs: np.ndarray, card: dict) -> np.ndarray:
     tests; recurrent models are not covered (they need state)."""
     a, _ = model.predict(obs, deterministic=True)
     if card["output_kind"] == "continuous":
-        return np.clip(
-            np.asarray(a, dtype=np.float32), card["action_low"], card["action_high"]
-        )
+        return np.clip(np.asarray(a, dtype=np.float32), card["action_low"], card["action_high"])
     return np.asarray(a).astype(np.float32).reshape(-1, 1)

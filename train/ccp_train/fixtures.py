@@ -39,7 +39,7 @@ SEQ_LEN = 120
 
 
 class MoccLike(nn.Module):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.pref = nn.Sequential(nn.Linear(3, 8), nn.Tanh())
         self.body = nn.Sequential(
@@ -51,12 +51,12 @@ class MoccLike(nn.Module):
             nn.Tanh(),
         )
 
-    def forward(self, obs):
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.body(torch.cat([obs[:, :27], self.pref(obs[:, 27:])], dim=-1))
 
 
 class OwlLike(nn.Module):
-    def __init__(self, obs_dim=60, n_actions=7):
+    def __init__(self, obs_dim: int = 60, n_actions: int = 7) -> None:
         super().__init__()
         self.q = nn.Sequential(
             nn.Linear(2 * obs_dim, 512),
@@ -66,23 +66,25 @@ class OwlLike(nn.Module):
             nn.Linear(256, n_actions),
         )
 
-    def forward(self, obs, mask):
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return self.q(torch.cat([obs * mask, mask], dim=-1))
 
 
 class NuwaLike(nn.Module):
-    def __init__(self, obs_dim=4, hidden=64):
+    def __init__(self, obs_dim: int = 4, hidden: int = 64) -> None:
         super().__init__()
         self.lstm = nn.LSTM(obs_dim, hidden, num_layers=1)
         self.head = nn.Linear(hidden, 1)
 
-    def forward(self, obs, h_in, c_in):
+    def forward(
+        self, obs: torch.Tensor, h_in: torch.Tensor, c_in: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         out, (h, c) = self.lstm(obs.unsqueeze(0), (h_in, c_in))
         return self.head(out.squeeze(0)), h, c
 
 
 class Wild(nn.Module):
-    def forward(self, obs):
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x0, x1, x2 = obs[:, 0:1], obs[:, 1:2], obs[:, 2:3]
         return torch.cat([x0 / (x1 - x1), 1e6 + x2, torch.tanh(x2)], dim=-1)
 

@@ -15,9 +15,10 @@ import gymnasium as gym
 import numpy as np
 import onnxruntime as ort
 import pytest
+from gymnasium import spaces
+
 from ccp_train import card as card_mod
 from ccp_train.export import export_sb3_actor
-from gymnasium import spaces
 
 TOL = 1e-5
 
@@ -33,15 +34,11 @@ class BoxEnv(gym.Env):
         high: float = 3.0,
         discrete: int = 0,
     ):
-        self.observation_space = spaces.Box(
-            -10.0, 10.0, shape=(obs_dim,), dtype=np.float32
-        )
+        self.observation_space = spaces.Box(-10.0, 10.0, shape=(obs_dim,), dtype=np.float32)
         if discrete:
             self.action_space = spaces.Discrete(discrete)
         else:
-            self.action_space = spaces.Box(
-                low, high, shape=(act_dim,), dtype=np.float32
-            )
+            self.action_space = spaces.Box(low, high, shape=(act_dim,), dtype=np.float32)
         self._t = 0
 
     def reset(self, *, seed=None, options=None):
@@ -51,12 +48,8 @@ class BoxEnv(gym.Env):
 
     def step(self, action):
         self._t += 1
-        obs = self.np_random.normal(size=self.observation_space.shape).astype(
-            np.float32
-        )
-        reward = -float(
-            np.abs(np.asarray(action, dtype=np.float32) - np.tanh(obs[0])).sum()
-        )
+        obs = self.np_random.normal(size=self.observation_space.shape).astype(np.float32)
+        reward = -float(np.abs(np.asarray(action, dtype=np.float32) - np.tanh(obs[0])).sum())
         return obs, reward, False, self._t >= 32, {}
 
 
@@ -203,9 +196,7 @@ def test_masked_and_normalized_ppo(tmp_path):
 
     obs_dim = 4
     env = BoxEnv(obs_dim=2 * obs_dim, act_dim=1, low=-1.0, high=1.0)
-    model = sb3.PPO(
-        "MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=7, device="cpu"
-    )
+    model = sb3.PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=7, device="cpu")
     model.learn(total_timesteps=64)
     mean = np.array([0.5, -1.0, 2.0, 0.0])
     var = np.array([4.0, 0.25, 1.0, 9.0])
@@ -226,9 +217,7 @@ def test_masked_and_normalized_ppo(tmp_path):
     mask = (rng.random((100, obs_dim)) < 0.7).astype(np.float32)
     (raw,) = _session(onnx_path).run(["action"], {"obs": obs, "mask": mask})
     norm = np.clip((obs - mean) / np.sqrt(var + 1e-8), -5.0, 5.0).astype(np.float32)
-    want, _ = model.predict(
-        np.concatenate([norm * mask, mask], axis=1), deterministic=True
-    )
+    want, _ = model.predict(np.concatenate([norm * mask, mask], axis=1), deterministic=True)
     np.testing.assert_allclose(_rust_like(card, raw), want, atol=TOL, rtol=0)
 
 

@@ -32,6 +32,13 @@ pub struct Runtime {
     pub(crate) env: ort::environment::Environment,
 }
 
+impl Runtime {
+    /// The ort environment sessions are built in.
+    pub fn environment(&self) -> &ort::environment::Environment {
+        &self.env
+    }
+}
+
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 static INIT: Mutex<()> = Mutex::new(());
 
