@@ -4,6 +4,7 @@
 
 use crate::cubic::CubicConfig;
 use crate::iris::IrisConfig;
+use crate::mocc::MoccConfig;
 use crate::reno::RenoConfig;
 
 /// Configuration of every algorithm.
@@ -13,4 +14,5 @@ pub struct AlgsConfig {
     pub reno: RenoConfig,
     pub cubic: CubicConfig,
     pub iris: IrisConfig,
+    pub mocc: MoccConfig,
 }

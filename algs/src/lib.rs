@@ -14,6 +14,7 @@ pub mod controller;
 pub mod cubic;
 pub mod iris;
 pub mod learned;
+pub mod mocc;
 pub mod policy;
 pub mod pref;
 pub mod registry;

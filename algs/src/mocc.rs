@@ -1,0 +1,1322 @@
+//! MOCC (multi-objective RL congestion control, mocc.txt §4.1, §5) as a CCP algorithm: the
+//! learned core (features, action, reward, start-up). The policy is an ONNX model trained in
+//! Python on these same features ([`crate::learned`]); the agent wraps [`Mocc`] in
+//! [`crate::learned::WithPolicy`] once a model exists.
+//!
+//! Model, per monitor interval (MI) `t`, MI = one smoothed RTT (§4.1, eq. 1–2, Table 2):
+//!
+//! ```text
+//!   l_t = sent_t / acked_t                       sending ratio            (bytes / bytes)
+//!   p_t = rtt̄_t / min_{s≤t} rtt̄_s                latency ratio            (µs / µs)
+//!   q_t = (rtt̄_t − rtt̄_{t−1}) / len_t            latency gradient         (µs / µs)
+//!   s_t = ( g_{t−η+1}, …, g_t, w ),  g = (l, p, q), η = 10, w = <w_thr, w_lat, w_loss>
+//!   a_t ~ π(s_t)                                 one continuous value, clamped to [−5, 5]
+//!   x_{t+1} = x_t·(1 + α·a_t)      if a_t ≥ 0                            (eq. 1)
+//!           = x_t / (1 − α·a_t)    if a_t < 0,    α = 0.025
+//!   r_t = w_thr·O_thr + w_lat·O_lat + w_loss·O_loss                       (eq. 2)
+//!     O_thr  = thr_t / Ĉ          thr_t = acked bytes / len_t,  Ĉ = max delivery rate seen
+//!     O_lat  = D̂ / rtt̄_t          D̂ = min RTT sample seen
+//!     O_loss = 1 − lost_t / (acked_t + lost_t)     (packets)
+//! ```
+//!
+//! Reacts to: acknowledged bytes, bytes in flight, lost packets and timeouts, the MI's mean
+//! RTT against the smallest MI mean seen, the RTT's change from one MI to the next, and the
+//! flow's preference `w` (which may change mid-flow: the next observation carries the new
+//! one). Ignores: ECN, reordering as such, the absolute rate or RTT (the features are ratios,
+//! so a model trained on 1–5 Mbit/s transfers to other links, as in Aurora), and the
+//! capacity/base-latency estimates except in the reward (the paper: "not required during
+//! inference").
+//!
+//! Observation layout (`feature_version` 1, `obs_dim` 33, `f32`), MIs oldest first:
+//!
+//! ```text
+//!   index        meaning                                  encoding               range
+//!   3·i + 0      l of MI t−9+i   (i = 0..9, i = 9 newest)   clamp(l, 0, 4) − 1     [−1, 3]
+//!   3·i + 1      p of MI t−9+i                             clamp(p, 1, 5) − 1     [ 0, 4]
+//!   3·i + 2      q of MI t−9+i                             clamp(q, −1, 1)        [−1, 1]
+//!   30, 31, 32   w_thr, w_lat, w_loss (current preference)  as is                  [ 0, 1]
+//! ```
+//!
+//! Every encoding is 0 on a path that delivers what is sent without queueing (`l = 1`,
+//! `p = 1`, `q = 0`), so padding the history with zeros before ten MIs have been seen is
+//! padding with neutral MIs.
+//!
+//! Choices where the paper is vague, or CCP differs from the paper's UDT/Aurora setting:
+//!
+//! - **MI length** = the smoothed RTT (RFC 6298 gain over MI means, [`FlowMetrics`]),
+//!   clamped to `[min_mi_ms, max_mi_ms]` = [5 ms, 500 ms]; `initial_rtt_ms` = 100 ms before
+//!   the first sample. The fold program reports every MI by datapath time, so the ACKs of an
+//!   MI are those that *arrived* in it (Aurora waits for the ACKs of the packets *sent* in
+//!   it).
+//! - **Packets sent** is not a fold primitive. It is derived by conservation of bytes in
+//!   flight between the last ACKs of two consecutive MIs:
+//!   `sent = acked_bytes + lost_pkts·MSS + (inflight_t − inflight_{t−1})`, at least 0. This
+//!   counts what the datapath really sent (cwnd-limited, application-limited and
+//!   retransmitted bytes included). `INFLIGHT_BYTES` is sampled at an MI's last ACK and reads
+//!   0 in an MI without feedback (a volatile field), so it is trusted only in MIs with an ACK,
+//!   a loss, an RTT sample or a timeout; when either end is untrusted (or the datapath does
+//!   not report it) the MI falls back to `sent = x·len`, the rate in force times the MI
+//!   length. So `l ≈ x/throughput`: 1 when the path delivers what is sent, above 1 while a
+//!   queue builds or packets are lost, below 1 while one drains.
+//! - **acked = 0** (a stall, a timeout, RTT ≫ MI): `l` takes its upper bound 4.
+//! - **Latency** per MI is the mean of the MI's RTT samples. An MI without a sample keeps the
+//!   previous mean: `p` is unchanged and `q = 0`. Before any sample `p = 1`, `q = 0`.
+//! - **Latency gradient** is the change of the MI mean divided by the MI length, so it is
+//!   dimensionless (s of RTT per s): a FIFO bottleneck fed at `x` with capacity `C` gives
+//!   `q ≈ (x − C)/C`, ≥ −1 when it drains. Clamped to `[−1, 1]` (`x` up to `2C`).
+//! - **Feature ranges** (the trainer relies on them): `l ∈ [0, 4]`, `p ∈ [1, 5]`,
+//!   `q ∈ [−1, 1]`, encoded as in the table so the neutral MI is 0. Beyond 4× the
+//!   throughput or 5× the base RTT the right response no longer depends on how far beyond.
+//!   Non-finite values (impossible from integer reports, guarded anyway) encode as 0.
+//! - **History** includes start-up MIs, so at hand-over the policy sees the ramp and any
+//!   queue it left; zero (neutral) padding only before ten MIs exist.
+//! - **Action bounds** `[−5, 5]` (the paper's actor is an unbounded Gaussian, as Aurora's):
+//!   one MI changes the rate by at most ×1.125 or ÷1.125 (a factor 2 takes ≈ 6 MIs, i.e.
+//!   6 RTTs; start-up does the fast ramp). The bound keeps an exploration outlier or
+//!   a broken model from collapsing or exploding the rate in one step; eq. 1 is symmetric in
+//!   log-rate (`+a` then `−a` returns exactly to `x`). Trainers should sample the Gaussian,
+//!   clip to the bounds for the environment and keep the unclipped sample's log-probability.
+//!   `apply` also maps NaN to 0 (hold) and clamps again, whatever the caller did.
+//! - **Rate bounds** `[min_rate_kbps, max_rate_mbps]` = [100 kbit/s, 10 Gbit/s]: 100 kbit/s
+//!   is ≈ 4 full-size packets per 500 ms MI, the least that still measures anything.
+//! - **Window**: MOCC is rate-based; the cwnd is a cap that never binds a paced flow:
+//!   `2·x·rtt + cwnd_headroom_pkts·MSS` (10 MSS), at least 4 MSS, with `rtt` the larger of
+//!   the smoothed RTT and the last MI mean (1 s before any sample). The datapath collapses
+//!   cwnd after a timeout; every decision restores the cap.
+//! - **Start-up** (the paper has none: Aurora starts the policy at a fixed rate). The flow
+//!   starts at `init_cwnd / initial_rtt` (10 packets per 100 ms ≈ 1.2 Mbit/s), at least the
+//!   minimum rate, and doubles its rate after every MI that carried feedback (an MI without
+//!   any ACK holds: on a long path the first MIs see nothing), i.e. once per RTT like slow
+//!   start. It ends at the first MI with a loss or timeout, with
+//!   `p > startup_exit_latency_ratio` (1.5), or at the maximum rate. The hand-over rate is
+//!   the exit MI's delivery rate (what the path carried while congested: ≈ capacity), never
+//!   above the current rate, half the current rate if nothing was delivered, at least the
+//!   minimum; the policy then decides from that MI on. During start-up `observe` returns
+//!   `false` and `hold` returns the start-up rate. `startup = false` hands the first MI to
+//!   the policy (for training from a fixed rate, as Aurora).
+//! - **Timeouts** after start-up are not special: the policy sees an MI with `l = 4` and the
+//!   reward an `O_loss` of 0.
+//! - **Capacity estimate Ĉ** = the largest delivery-rate sample of the flow. A sample is
+//!   `min(SEND_RATE, RECV_RATE)` at the MI's last ACK when both are reported (Linux
+//!   `tcp_rate`'s delivery rate, delivered / max(send interval, ACK interval), which
+//!   `ccp-kernel` and the simulator report), else `acked_bytes / len`. The MI's throughput
+//!   `thr_t = acked_bytes / len` is not used as a sample: the cumulative ACK that fills a
+//!   hole acknowledges a window of SACKed bytes at once and would inflate a max forever.
+//!   `O_thr = min(1, thr_t/Ĉ)`; 0 before any sample. The max is over the whole flow (the
+//!   paper's "measured maximum throughput"): a windowed max would let a policy earn full
+//!   `O_thr` by sending slowly long enough for the estimate to forget the capacity.
+//! - **Base latency D̂** = the smallest RTT sample of the flow (`RTT_MIN_US`, else the MI
+//!   mean); measured latency = the MI mean, carried forward when the MI has no sample but
+//!   acknowledged something (Karn's rule drops samples of retransmissions);
+//!   `O_lat = min(1, D̂/rtt̄)`. `O_lat = 0` before any sample and in a stall (an MI that
+//!   acknowledged nothing: its packets waited at least the whole MI, maybe an RTO), so a
+//!   policy cannot earn latency reward by stalling the flow. (`p` uses the smallest *mean*,
+//!   as the paper defines it; the reward the smallest *sample*, its "minimum delay".)
+//! - **Loss** `O_loss = 1 − lost/(acked + lost)` over the packets whose fate the MI revealed,
+//!   1 when it revealed none, 0 on a timeout (everything outstanding is presumed lost).
+//! - **Which `w` a reward uses**: the one in force when the MI was observed (the one written
+//!   into that observation). [`MoccCore::objectives`] gives `(O_thr, O_lat, O_loss)` so a
+//!   trainer can score the same MI under another preference (requirement replay, eq. 6).
+//! - **A bare [`Mocc`]** (no model) runs the core with a built-in policy that always answers
+//!   `a = 0`: start-up, then hold the hand-over rate. That is a safe fallback, not MOCC; the
+//!   agent only registers MOCC with a model, through `WithPolicy`.
+//!
+//! Not here: the networks (actor/critic 64→32 tanh with a preference sub-network), PPO,
+//! two-phase training over 36 landmark preferences (Algorithm 1) and online adaptation with
+//! requirement replay (eq. 6) live in the Python trainer; this module is what it trains on.
+
+use std::collections::VecDeque;
+
+use crate::controller::{Action, Algorithm, Controller, FlowInfo, FlowMetrics};
+use crate::learned::{LearnedAlgorithm, LearnedController, LearnedCore};
+use crate::policy::{Policy, PolicyError, PolicySpec};
+use crate::pref::Preference;
+use crate::signals::{fields, FoldProgram, Interval, ProgramBuilder};
+
+/// History length `η` (Table 2).
+pub const HISTORY: usize = 10;
+/// Features per MI: `l`, `p`, `q`.
+pub const FEATURES_PER_MI: usize = 3;
+/// Index of `w_thr` in the observation; `w_lat`, `w_loss` follow.
+pub const W_OFFSET: usize = HISTORY * FEATURES_PER_MI;
+/// Observation length: 10 MIs × 3 features + 3 preference weights.
+pub const OBS_DIM: usize = W_OFFSET + 3;
+/// Version of the observation layout above.
+pub const FEATURE_VERSION: u32 = 1;
+/// Action bound: `a ∈ [−ACTION_BOUND, ACTION_BOUND]`.
+pub const ACTION_BOUND: f32 = 5.0;
+/// Upper bound of the sending ratio `l` (also its value when nothing was acked).
+pub const L_MAX: f64 = 4.0;
+/// Upper bound of the latency ratio `p`.
+pub const P_MAX: f64 = 5.0;
+/// Bound of `|q|`.
+pub const Q_MAX: f64 = 1.0;
+
+/// MOCC's knobs. Defaults are the paper's where it gives one (α, Table 2); the others are
+/// this implementation's choices, documented in the module header. `alpha` changes what an
+/// action means: it must match the value the model was trained with.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MoccConfig {
+    /// Action scale factor (α) of eq. 1.
+    pub alpha: f64,
+    /// RTT assumed before the first sample (ms): first MI length and start-up rate.
+    pub initial_rtt_ms: f64,
+    /// Shortest MI (ms).
+    pub min_mi_ms: f64,
+    /// Longest MI (ms).
+    pub max_mi_ms: f64,
+    /// Lowest rate ever set (kbit/s).
+    pub min_rate_kbps: f64,
+    /// Highest rate ever set (Mbit/s).
+    pub max_rate_mbps: f64,
+    /// Run the start-up (doubling) phase before the policy.
+    pub startup: bool,
+    /// Start-up ends when an MI's latency ratio `p` exceeds this.
+    pub startup_exit_latency_ratio: f64,
+    /// Packets added to `2·rate·rtt` in the cwnd cap.
+    pub cwnd_headroom_pkts: f64,
+}
+
+impl Default for MoccConfig {
+    fn default() -> Self {
+        Self {
+            alpha: 0.025,
+            initial_rtt_ms: 100.0,
+            min_mi_ms: 5.0,
+            max_mi_ms: 500.0,
+            min_rate_kbps: 100.0,
+            max_rate_mbps: 10_000.0,
+            startup: true,
+            startup_exit_latency_ratio: 1.5,
+            cwnd_headroom_pkts: 10.0,
+        }
+    }
+}
+
+impl MoccConfig {
+    /// `us` within `[min_mi_ms, max_mi_ms]`, at least 1 µs; never panics (NaN knobs or a
+    /// NaN `us` fall to a bound).
+    fn mi_within_bounds_us(&self, us: f64) -> u32 {
+        us.max(self.min_mi_ms * 1000.0)
+            .min(self.max_mi_ms * 1000.0)
+            .max(1.0)
+            .min(f64::from(u32::MAX / 2)) as u32
+    }
+}
+
+/// Report fields MOCC reads (11 of libccp's 16).
+const MOCC_FIELDS: [&str; 11] = [
+    fields::ACKED_BYTES,
+    fields::ACKED_PKTS,
+    fields::LOST_PKTS,
+    fields::TIMEOUT,
+    fields::RTT_MIN_US,
+    fields::RTT_SUM_US,
+    fields::RTT_CNT,
+    fields::INFLIGHT_BYTES,
+    fields::SEND_RATE,
+    fields::RECV_RATE,
+    fields::INTERVAL_US,
+];
+
+/// The policy layout every MOCC model must have.
+pub fn policy_spec() -> PolicySpec {
+    PolicySpec {
+        algorithm: "mocc",
+        feature_version: FEATURE_VERSION,
+        obs_dim: OBS_DIM,
+        act_dim: 1,
+        act_low: vec![-ACTION_BOUND],
+        act_high: vec![ACTION_BOUND],
+        recurrent_hidden: None,
+        masked: false,
+    }
+}
+
+/// Eq. 1: the rate after action `a` with scale `alpha`. Symmetric in log-rate:
+/// `rate_update(rate_update(x, a, α), −a, α) == x`.
+pub fn rate_update(x: f64, a: f64, alpha: f64) -> f64 {
+    if a >= 0.0 {
+        x * (1.0 + alpha * a)
+    } else {
+        x / (1.0 - alpha * a)
+    }
+}
+
+/// Encode one MI's raw `(l, p, q)` into the observation's bounded, zero-neutral values.
+pub fn encode_mi(l: f64, p: f64, q: f64) -> [f32; FEATURES_PER_MI] {
+    let fin = |v: f64| if v.is_finite() { v } else { 0.0 };
+    [
+        fin(l.clamp(0.0, L_MAX) - 1.0) as f32,
+        fin(p.clamp(1.0, P_MAX) - 1.0) as f32,
+        fin(q.clamp(-Q_MAX, Q_MAX)) as f32,
+    ]
+}
+
+/// The MOCC algorithm.
+#[derive(Debug, Clone, Default)]
+pub struct Mocc {
+    pub config: MoccConfig,
+}
+
+impl Mocc {
+    fn initial_mi_us(&self) -> u32 {
+        self.config
+            .mi_within_bounds_us(self.config.initial_rtt_ms * 1000.0)
+    }
+}
+
+impl Algorithm for Mocc {
+    fn name(&self) -> &'static str {
+        "mocc"
+    }
+
+    fn program(&self) -> FoldProgram {
+        ProgramBuilder::new("mocc_mi", self.initial_mi_us())
+            .fields(&MOCC_FIELDS)
+            .build()
+    }
+
+    /// Not what the agent runs (it wraps MOCC in `WithPolicy` with a model): the core driven
+    /// by a built-in policy that always answers `a = 0`, i.e. start-up, then hold the
+    /// hand-over rate.
+    fn new_flow(&self, info: &FlowInfo) -> Box<dyn Controller> {
+        Box::new(LearnedController::new(
+            self.new_core(info),
+            Box::new(HoldRate),
+        ))
+    }
+}
+
+impl LearnedAlgorithm for Mocc {
+    fn spec(&self) -> PolicySpec {
+        policy_spec()
+    }
+
+    fn new_core(&self, info: &FlowInfo) -> Box<dyn LearnedCore> {
+        Box::new(MoccCore::new(self.config.clone(), info))
+    }
+}
+
+/// The fallback policy of a bare [`Mocc`]: `a = 0` (keep the rate).
+struct HoldRate;
+
+impl Policy for HoldRate {
+    fn obs_dim(&self) -> usize {
+        OBS_DIM
+    }
+    fn act_dim(&self) -> usize {
+        1
+    }
+    fn act(
+        &mut self,
+        _obs: &[f32],
+        _mask: Option<&[f32]>,
+        out: &mut [f32],
+    ) -> Result<(), PolicyError> {
+        out.fill(0.0);
+        Ok(())
+    }
+}
+
+/// Where a flow is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum MoccPhase {
+    /// Doubling per MI until loss or a latency rise.
+    Startup,
+    /// The policy decides every MI.
+    Policy,
+}
+
+/// What the last observed MI measured (raw values, before encoding).
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct MiSample {
+    /// Bytes sent in the MI (derived, see the module header).
+    pub sent_bytes: f64,
+    /// Bytes acknowledged in the MI.
+    pub acked_bytes: f64,
+    /// Sending ratio `l` (clamped to `[0, L_MAX]`).
+    pub l: f64,
+    /// Latency ratio `p` (≥ 1, unclamped).
+    pub p: f64,
+    /// Latency gradient `q` (unclamped).
+    pub q: f64,
+    /// Throughput `acked_bytes / len` (bytes/s).
+    pub throughput_bps: f64,
+    /// `(O_thr, O_lat, O_loss)`, each in `[0, 1]`.
+    pub objectives: [f64; 3],
+    /// The preference in force when the MI was observed.
+    pub w: [f64; 3],
+}
+
+/// One MOCC flow's features, action and reward.
+#[derive(Debug, Clone)]
+pub struct MoccCore {
+    config: MoccConfig,
+    spec: PolicySpec,
+    mss: f64,
+    w: Preference,
+    phase: MoccPhase,
+    /// Pacing rate (bytes/s).
+    rate: f64,
+    history: VecDeque<[f32; FEATURES_PER_MI]>,
+    /// Bytes in flight at the last ACK of the previous MI, if trusted.
+    prev_inflight: Option<u64>,
+    last_mean_rtt_us: Option<f64>,
+    min_mean_rtt_us: Option<f64>,
+    base_rtt_us: Option<f64>,
+    capacity_bps: f64,
+    last: Option<MiSample>,
+    metrics: FlowMetrics,
+}
+
+impl MoccCore {
+    pub fn new(config: MoccConfig, info: &FlowInfo) -> Self {
+        let mss = f64::from(info.mss.max(1));
+        let phase = if config.startup {
+            MoccPhase::Startup
+        } else {
+            MoccPhase::Policy
+        };
+        let init_cwnd = f64::from(info.init_cwnd_bytes).max(mss);
+        let rate = init_cwnd / (config.initial_rtt_ms.max(1e-3) / 1e3);
+        let mut c = Self {
+            config,
+            spec: policy_spec(),
+            mss,
+            w: info.preference,
+            phase,
+            rate,
+            history: VecDeque::with_capacity(HISTORY + 1),
+            prev_inflight: None,
+            last_mean_rtt_us: None,
+            min_mean_rtt_us: None,
+            base_rtt_us: None,
+            capacity_bps: 0.0,
+            last: None,
+            metrics: FlowMetrics::default(),
+        };
+        c.rate = c.bound(c.rate);
+        c
+    }
+
+    pub fn phase(&self) -> MoccPhase {
+        self.phase
+    }
+
+    /// Current pacing rate (bytes/s).
+    pub fn rate_bps(&self) -> f64 {
+        self.rate
+    }
+
+    /// The preference the next observation carries.
+    pub fn preference(&self) -> Preference {
+        self.w
+    }
+
+    /// Capacity estimate `Ĉ` (bytes/s; 0 before any sample).
+    pub fn capacity_bps(&self) -> f64 {
+        self.capacity_bps
+    }
+
+    /// Base latency estimate `D̂` (µs).
+    pub fn base_rtt_us(&self) -> Option<f64> {
+        self.base_rtt_us
+    }
+
+    /// The last observed MI's measurements.
+    pub fn last_sample(&self) -> Option<&MiSample> {
+        self.last.as_ref()
+    }
+
+    /// `(O_thr, O_lat, O_loss)` of the last observed MI (zeros before any).
+    pub fn objectives(&self) -> [f64; 3] {
+        self.last.map(|s| s.objectives).unwrap_or_default()
+    }
+
+    /// The observation as the policy would see it now.
+    pub fn features(&self) -> [f32; OBS_DIM] {
+        let mut o = [0.0f32; OBS_DIM];
+        let pad = HISTORY - self.history.len().min(HISTORY);
+        for (i, g) in self.history.iter().enumerate() {
+            let at = (pad + i) * FEATURES_PER_MI;
+            o[at..at + FEATURES_PER_MI].copy_from_slice(g);
+        }
+        for (k, v) in self.w.as_array().iter().enumerate() {
+            o[W_OFFSET + k] = *v as f32;
+        }
+        o
+    }
+
+    fn min_rate(&self) -> f64 {
+        (self.config.min_rate_kbps * 1000.0 / 8.0).max(1.0)
+    }
+
+    fn max_rate(&self) -> f64 {
+        (self.config.max_rate_mbps * 1e6 / 8.0).max(self.min_rate())
+    }
+
+    /// Clamp a rate into the bounds; NaN becomes the minimum.
+    fn bound(&self, x: f64) -> f64 {
+        if x.is_nan() {
+            self.min_rate()
+        } else {
+            x.clamp(self.min_rate(), self.max_rate())
+        }
+    }
+
+    /// The next MI's length (µs): the smoothed RTT within `[min_mi, max_mi]`.
+    pub fn mi_us(&self) -> u32 {
+        let srtt = self.metrics.srtt_us;
+        let us = if srtt > 0.0 && srtt.is_finite() {
+            srtt
+        } else {
+            self.config.initial_rtt_ms * 1000.0
+        };
+        self.config.mi_within_bounds_us(us)
+    }
+
+    /// The cwnd cap (bytes): `2·x·rtt + headroom·MSS`, at least 4 MSS.
+    pub fn cwnd_cap_bytes(&self) -> u32 {
+        let srtt = self.metrics.srtt_us;
+        let rtt_us = match (srtt > 0.0, self.last_mean_rtt_us) {
+            (true, Some(m)) => srtt.max(m),
+            (true, None) => srtt,
+            (false, Some(m)) => m,
+            (false, None) => 1e6,
+        };
+        let bytes = 2.0 * self.rate * rtt_us / 1e6 + self.config.cwnd_headroom_pkts * self.mss;
+        bytes
+            .max(4.0 * self.mss)
+            .min(f64::from(u32::MAX / 2))
+            .max(1.0) as u32
+    }
+
+    fn action(&mut self) -> Action {
+        let a = Action {
+            cwnd_bytes: Some(self.cwnd_cap_bytes()),
+            rate_bps: Some((self.rate as u64).max(1)),
+            report_interval_us: Some(self.mi_us()),
+        };
+        self.metrics.record(&a);
+        a
+    }
+
+    /// Fold one MI into the estimates and the history; returns its sample.
+    fn measure(&mut self, iv: &Interval) -> MiSample {
+        let len_us = if iv.interval_us > 0 {
+            iv.interval_us as f64
+        } else {
+            f64::from(self.mi_us())
+        };
+        let acked = iv.acked_bytes as f64;
+        let lost_bytes = iv.lost_pkts as f64 * self.mss;
+        let feedback = iv.acked_bytes > 0
+            || iv.acked_pkts > 0
+            || iv.lost_pkts > 0
+            || iv.rtt_samples > 0
+            || iv.timeout;
+
+        // sending ratio: conservation of bytes in flight, else rate × MI length
+        let cur_inflight = if feedback { iv.inflight_bytes } else { None };
+        let sent = match (self.prev_inflight, cur_inflight) {
+            (Some(prev), Some(cur)) => (acked + lost_bytes + cur as f64 - prev as f64).max(0.0),
+            _ => self.rate * len_us / 1e6,
+        };
+        self.prev_inflight = cur_inflight;
+        let l = if acked > 0.0 {
+            (sent / acked).clamp(0.0, L_MAX)
+        } else {
+            L_MAX
+        };
+
+        // latency ratio and gradient
+        let mean = iv.rtt_mean_us.filter(|m| m.is_finite() && *m > 0.0);
+        if let Some(m) = mean {
+            self.min_mean_rtt_us = Some(self.min_mean_rtt_us.map_or(m, |mm| mm.min(m)));
+            let sample_min = iv.rtt_min_us.map_or(m, |s| s as f64);
+            self.base_rtt_us = Some(self.base_rtt_us.map_or(sample_min, |b| b.min(sample_min)));
+        }
+        let q = match (mean, self.last_mean_rtt_us) {
+            (Some(m), Some(prev)) => (m - prev) / len_us,
+            _ => 0.0,
+        };
+        if mean.is_some() {
+            self.last_mean_rtt_us = mean;
+        }
+        let p = match (self.last_mean_rtt_us, self.min_mean_rtt_us) {
+            (Some(m), Some(mm)) => (m / mm).max(1.0),
+            _ => 1.0,
+        };
+
+        // reward terms (eq. 2)
+        let thr = acked * 1e6 / len_us;
+        let cap_sample = match (iv.send_rate_bps, iv.recv_rate_bps) {
+            (Some(s), Some(r)) if s > 0 && r > 0 => s.min(r) as f64,
+            _ => thr,
+        };
+        self.capacity_bps = self.capacity_bps.max(cap_sample);
+        let o_thr = if self.capacity_bps > 0.0 {
+            (thr / self.capacity_bps).min(1.0)
+        } else {
+            0.0
+        };
+        // a stall (nothing came back for a whole MI) measured no latency, but at least the MI
+        let stalled = mean.is_none() && acked == 0.0;
+        let o_lat = match (self.base_rtt_us, self.last_mean_rtt_us) {
+            (Some(b), Some(m)) if !stalled => (b / m).min(1.0),
+            _ => 0.0,
+        };
+        let o_loss = if iv.timeout {
+            0.0
+        } else {
+            1.0 - iv.loss_fraction()
+        };
+
+        let g = encode_mi(l, p, q);
+        if self.history.len() == HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(g);
+
+        let s = MiSample {
+            sent_bytes: sent,
+            acked_bytes: acked,
+            l,
+            p,
+            q,
+            throughput_bps: thr,
+            objectives: [o_thr, o_lat, o_loss],
+            w: self.w.as_array(),
+        };
+        self.last = Some(s);
+        s
+    }
+
+    /// One start-up step: returns `true` when start-up ended with this MI.
+    fn startup_step(&mut self, iv: &Interval, s: &MiSample) -> bool {
+        let lossy = iv.lost_pkts > 0 || iv.timeout;
+        if lossy || s.p > self.config.startup_exit_latency_ratio {
+            let handover = if s.throughput_bps > 0.0 {
+                s.throughput_bps.min(self.rate)
+            } else {
+                self.rate / 2.0
+            };
+            self.rate = self.bound(handover);
+            return true;
+        }
+        if self.rate >= self.max_rate() {
+            return true;
+        }
+        if s.acked_bytes > 0.0 || iv.rtt_samples > 0 {
+            self.rate = self.bound(2.0 * self.rate);
+        }
+        false
+    }
+}
+
+impl LearnedCore for MoccCore {
+    fn spec(&self) -> &PolicySpec {
+        &self.spec
+    }
+
+    fn observe(&mut self, iv: &Interval, obs: &mut [f32], _mask: &mut [f32]) -> bool {
+        self.metrics.observe(iv);
+        let s = self.measure(iv);
+        let decide = match self.phase {
+            MoccPhase::Startup => {
+                let done = self.startup_step(iv, &s);
+                if done {
+                    self.phase = MoccPhase::Policy;
+                }
+                done
+            }
+            MoccPhase::Policy => true,
+        };
+        if decide {
+            for (o, v) in obs.iter_mut().zip(self.features()) {
+                *o = v;
+            }
+        }
+        decide
+    }
+
+    fn apply(&mut self, action: &[f32]) -> Action {
+        let a = match action.first() {
+            Some(a) if !a.is_nan() => f64::from(a.clamp(-ACTION_BOUND, ACTION_BOUND)),
+            _ => 0.0,
+        };
+        let x = rate_update(self.rate, a, self.config.alpha);
+        if x.is_finite() {
+            self.rate = self.bound(x);
+        }
+        self.action()
+    }
+
+    fn hold(&mut self) -> Action {
+        self.action()
+    }
+
+    fn reward(&self) -> f64 {
+        self.last.map_or(0.0, |s| {
+            s.w.iter()
+                .zip(s.objectives.iter())
+                .map(|(w, o)| w * o)
+                .sum()
+        })
+    }
+
+    fn initial_action(&mut self) -> Action {
+        self.action()
+    }
+
+    fn set_preference(&mut self, w: Preference) {
+        self.w = w;
+    }
+
+    fn metrics(&self) -> &FlowMetrics {
+        &self.metrics
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MSS: u32 = 1000;
+
+    fn info() -> FlowInfo {
+        FlowInfo {
+            sock_id: 1,
+            mss: MSS,
+            init_cwnd_bytes: 10 * MSS,
+            preference: Preference::default(),
+        }
+    }
+
+    fn no_startup() -> MoccConfig {
+        MoccConfig {
+            startup: false,
+            ..Default::default()
+        }
+    }
+
+    /// An MI of `len_ms` in which `acked` bytes were acked (`acked/MSS` packets) at mean RTT
+    /// `rtt_ms`, ending with `inflight` bytes in flight.
+    fn mi(acked: u64, inflight: u64, rtt_ms: f64, len_ms: f64) -> Interval {
+        Interval {
+            acked_bytes: acked,
+            acked_pkts: acked / u64::from(MSS),
+            rtt_min_us: Some((rtt_ms * 1000.0) as u64),
+            rtt_mean_us: Some(rtt_ms * 1000.0),
+            rtt_samples: 1 + acked / u64::from(MSS),
+            inflight_bytes: Some(inflight),
+            interval_us: (len_ms * 1000.0) as u64,
+            ..Default::default()
+        }
+    }
+
+    fn observe(c: &mut MoccCore, iv: &Interval) -> (bool, [f32; OBS_DIM]) {
+        let mut obs = [f32::NAN; OBS_DIM];
+        let mut mask = [1.0; OBS_DIM];
+        let d = c.observe(iv, &mut obs, &mut mask);
+        (d, obs)
+    }
+
+    fn newest(obs: &[f32; OBS_DIM]) -> [f32; 3] {
+        [obs[27], obs[28], obs[29]]
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+    }
+
+    #[test]
+    fn program_is_prefixed_and_reads_the_needed_fields() {
+        let p = Mocc::default().program();
+        assert_eq!(p.name, "mocc_mi");
+        assert_eq!(p.initial_interval_us, 100_000);
+        assert!(p.fields.len() <= crate::signals::MAX_REPORT_FIELDS);
+        for f in [
+            fields::ACKED_BYTES,
+            fields::ACKED_PKTS,
+            fields::LOST_PKTS,
+            fields::TIMEOUT,
+            fields::RTT_MIN_US,
+            fields::RTT_SUM_US,
+            fields::RTT_CNT,
+            fields::INFLIGHT_BYTES,
+            fields::SEND_RATE,
+            fields::INTERVAL_US,
+        ] {
+            assert!(p.fields.contains(&f), "missing {f}");
+        }
+        // a report in program order decodes into what the core reads
+        let vals: Vec<u64> = p
+            .fields
+            .iter()
+            .map(|f| match *f {
+                fields::ACKED_BYTES => 5000,
+                fields::INFLIGHT_BYTES => 7000,
+                fields::RTT_SUM_US => 80_000,
+                fields::RTT_CNT => 2,
+                _ => 1,
+            })
+            .collect();
+        let iv = Interval::from_fields(&p.fields, &vals);
+        assert_eq!(iv.acked_bytes, 5000);
+        assert_eq!(iv.inflight_bytes, Some(7000));
+        assert_eq!(iv.rtt_mean_us, Some(40_000.0));
+    }
+
+    #[test]
+    fn config_takes_defaults_and_rejects_unknown_keys() {
+        use serde::de::value::{Error, MapDeserializer};
+        use serde::Deserialize;
+        let c = MoccConfig::deserialize(MapDeserializer::<_, Error>::new(
+            [("alpha", 0.05f64), ("max_mi_ms", 200.0)].into_iter(),
+        ))
+        .unwrap();
+        assert_eq!(c.alpha, 0.05);
+        assert_eq!(c.max_mi_ms, 200.0);
+        assert_eq!(c.min_mi_ms, 5.0);
+        assert!(c.startup);
+        assert_eq!(MoccConfig::default().alpha, 0.025);
+        assert!(MoccConfig::deserialize(MapDeserializer::<_, Error>::new(
+            [("bogus", 1u32)].into_iter()
+        ))
+        .is_err());
+    }
+
+    #[test]
+    fn spec_declares_the_layout() {
+        let m = Mocc::default();
+        let s = LearnedAlgorithm::spec(&m);
+        assert_eq!(s.algorithm, "mocc");
+        assert_eq!(s.algorithm, m.name());
+        assert_eq!(s.feature_version, 1);
+        assert_eq!(s.obs_dim, 33);
+        assert_eq!(s.act_dim, 1);
+        assert_eq!(s.act_low, vec![-5.0]);
+        assert_eq!(s.act_high, vec![5.0]);
+        assert_eq!(s.recurrent_hidden, None);
+        assert!(!s.masked);
+        assert_eq!(m.new_core(&info()).spec(), &s);
+    }
+
+    #[test]
+    fn sending_ratio_by_conservation_and_fallbacks() {
+        let mut c = MoccCore::new(no_startup(), &info());
+        let x0 = c.rate_bps();
+        // first MI: no previous inflight → rate × MI length
+        let (d, o) = observe(&mut c, &mi(10_000, 20_000, 40.0, 40.0));
+        assert!(d);
+        let s = *c.last_sample().unwrap();
+        assert!(close(s.sent_bytes, x0 * 0.04));
+        assert!(close(s.l, x0 * 0.04 / 10_000.0));
+        assert_eq!(o[27], (s.l - 1.0) as f32);
+        // inflight grows by 5000 while 10000 are acked: sent 15000, l = 1.5
+        let (_, o) = observe(&mut c, &mi(10_000, 25_000, 40.0, 40.0));
+        assert_eq!(c.last_sample().unwrap().sent_bytes, 15_000.0);
+        assert_eq!(o[27], 0.5);
+        // losses count as sent: 2 packets lost, inflight −2000: sent 10000, l = 1
+        let mut iv = mi(10_000, 23_000, 40.0, 40.0);
+        iv.lost_pkts = 2;
+        let (_, o) = observe(&mut c, &iv);
+        assert_eq!(c.last_sample().unwrap().sent_bytes, 10_000.0);
+        assert_eq!(o[27], 0.0);
+        // draining: inflight falls by 5000: sent 5000, l = 0.5
+        let (_, o) = observe(&mut c, &mi(10_000, 18_000, 40.0, 40.0));
+        assert_eq!(o[27], -0.5);
+        // nothing acked: l at its bound
+        let mut stall = mi(0, 0, 40.0, 40.0);
+        stall.rtt_mean_us = None;
+        stall.rtt_min_us = None;
+        stall.rtt_samples = 0;
+        stall.inflight_bytes = Some(0); // volatile field of an MI without ACKs
+        let (_, o) = observe(&mut c, &stall);
+        assert_eq!(c.last_sample().unwrap().l, L_MAX);
+        assert_eq!(o[27], 3.0);
+        // the untrusted inflight of the stall is not used next: fallback to rate × MI
+        let x = c.rate_bps();
+        observe(&mut c, &mi(10_000, 18_000, 40.0, 40.0));
+        assert!(close(c.last_sample().unwrap().sent_bytes, x * 0.04));
+        // huge ratios are clamped
+        observe(&mut c, &mi(1000, 1_000_000, 40.0, 40.0));
+        assert_eq!(c.last_sample().unwrap().l, L_MAX);
+    }
+
+    #[test]
+    fn latency_ratio_against_min_mean_and_gradient_sign() {
+        let mut c = MoccCore::new(no_startup(), &info());
+        let (_, o) = observe(&mut c, &mi(10_000, 10_000, 40.0, 40.0));
+        assert_eq!(newest(&o)[1], 0.0); // p = 1
+        assert_eq!(newest(&o)[2], 0.0); // no previous MI
+        let (_, o) = observe(&mut c, &mi(10_000, 10_000, 60.0, 40.0));
+        assert_eq!(newest(&o)[1], 0.5); // p = 60/40
+        assert_eq!(newest(&o)[2], 0.5); // +20 ms over a 40 ms MI
+        let (_, o) = observe(&mut c, &mi(10_000, 10_000, 50.0, 40.0));
+        assert_eq!(newest(&o)[1], 0.25);
+        assert_eq!(newest(&o)[2], -0.25);
+        // a new minimum mean resets the ratio to 1
+        let (_, o) = observe(&mut c, &mi(10_000, 10_000, 30.0, 40.0));
+        assert_eq!(newest(&o)[1], 0.0);
+        assert_eq!(newest(&o)[2], -0.5);
+        // an MI without RTT samples keeps p and has q = 0
+        observe(&mut c, &mi(10_000, 10_000, 45.0, 40.0));
+        let mut iv = mi(10_000, 10_000, 45.0, 40.0);
+        iv.rtt_mean_us = None;
+        iv.rtt_min_us = None;
+        let (_, o) = observe(&mut c, &iv);
+        assert_eq!(newest(&o)[1], 0.5);
+        assert_eq!(newest(&o)[2], 0.0);
+        // bounds: p ≤ 5, |q| ≤ 1
+        let (_, o) = observe(&mut c, &mi(10_000, 10_000, 1000.0, 40.0));
+        assert_eq!(newest(&o)[1], 4.0);
+        assert_eq!(newest(&o)[2], 1.0);
+        let (_, o) = observe(&mut c, &mi(10_000, 10_000, 30.0, 40.0));
+        assert_eq!(newest(&o)[2], -1.0);
+        assert!(o.iter().all(|v| v.is_finite()));
+    }
+
+    #[test]
+    fn history_pads_neutral_shifts_oldest_first_and_ends_with_w() {
+        let mut c = MoccCore::new(no_startup(), &info());
+        let (_, o) = observe(&mut c, &mi(10_000, 10_000, 40.0, 40.0));
+        // one MI: 9 neutral (zero) MIs first, then the measured one
+        assert!(o[..27].iter().all(|v| *v == 0.0));
+        assert_eq!(&o[30..], &[0.4f32, 0.5, 0.1]);
+        // MI k has mean RTT 40 + k ms (p − 1 = k/40), 12 MIs in all
+        let mut last = o;
+        for k in 1..12 {
+            let (_, o) = observe(&mut c, &mi(10_000, 10_000, 40.0 + k as f64, 40.0));
+            // the previous newest moved one slot towards the front
+            assert_eq!(&o[24..27], &last[27..30]);
+            assert_eq!(o[28], (k as f32) / 40.0);
+            last = o;
+        }
+        // oldest first: slot i holds MI 2 + i
+        for i in 0..HISTORY {
+            assert!((last[3 * i + 1] - (2 + i) as f32 / 40.0).abs() < 1e-6);
+        }
+        assert_eq!(c.features(), last);
+    }
+
+    #[test]
+    fn startup_doubles_per_mi_then_hands_over_on_loss() {
+        let mut c = MoccCore::new(MoccConfig::default(), &info());
+        let a0 = c.initial_action();
+        // 10 packets per 100 ms
+        assert_eq!(a0.rate_bps, Some(100_000));
+        assert_eq!(a0.report_interval_us, Some(100_000));
+        assert_eq!(c.phase(), MoccPhase::Startup);
+        // an MI without any feedback holds
+        let (d, _) = observe(
+            &mut c,
+            &Interval {
+                interval_us: 100_000,
+                ..Default::default()
+            },
+        );
+        assert!(!d);
+        assert_eq!(c.hold().rate_bps, Some(100_000));
+        let mut rate = 100_000.0;
+        for _ in 0..4 {
+            let (d, _) = observe(&mut c, &mi(4000, 8000, 40.0, 40.0));
+            assert!(!d);
+            rate *= 2.0;
+            assert_eq!(c.hold().rate_bps, Some(rate as u64));
+        }
+        assert_eq!(c.rate_bps(), 1_600_000.0);
+        // a loss ends start-up at the MI's delivery rate (1 MB/s)
+        let mut iv = mi(40_000, 8000, 40.0, 40.0);
+        iv.lost_pkts = 1;
+        let (d, o) = observe(&mut c, &iv);
+        assert!(d);
+        assert_eq!(c.phase(), MoccPhase::Policy);
+        assert_eq!(c.rate_bps(), 1_000_000.0);
+        assert_eq!(o[30..], [0.4f32, 0.5, 0.1]);
+        // the policy decides every MI from now on
+        assert!(observe(&mut c, &mi(40_000, 8000, 40.0, 40.0)).0);
+    }
+
+    #[test]
+    fn startup_hands_over_on_latency_rise_or_timeout() {
+        let mut c = MoccCore::new(MoccConfig::default(), &info());
+        assert!(!observe(&mut c, &mi(4000, 0, 40.0, 40.0)).0);
+        assert!(!observe(&mut c, &mi(8000, 0, 58.0, 40.0)).0); // p = 1.45
+        assert_eq!(c.rate_bps(), 400_000.0);
+        assert!(observe(&mut c, &mi(8000, 0, 62.0, 40.0)).0); // p = 1.55
+        assert_eq!(c.phase(), MoccPhase::Policy);
+        // never above the current rate: delivery 200 kB/s
+        assert_eq!(c.rate_bps(), 200_000.0);
+
+        let mut c = MoccCore::new(MoccConfig::default(), &info());
+        assert!(!observe(&mut c, &mi(4000, 0, 40.0, 40.0)).0);
+        let (d, _) = observe(
+            &mut c,
+            &Interval {
+                timeout: true,
+                interval_us: 40_000,
+                ..Default::default()
+            },
+        );
+        assert!(d);
+        // nothing delivered: half the rate
+        assert_eq!(c.rate_bps(), 100_000.0);
+        // nothing delivered, nothing measured, a timeout: every term is 0
+        assert_eq!(c.objectives(), [0.0, 0.0, 0.0]);
+        assert_eq!(c.reward(), 0.0);
+    }
+
+    #[test]
+    fn rate_update_follows_eq_1() {
+        let x = 1_000_000.0;
+        assert!(close(rate_update(x, 2.0, 0.025), 1_050_000.0));
+        assert!(close(rate_update(x, -2.0, 0.025), x / 1.05));
+        assert!(close(rate_update(x, 4.0, 0.05), 1_200_000.0));
+        assert_eq!(rate_update(x, 0.0, 0.025), x);
+        for a in [0.3, 1.0, 5.0] {
+            assert!(close(rate_update(rate_update(x, a, 0.025), -a, 0.025), x));
+        }
+        // through the core, with the configured α
+        let mut c = MoccCore::new(
+            MoccConfig {
+                alpha: 0.1,
+                ..no_startup()
+            },
+            &info(),
+        );
+        let x0 = c.rate_bps();
+        c.apply(&[1.0]);
+        assert!(close(c.rate_bps(), x0 * 1.1));
+        c.apply(&[-1.0]);
+        assert!(close(c.rate_bps(), x0));
+    }
+
+    #[test]
+    fn rates_stay_bounded_for_extreme_and_nan_actions() {
+        let mut c = MoccCore::new(no_startup(), &info());
+        let x0 = c.rate_bps();
+        let a = c.apply(&[f32::NAN]);
+        assert_eq!(c.rate_bps(), x0);
+        assert_eq!(a.rate_bps, Some(x0 as u64));
+        c.apply(&[]);
+        assert_eq!(c.rate_bps(), x0);
+        // beyond the bound acts as the bound
+        c.apply(&[1e9]);
+        assert!(close(c.rate_bps(), x0 * 1.125));
+        c.apply(&[f32::NEG_INFINITY]);
+        assert!(close(c.rate_bps(), x0));
+        for _ in 0..1000 {
+            c.apply(&[5.0]);
+        }
+        assert_eq!(c.rate_bps(), 10_000.0 * 1e6 / 8.0);
+        let a = c.apply(&[f32::INFINITY]);
+        assert_eq!(a.rate_bps, Some(1_250_000_000));
+        assert!(a.cwnd_bytes.unwrap() > 0);
+        for _ in 0..1000 {
+            c.apply(&[-5.0]);
+        }
+        assert_eq!(c.rate_bps(), 100.0 * 1000.0 / 8.0);
+    }
+
+    #[test]
+    fn reward_weights_throughput_latency_and_loss() {
+        let w = |a, b, d| Preference::new(a, b, d).unwrap();
+        let capacity = 1_000_000u64; // bytes/s
+        let full = |rtt_ms: f64| {
+            let mut iv = mi(40_000, 40_000, rtt_ms, 40.0);
+            iv.send_rate_bps = Some(capacity + 50_000);
+            iv.recv_rate_bps = Some(capacity);
+            iv
+        };
+        let mut c = MoccCore::new(no_startup(), &info());
+        c.set_preference(w(1.0, 0.0, 0.0));
+        observe(&mut c, &full(40.0));
+        assert_eq!(c.capacity_bps(), 1e6);
+        assert_eq!(c.reward(), 1.0); // a full pipe
+        observe(&mut c, &mi(20_000, 40_000, 40.0, 40.0));
+        // half of it
+        assert_eq!(c.reward(), 0.5);
+        // a hole-filling cumulative ACK does not raise the capacity estimate
+        let mut burst = full(40.0);
+        burst.acked_bytes = 120_000;
+        observe(&mut c, &burst);
+        assert_eq!(c.capacity_bps(), 1e6);
+        assert_eq!(c.reward(), 1.0);
+
+        // pure latency: base RTT 40 ms
+        c.set_preference(w(0.0, 1.0, 0.0));
+        observe(&mut c, &full(40.0));
+        assert_eq!(c.reward(), 1.0);
+        let mut iv = full(80.0);
+        iv.rtt_min_us = Some(70_000);
+        observe(&mut c, &iv);
+        assert_eq!(c.reward(), 0.5);
+        assert_eq!(c.base_rtt_us(), Some(40_000.0));
+
+        // loss: 4 of 40 packets revealed lost
+        c.set_preference(w(0.0, 0.0, 1.0));
+        let mut iv = full(40.0);
+        iv.acked_pkts = 36;
+        iv.lost_pkts = 4;
+        observe(&mut c, &iv);
+        assert!(close(c.reward(), 0.9));
+        let o = c.objectives();
+        assert!(o.iter().all(|v| (0.0..=1.0).contains(v)));
+
+        // the headline preference mixes the three
+        c.set_preference(w(0.4, 0.5, 0.1));
+        let mut iv = mi(20_000, 40_000, 80.0, 40.0);
+        iv.rtt_min_us = Some(80_000);
+        iv.acked_pkts = 18;
+        iv.lost_pkts = 2;
+        observe(&mut c, &iv);
+        assert!(close(c.reward(), 0.4 * 0.5 + 0.5 * 0.5 + 0.1 * 0.9));
+    }
+
+    #[test]
+    fn preference_change_reaches_the_next_observation_and_reward() {
+        let mut c = MoccCore::new(no_startup(), &info());
+        let (_, o) = observe(&mut c, &mi(10_000, 10_000, 40.0, 40.0));
+        assert_eq!(o[30..], [0.4f32, 0.5, 0.1]);
+        let r_old = c.reward();
+        c.set_preference(Preference::new(0.8, 0.1, 0.1).unwrap());
+        // the reward of an observed MI keeps the preference it was observed with
+        assert_eq!(c.reward(), r_old);
+        let (_, o) = observe(&mut c, &mi(10_000, 10_000, 40.0, 40.0));
+        assert_eq!(o[30..], [0.8f32, 0.1, 0.1]);
+        assert_eq!(c.last_sample().unwrap().w, [0.8, 0.1, 0.1]);
+        // and through the controller, to the policy's next input
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let m = Mocc {
+            config: no_startup(),
+        };
+        let mut f = LearnedController::new(m.new_core(&info()), Box::new(Recorder(seen.clone())));
+        f.on_report(&mi(10_000, 10_000, 40.0, 40.0));
+        assert_eq!(seen.lock().unwrap()[30..], [0.4f32, 0.5, 0.1]);
+        f.set_preference(Preference::new(0.1, 0.6, 0.3).unwrap());
+        f.on_report(&mi(10_000, 10_000, 40.0, 40.0));
+        assert_eq!(seen.lock().unwrap()[30..], [0.1f32, 0.6, 0.3]);
+    }
+
+    /// A policy that keeps a copy of its last observation and answers 0.
+    struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<f32>>>);
+
+    impl Policy for Recorder {
+        fn obs_dim(&self) -> usize {
+            OBS_DIM
+        }
+        fn act_dim(&self) -> usize {
+            1
+        }
+        fn act(
+            &mut self,
+            obs: &[f32],
+            _mask: Option<&[f32]>,
+            out: &mut [f32],
+        ) -> Result<(), PolicyError> {
+            *self.0.lock().unwrap() = obs.to_vec();
+            out[0] = 0.0;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn cwnd_cap_never_binds_a_paced_flow() {
+        let mut c = MoccCore::new(no_startup(), &info());
+        // before any RTT sample: 1 s assumed
+        let a = c.initial_action();
+        assert!(f64::from(a.cwnd_bytes.unwrap()) >= c.rate_bps() * 1.0);
+        for (rtt_ms, action) in [(10.0, 5.0), (40.0, 5.0), (200.0, -5.0), (600.0, 5.0)] {
+            for _ in 0..20 {
+                observe(&mut c, &mi(10_000, 10_000, rtt_ms, rtt_ms.min(500.0)));
+                let a = c.apply(&[action]);
+                let cap = f64::from(a.cwnd_bytes.unwrap());
+                let srtt_s = c.metrics().srtt_us / 1e6;
+                let rate = a.rate_bps.unwrap() as f64;
+                assert!(cap >= rate * srtt_s, "cap {cap} < {rate} × {srtt_s}");
+                assert!(cap >= rate * rtt_ms / 1e3);
+                assert!(cap >= 4.0 * f64::from(MSS));
+            }
+        }
+    }
+
+    #[test]
+    fn mi_follows_srtt_within_bounds() {
+        let mut c = MoccCore::new(no_startup(), &info());
+        assert_eq!(c.mi_us(), 100_000);
+        observe(&mut c, &mi(1000, 1000, 40.0, 40.0));
+        assert_eq!(c.hold().report_interval_us, Some(40_000));
+        let mut c = MoccCore::new(no_startup(), &info());
+        observe(&mut c, &mi(1000, 1000, 1.0, 5.0));
+        assert_eq!(c.mi_us(), 5_000);
+        let mut c = MoccCore::new(no_startup(), &info());
+        observe(&mut c, &mi(1000, 1000, 2000.0, 500.0));
+        assert_eq!(c.mi_us(), 500_000);
+    }
+
+    #[test]
+    fn metrics_follow_reports_and_decisions() {
+        let mut c = MoccCore::new(no_startup(), &info());
+        c.initial_action();
+        let mut iv = mi(10_000, 10_000, 40.0, 40.0);
+        iv.lost_pkts = 1;
+        observe(&mut c, &iv);
+        let a = c.apply(&[2.0]);
+        let m = c.metrics();
+        assert_eq!(m.reports, 1);
+        assert_eq!(m.loss_events, 1);
+        assert_eq!(m.min_rtt_us, 40_000);
+        assert_eq!(m.srtt_us, 40_000.0);
+        assert_eq!(Some(m.rate_bps), a.rate_bps);
+        assert_eq!(Some(m.cwnd_bytes as u32), a.cwnd_bytes);
+    }
+
+    /// A policy that always answers the same action.
+    struct Constant(f32);
+
+    impl Policy for Constant {
+        fn obs_dim(&self) -> usize {
+            OBS_DIM
+        }
+        fn act_dim(&self) -> usize {
+            1
+        }
+        fn act(
+            &mut self,
+            obs: &[f32],
+            _mask: Option<&[f32]>,
+            out: &mut [f32],
+        ) -> Result<(), PolicyError> {
+            if obs.len() != OBS_DIM {
+                return Err(PolicyError::ObsShape {
+                    expected: OBS_DIM,
+                    got: obs.len(),
+                });
+            }
+            out[0] = self.0;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn learned_controller_raises_the_rate_by_alpha_per_mi_after_startup() {
+        let m = Mocc::default();
+        let mut f = LearnedController::new(m.new_core(&info()), Box::new(Constant(1.0)));
+        let a0 = f.initial_action();
+        assert_eq!(a0.rate_bps, Some(100_000));
+        // start-up: the policy is not consulted, the rate doubles
+        let a = f.on_report(&mi(4000, 4000, 40.0, 40.0));
+        assert_eq!(a.rate_bps, Some(200_000));
+        let a = f.on_report(&mi(8000, 8000, 40.0, 40.0));
+        assert_eq!(a.rate_bps, Some(400_000));
+        // a loss hands over at the delivery rate (300 kB/s); the policy's +1 applies at once
+        let mut iv = mi(12_000, 12_000, 40.0, 40.0);
+        iv.lost_pkts = 1;
+        let a = f.on_report(&iv);
+        let mut expect = 300_000.0 * 1.025;
+        assert_eq!(a.rate_bps, Some(expect as u64));
+        for _ in 0..20 {
+            let a = f.on_report(&mi(12_000, 12_000, 40.0, 40.0));
+            expect *= 1.025;
+            let got = a.rate_bps.unwrap() as f64;
+            assert!((got - expect).abs() <= 2.0, "{got} vs {expect}");
+        }
+        assert_eq!(f.metrics().policy_errors, 0);
+        assert_eq!(f.metrics().clamped_outputs, 0);
+        assert_eq!(f.metrics().reports, 23);
+    }
+
+    #[test]
+    fn out_of_range_policy_outputs_are_clamped_and_counted() {
+        let m = Mocc {
+            config: no_startup(),
+        };
+        let mut f = LearnedController::new(m.new_core(&info()), Box::new(Constant(f32::NAN)));
+        let x0 = f.initial_action().rate_bps.unwrap();
+        // NaN → the midpoint of [−5, 5]: hold
+        assert_eq!(f.on_report(&mi(4000, 4000, 40.0, 40.0)).rate_bps, Some(x0));
+        assert_eq!(f.metrics().clamped_outputs, 1);
+        let mut f = LearnedController::new(m.new_core(&info()), Box::new(Constant(100.0)));
+        f.initial_action();
+        let a = f.on_report(&mi(4000, 4000, 40.0, 40.0));
+        assert_eq!(a.rate_bps, Some((x0 as f64 * 1.125) as u64));
+        assert_eq!(f.metrics().clamped_outputs, 1);
+    }
+
+    #[test]
+    fn bare_mocc_starts_up_then_holds() {
+        let mut f = Mocc::default().new_flow(&info());
+        f.initial_action();
+        f.on_report(&mi(4000, 4000, 40.0, 40.0));
+        let mut iv = mi(8000, 8000, 40.0, 40.0);
+        iv.lost_pkts = 1;
+        let a = f.on_report(&iv);
+        assert_eq!(a.rate_bps, Some(200_000));
+        for _ in 0..10 {
+            let a = f.on_report(&mi(8000, 8000, 40.0, 40.0));
+            assert_eq!(a.rate_bps, Some(200_000));
+            assert!(a.cwnd_bytes.is_some());
+        }
+        assert_eq!(f.metrics().policy_errors, 0);
+    }
+
+    /// A fluid bottleneck (capacity `c` bytes/s, base RTT, FIFO queue) driven by the core
+    /// and a hand-written rule on the features: the features mean what the header says.
+    #[test]
+    fn features_track_a_fluid_bottleneck() {
+        let c_bps = 1_000_000.0;
+        let base_s = 0.04;
+        let mut core = MoccCore::new(no_startup(), &info());
+        let mut queue = 0.0f64; // bytes
+        let mut prev_rtt_s = base_s;
+        let mut x = c_bps * 1.2; // 20 % above capacity
+        core.rate = x;
+        for step in 0..40 {
+            let len = 0.04;
+            let sent = x * len;
+            let delivered = (queue + sent).min(c_bps * len);
+            queue = (queue + sent - delivered).max(0.0);
+            let rtt_s = base_s + queue / c_bps;
+            let iv = Interval {
+                acked_bytes: delivered as u64,
+                acked_pkts: (delivered / 1000.0) as u64,
+                rtt_min_us: Some((prev_rtt_s.min(rtt_s) * 1e6) as u64),
+                rtt_mean_us: Some(rtt_s * 1e6),
+                rtt_samples: 10,
+                inflight_bytes: Some((x * base_s + queue) as u64),
+                interval_us: (len * 1e6) as u64,
+                send_rate_bps: Some(x as u64),
+                recv_rate_bps: Some(delivered as u64 * 25),
+                ..Default::default()
+            };
+            prev_rtt_s = rtt_s;
+            let (_, o) = observe(&mut core, &iv);
+            let [fl, fp, fq] = newest(&o);
+            if (1..10).contains(&step) {
+                // overdriven: sending ratio ≈ 1.2, queue (and p) grows at q ≈ 0.2
+                assert!((fl - 0.2).abs() < 0.01, "step {step}: l−1 = {fl}");
+                assert!((fq - 0.2).abs() < 0.01, "step {step}: q = {fq}");
+                assert!(fp > 0.0);
+            }
+            // rule: back off while the queue grows, hold otherwise
+            let a = if fq > 0.0 || fp > 0.05 { -5.0 } else { 0.0 };
+            if step == 10 {
+                x = c_bps * 0.9;
+                core.rate = x;
+            } else if step > 10 {
+                core.apply(&[a]);
+                x = core.rate_bps();
+            }
+            if step > 25 {
+                // drained and below capacity: neutral features, low-latency reward
+                assert!(queue == 0.0);
+                assert!(fl.abs() < 0.02 && fp.abs() < 0.02 && fq.abs() < 0.02);
+                assert!(core.objectives()[1] > 0.97);
+            }
+        }
+    }
+}
