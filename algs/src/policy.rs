@@ -95,3 +95,25 @@ pub trait PolicySource: Send + Sync {
     /// A fresh per-flow policy instance for `algorithm`.
     fn policy(&self, algorithm: &str) -> Option<Box<dyn Policy>>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_clamp_bounds_nan_and_inf_and_counts() {
+        let spec = PolicySpec {
+            algorithm: "x",
+            feature_version: 1,
+            obs_dim: 1,
+            act_dim: 4,
+            act_low: vec![-1.0, -1.0, 0.0, 0.0],
+            act_high: vec![1.0, 1.0, 6.0, 6.0],
+            recurrent_hidden: None,
+            masked: false,
+        };
+        let mut out = [f32::NAN, f32::NEG_INFINITY, 1e30, 2.5];
+        assert_eq!(spec.clamp(&mut out), 3);
+        assert_eq!(out, [0.0, -1.0, 6.0, 2.5]);
+    }
+}

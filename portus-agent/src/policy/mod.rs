@@ -12,6 +12,34 @@
 //! - [`error`]: the load error, [`PolicyLoadError`].
 //!
 //! The Python side (`train/ccp_train/export.py`, `card.py`) writes what this reads.
+//!
+//! ```no_run
+//! use ccp_agent::policy::ModelStore;
+//! use ccp_algs::policy::PolicySpec;
+//! # fn specs() -> Vec<PolicySpec> { Vec::new() }
+//! // Start-up: loads onnxruntime (if any model is present) and checks every model against
+//! // its card and its algorithm's spec; a mismatch is an error, a missing model is not.
+//! let store = ModelStore::load("models", &specs())?;
+//! for (alg, why) in store.unavailable() {
+//!     eprintln!("{alg} unavailable: {why}");
+//! }
+//! // Per flow (portus thread): a fresh instance sharing the model's session.
+//! if let Some(mut p) = store.policy("mocc") {
+//!     let mut out = vec![0.0f32; p.act_dim()];
+//!     p.act(&vec![0.0; p.obs_dim()], None, &mut out)?;
+//!     let _clamped_so_far = p.clamped();
+//! }
+//! // SIGHUP (signal thread): re-read every file, keep the old model where the new one is bad.
+//! for outcome in store.reload() {
+//!     eprintln!("{outcome}");
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Threads: `ModelStore` is `Send + Sync` (an `arc-swap` table; `policy()` is a lock-free
+//! read); an `OnnxModel`'s session is shared through an `Arc` and runs under a mutex (ort's
+//! `Session::run` takes `&mut self`); each `OnnxPolicy` belongs to one flow. A flow keeps the
+//! model it started with across reloads; flows created afterwards get the new one.
 
 pub mod card;
 pub mod error;
