@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ccp_algs::learned::WithPolicy;
 use ccp_algs::{AlgsConfig, Preference, Registry};
 use portus::ipc::{BackendBuilder, Ipc};
 use portus::{CCPHandle, RunBuilder};
@@ -14,14 +15,22 @@ use tracing::info;
 use crate::adapter::{AgentCore, DefaultAlg, FlowRecord, Slot};
 use crate::flowlog::FlowLog;
 use crate::guard::{GuardStats, Guarded};
+use crate::policy::ModelStore;
 
 /// Errors that are the user's to fix (exit code 2).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown algorithm {name:?}; available: {available} (datapath names ccp_<alg> map to the same)")]
-    UnknownAlg { name: String, available: String },
+    #[error("unknown algorithm {name:?}; available: {available} (datapath names ccp_<alg> map to the same){why}")]
+    UnknownAlg {
+        name: String,
+        available: String,
+        /// Why a learned algorithm by that name is not available, if it is one.
+        why: String,
+    },
     #[error(transparent)]
     Program(#[from] crate::programs::ProgramError),
+    #[error("models: {0}")]
+    Models(#[from] crate::policy::PolicyLoadError),
     #[error("config file {path}: {msg}")]
     ConfigFile { path: PathBuf, msg: String },
 }
@@ -37,6 +46,9 @@ pub struct AgentOptions {
     pub algs: AlgsConfig,
     /// JSON-lines flow log.
     pub flow_log: Option<PathBuf>,
+    /// Directory of ONNX models (`<alg>.onnx` + `<alg>.json`) for the learned algorithms;
+    /// a learned algorithm runs only if its model loads.
+    pub models: Option<PathBuf>,
 }
 
 impl Default for AgentOptions {
@@ -46,6 +58,7 @@ impl Default for AgentOptions {
             default_w: Preference::default(),
             algs: AlgsConfig::default(),
             flow_log: None,
+            models: None,
         }
     }
 }
@@ -75,21 +88,77 @@ pub fn algs_from_toml(text: &str) -> Result<AlgsConfig, String> {
     })
 }
 
-/// The registry an agent with these options hosts.
-pub fn build_registry(opts: &AgentOptions) -> Registry {
-    Registry::from_config(&opts.algs)
+/// The registry an agent with these options hosts: the built-in algorithms, plus every
+/// learned algorithm whose model loads from `opts.models`. Returns the model store (for
+/// reloads) and, per learned algorithm left out, why.
+pub fn build_registry(
+    opts: &AgentOptions,
+) -> Result<
+    (
+        Registry,
+        Option<Arc<ModelStore>>,
+        Vec<(&'static str, String)>,
+    ),
+    ConfigError,
+> {
+    let mut registry = Registry::from_config(&opts.algs);
+    let learned = ccp_algs::registry::learned(&opts.algs);
+    let Some(dir) = &opts.models else {
+        let why = learned
+            .iter()
+            .map(|a| (a.name(), "no --models directory given".to_string()))
+            .collect();
+        return Ok((registry, None, why));
+    };
+    if learned.is_empty() {
+        return Ok((registry, None, Vec::new()));
+    }
+    let specs: Vec<_> = learned.iter().map(|a| a.spec()).collect();
+    let store = Arc::new(ModelStore::load(dir, &specs)?);
+    let available = store.available();
+    for alg in learned {
+        if available.contains(&alg.name()) {
+            registry.register(Arc::new(WithPolicy::new(alg, store.clone())));
+        }
+    }
+    let why = store.unavailable();
+    Ok((registry, Some(store), why))
 }
 
 /// Validated, ready-to-run agent state.
 pub struct Agent {
     core: Arc<AgentCore>,
+    models: Option<Arc<ModelStore>>,
     pub stats: Arc<GuardStats>,
     pub programs: Vec<(&'static str, usize)>,
 }
 
 impl Agent {
     pub fn new(opts: &AgentOptions) -> Result<Self, ConfigError> {
-        Self::with_registry(opts, build_registry(opts))
+        let (registry, models, unavailable) = build_registry(opts)?;
+        let mut agent = Self::with_registry(opts, registry).map_err(|e| match e {
+            ConfigError::UnknownAlg {
+                name,
+                available,
+                why: _,
+            } => {
+                let why = unavailable
+                    .iter()
+                    .find(|(a, _)| *a == ccp_algs::registry::strip_prefix(&name))
+                    .map(|(a, r)| {
+                        format!("; {a} is a learned algorithm without a usable model: {r}")
+                    })
+                    .unwrap_or_default();
+                ConfigError::UnknownAlg {
+                    name,
+                    available,
+                    why,
+                }
+            }
+            other => other,
+        })?;
+        agent.models = models;
+        Ok(agent)
     }
 
     /// An agent hosting exactly `registry` (e.g. with learned algorithms whose flows the
@@ -103,6 +172,7 @@ impl Agent {
                 .ok_or_else(|| ConfigError::UnknownAlg {
                     name: opts.default_alg.clone(),
                     available: registry.names().join(", "),
+                    why: String::new(),
                 })?;
         let flow_log = match &opts.flow_log {
             Some(p) => Some(Arc::new(Mutex::new(
@@ -125,9 +195,15 @@ impl Agent {
         });
         Ok(Self {
             core,
+            models: None,
             stats: Arc::new(GuardStats::default()),
             programs,
         })
+    }
+
+    /// The model store, when learned algorithms were loaded (reload it on SIGHUP).
+    pub fn models(&self) -> Option<&Arc<ModelStore>> {
+        self.models.as_ref()
     }
 
     pub fn default_alg(&self) -> &'static str {

@@ -70,6 +70,12 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     flow_log: Option<PathBuf>,
 
+    /// Directory of ONNX models (<alg>.onnx + <alg>.json model card) for the learned
+    /// algorithms; a learned algorithm runs only if its model loads and matches its card.
+    /// SIGHUP reloads it (a bad new file keeps the old model).
+    #[arg(long, value_name = "DIR", default_value = "models")]
+    models: PathBuf,
+
     /// With --ipc unix: the agent's socket name under /tmp/ccp/.
     #[arg(long, value_name = "NAME", default_value = "portus")]
     unix_name: String,
@@ -127,10 +133,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
         default_w: cli.w,
         algs,
         flow_log: cli.flow_log.clone(),
+        models: Some(cli.models.clone()),
     };
     let agent = Agent::new(&opts)?;
     if cli.list {
         println!("default: {}", agent.default_alg());
+        println!("algorithms: {}", agent.registry().names().join(", "));
         for (program, n) in &agent.programs {
             println!("{program}: {n} instructions");
         }
@@ -176,8 +184,8 @@ fn run_sim(cli: &Cli, path: &std::path::Path, agent: AgentOptions) -> Result<(),
 }
 
 fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
         .map_err(|e| Failure::Runtime(anyhow::anyhow!("cannot install signal handlers: {e}")))?;
     let ipc = cli.ipc.unwrap_or(IpcArg::Netlink);
     let running = match ipc {
@@ -216,9 +224,20 @@ fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
     .map_err(Failure::Runtime)?;
     info!(ipc = ?ipc, "serving; SIGINT/SIGTERM to stop");
     // wait for a signal, or for the loop to end by itself
-    loop {
-        if signals.pending().next().is_some() {
-            break;
+    'serve: loop {
+        for sig in signals.pending() {
+            if sig == SIGHUP {
+                match agent.models() {
+                    Some(store) => {
+                        for outcome in store.reload() {
+                            info!(%outcome, "model reload");
+                        }
+                    }
+                    None => info!("SIGHUP: no learned models to reload"),
+                }
+            } else {
+                break 'serve;
+            }
         }
         if running.is_finished() {
             let r = running.wait();
