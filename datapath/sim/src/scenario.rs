@@ -134,7 +134,7 @@ impl Capacity {
     /// trace's long-run mean for a trace.
     pub fn mean_bps(&self) -> f64 {
         match self {
-            Capacity::Rate { steps } => steps[0].1 * 1e6,
+            Capacity::Rate { steps } => steps.first().map_or(0.0, |s| s.1 * 1e6),
             Capacity::Trace {
                 opportunities_ms,
                 scale,

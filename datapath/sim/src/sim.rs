@@ -232,6 +232,8 @@ struct Flow {
     rto_event: Option<u64>,
     // network
     acks: VecDeque<AckEv>,
+    /// an `Ev::Ack` for this flow is in the heap
+    ack_armed: bool,
     // stats
     sent: u64,
     retransmits: u64,
@@ -290,6 +292,7 @@ impl Flow {
             rto_deadline: None,
             rto_event: None,
             acks: VecDeque::new(),
+            ack_armed: false,
             sent: 0,
             retransmits: 0,
             timeouts: 0,
@@ -473,7 +476,7 @@ impl<'a> World<'a> {
             match ev {
                 Ev::Start(i) => self.start_flow(i as usize)?,
                 Ev::Stop(i) => self.stop_flow(i as usize)?,
-                Ev::Ack(i) => self.on_ack(i as usize)?,
+                Ev::Ack(i) => self.on_ack_event(i as usize)?,
                 Ev::Pace(i) => {
                     let f = &mut self.flows[i as usize];
                     if f.phase == Phase::Active && f.pace_event == Some(t) {
@@ -696,10 +699,36 @@ impl<'a> World<'a> {
                     tx,
                     qdelay_ns: dep - now,
                 });
-                if f.acks.len() == 1 {
-                    push_ev(&mut self.heap, &mut self.seq, at, Ev::Ack(fi as u32));
+                if !f.ack_armed {
+                    let head = f.acks.front().map_or(at, |a| a.at);
+                    f.ack_armed = true;
+                    push_ev(&mut self.heap, &mut self.seq, head, Ev::Ack(fi as u32));
                 }
             }
+        }
+    }
+
+    /// The flow's earliest ACK is due. ACKs that fall due before any other event are
+    /// processed at once without going through the heap (the order is exactly the heap's:
+    /// an event pushed now would sort after every queued event of the same instant).
+    fn on_ack_event(&mut self, fi: usize) -> Result<(), SimError> {
+        self.flows[fi].ack_armed = false;
+        loop {
+            self.on_ack(fi)?;
+            let f = &mut self.flows[fi];
+            if f.ack_armed {
+                return Ok(()); // a send re-armed it
+            }
+            let Some(next) = f.acks.front().map(|a| a.at) else {
+                return Ok(());
+            };
+            if self.heap.peek().is_none_or(|Reverse((t, ..))| next < *t) {
+                self.now = next;
+                continue;
+            }
+            f.ack_armed = true;
+            push_ev(&mut self.heap, &mut self.seq, next, Ev::Ack(fi as u32));
+            return Ok(());
         }
     }
 
@@ -709,9 +738,6 @@ impl<'a> World<'a> {
         let Some(a) = f.acks.pop_front() else {
             return Ok(());
         };
-        if let Some(n) = f.acks.front() {
-            push_ev(&mut self.heap, &mut self.seq, n.at, Ev::Ack(fi as u32));
-        }
         if f.phase != Phase::Active {
             return Ok(());
         }
