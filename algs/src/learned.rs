@@ -62,6 +62,8 @@ pub struct LearnedController {
     obs: Vec<f32>,
     mask: Vec<f32>,
     act: Vec<f32>,
+    /// Outputs clamped here (those the policy clamped itself are in `policy.clamped()`).
+    own_clamped: u64,
     metrics: FlowMetrics,
 }
 
@@ -75,14 +77,15 @@ impl LearnedController {
             obs: vec![0.0; obs_dim],
             mask: vec![if masked { 0.0 } else { 1.0 }; obs_dim],
             act: vec![0.0; act_dim],
+            own_clamped: 0,
             metrics: FlowMetrics::default(),
         }
     }
 
     fn sync_metrics(&mut self) {
-        let (clamped, errors) = (self.metrics.clamped_outputs, self.metrics.policy_errors);
+        let errors = self.metrics.policy_errors;
         self.metrics = self.core.metrics().clone();
-        self.metrics.clamped_outputs = clamped;
+        self.metrics.clamped_outputs = self.own_clamped + self.policy.clamped();
         self.metrics.policy_errors = errors;
     }
 }
@@ -93,7 +96,8 @@ impl Controller for LearnedController {
             let mask = self.core.spec().masked.then_some(&self.mask[..]);
             match self.policy.act(&self.obs, mask, &mut self.act) {
                 Ok(()) => {
-                    self.metrics.clamped_outputs += self.core.spec().clamp(&mut self.act);
+                    // the policy may clamp itself (ONNX policies do); count both
+                    self.own_clamped += self.core.spec().clamp(&mut self.act);
                     self.core.apply(&self.act)
                 }
                 Err(e) => {

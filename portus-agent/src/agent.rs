@@ -88,19 +88,17 @@ pub fn algs_from_toml(text: &str) -> Result<AlgsConfig, String> {
     })
 }
 
+/// A registry, its model store, and why each learned algorithm left out is unavailable.
+pub type BuiltRegistry = (
+    Registry,
+    Option<Arc<ModelStore>>,
+    Vec<(&'static str, String)>,
+);
+
 /// The registry an agent with these options hosts: the built-in algorithms, plus every
 /// learned algorithm whose model loads from `opts.models`. Returns the model store (for
 /// reloads) and, per learned algorithm left out, why.
-pub fn build_registry(
-    opts: &AgentOptions,
-) -> Result<
-    (
-        Registry,
-        Option<Arc<ModelStore>>,
-        Vec<(&'static str, String)>,
-    ),
-    ConfigError,
-> {
+pub fn build_registry(opts: &AgentOptions) -> Result<BuiltRegistry, ConfigError> {
     let mut registry = Registry::from_config(&opts.algs);
     let learned = ccp_algs::registry::learned(&opts.algs);
     let Some(dir) = &opts.models else {
