@@ -75,9 +75,11 @@
 //! many times faster than real time; it mallocs the connection table without zeroing it;
 //! and its `send_msg` always reports success. `build.rs` therefore compiles the crate's C
 //! sources (`ccp.c ccp_priv.c machine.c serialize.c`, byte-identical to what the kernel
-//! module compiles) with `cc` and generates bindings with bindgen; [`libccp`](self) (the
-//! private module) supplies callbacks that read a thread-local simulated clock, a zeroed
-//! table, and an outbox that `send_msg` fills. Each [`Simulator`] runs on one thread;
+//! module compiles) with `cc` and generates bindings with bindgen; the private `libccp`
+//! module wraps every FFI call and supplies callbacks that read a thread-local simulated
+//! clock, a zeroed connection table, and an outbox that `send_msg` fills (returning 0).
+//! Agent messages are validated before libccp sees them (libccp trusts register indices
+//! and instruction counts; a 256-instruction program would hang it). Each [`Simulator`] runs on one thread;
 //! several can run in parallel threads.
 //!
 //! The public API: [`Scenario`] / [`ScenarioError`] (TOML scenarios), [`SimOptions`],
@@ -86,7 +88,7 @@
 
 mod libccp;
 mod link;
-pub mod proto;
+mod proto;
 mod results;
 mod scenario;
 mod sim;

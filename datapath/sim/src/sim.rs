@@ -519,6 +519,9 @@ impl<'a> World<'a> {
                         self.waits
                             .push((h.sid, proto::UPDATE_FIELDS, "report (MEASURE)"));
                     }
+                    // READY (the agent answers with INSTALLs, nothing to wait for) and
+                    // closes (a MEASURE without fields)
+                    proto::READY | proto::MEASURE => {}
                     _ => {}
                 }
             }
