@@ -46,6 +46,11 @@ pub trait ExternalControl {
     fn initial(&mut self, sid: u32) -> Vec<(&'static str, u32)>;
     /// A claimed flow closed.
     fn close(&mut self, _sid: u32) {}
+    /// Register updates to send now, outside the report/answer exchange (e.g. a training
+    /// step's actions), as (socket id, registers). Polled whenever the datapath reads.
+    fn take_updates(&mut self) -> Vec<(u32, Vec<(&'static str, u32)>)> {
+        Vec::new()
+    }
 }
 
 enum Driven {
@@ -299,6 +304,16 @@ impl ccp_sim::DatapathIpc for InlineAgent {
     }
 
     fn recv(&mut self, _timeout: Duration) -> std::io::Result<Option<Vec<u8>>> {
+        if self.outbox.is_empty() {
+            let updates = self
+                .external
+                .as_mut()
+                .map(|e| e.take_updates())
+                .unwrap_or_default();
+            for (sid, fields) in updates {
+                self.push_update(sid, &fields);
+            }
+        }
         Ok(self.outbox.pop_front())
     }
 }

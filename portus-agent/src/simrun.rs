@@ -61,7 +61,19 @@ static RUN_ID: AtomicU64 = AtomicU64::new(0);
 
 /// Run `scenario` with an in-process agent.
 pub fn run_sim(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<SimRun> {
-    let agent = Agent::new(&opts.agent)?;
+    run_with_agent(scenario, opts, Agent::new(&opts.agent)?)
+}
+
+/// Run `scenario` with an agent hosting exactly `registry` (tests, training evaluation).
+pub fn run_sim_with_registry(
+    scenario: &Scenario,
+    opts: &RunOptions,
+    registry: ccp_algs::Registry,
+) -> anyhow::Result<SimRun> {
+    run_with_agent(scenario, opts, Agent::with_registry(&opts.agent, registry)?)
+}
+
+fn run_with_agent(scenario: &Scenario, opts: &RunOptions, agent: Agent) -> anyhow::Result<SimRun> {
     let sim_opts = SimOptions {
         agent_timeout: opts.agent_timeout,
         default_alg: agent.default_alg().to_owned(),

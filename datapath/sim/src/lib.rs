@@ -101,7 +101,7 @@ pub use scenario::{
     load_trace, parse_trace, Buffer, Capacity, FlowSpec, LinkSpec, Scenario, ScenarioError,
     PACKET_BYTES,
 };
-pub use sim::{SimError, SimOptions, Simulator};
+pub use sim::{Session, SimError, SimOptions, Simulator};
 
 /// Where `build.rs` found the libccp C sources it compiled, and how.
 pub const LIBCCP_SOURCE_DIR: &str = env!("CCP_SIM_LIBCCP_DIR_USED");

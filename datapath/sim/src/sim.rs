@@ -111,6 +111,25 @@ impl Simulator {
         &self.scenario
     }
 
+    /// Start a run that the caller advances step by step ([`Session::advance`]); the
+    /// session owns its IPC. Used by training environments, which pause the world at
+    /// decision points.
+    pub fn session(&self, ipc: Box<dyn DatapathIpc>) -> Result<Session, SimError> {
+        let wall = Instant::now();
+        let dp = Datapath::new(self.opts.datapath_id, 0).map_err(|e| SimError::Libccp {
+            call: "ccp_init",
+            code: e.0,
+        })?;
+        let mut world = World::new(&self.scenario, &self.opts, dp, ipc);
+        world.yield_on_report = true;
+        world.exchange()?; // READY
+        Ok(Session {
+            world: Some(world),
+            wall,
+            finished: false,
+        })
+    }
+
     /// Run the scenario with the agent at the other end of `ipc`. Blocks until the simulated
     /// duration has elapsed; the agent must answer in lockstep (see the crate docs).
     pub fn run(&mut self, ipc: &mut dyn DatapathIpc) -> Result<SimResults, SimError> {
@@ -123,6 +142,51 @@ impl Simulator {
         w.exchange()?; // READY
         w.run()?;
         Ok(w.results(wall.elapsed().as_secs_f64()))
+    }
+}
+
+/// A run advanced by its caller: `advance` until a pause condition, act on the agent side
+/// while the world stands still, `advance` again; `finish` for the results.
+pub struct Session {
+    world: Option<World<Box<dyn DatapathIpc>>>,
+    wall: Instant,
+    finished: bool,
+}
+
+impl Session {
+    /// Process events until `pause` returns `true` (it is asked after every event, with the
+    /// session's IPC) or the scenario ends. Messages the agent queued since the last call are
+    /// applied first. Returns `true` once the scenario has ended.
+    pub fn advance(
+        &mut self,
+        pause: &mut dyn FnMut(&mut dyn DatapathIpc) -> bool,
+    ) -> Result<bool, SimError> {
+        let Some(w) = self.world.as_mut() else {
+            return Ok(true);
+        };
+        if self.finished {
+            return Ok(true);
+        }
+        w.drain_agent()?;
+        self.finished = w.run_until(pause)?;
+        Ok(self.finished)
+    }
+
+    /// Simulated time (s).
+    pub fn now_s(&self) -> f64 {
+        self.world.as_ref().map_or(0.0, |w| w.now as f64 / 1e9)
+    }
+
+    /// The session's IPC (the agent side, e.g. to queue updates between steps).
+    pub fn ipc(&mut self) -> Option<&mut dyn DatapathIpc> {
+        self.world.as_mut().map(|w| w.ipc.ipc())
+    }
+
+    /// The results of what was simulated so far (the whole scenario once `advance` returned
+    /// `true`). A session can be finished once.
+    pub fn finish(&mut self) -> Option<SimResults> {
+        let w = self.world.take()?;
+        Some(w.results(self.wall.elapsed().as_secs_f64()))
     }
 }
 
@@ -384,10 +448,28 @@ impl Flow {
     }
 }
 
-struct World<'a> {
-    sc: &'a Scenario,
-    opts: &'a SimOptions,
-    ipc: &'a mut dyn DatapathIpc,
+/// Where the world reaches its agent: a borrowed IPC for [`Simulator::run`], an owned one
+/// for a [`Session`].
+trait IpcHolder {
+    fn ipc(&mut self) -> &mut dyn DatapathIpc;
+}
+
+impl IpcHolder for &mut dyn DatapathIpc {
+    fn ipc(&mut self) -> &mut dyn DatapathIpc {
+        &mut **self
+    }
+}
+
+impl IpcHolder for Box<dyn DatapathIpc> {
+    fn ipc(&mut self) -> &mut dyn DatapathIpc {
+        &mut **self
+    }
+}
+
+struct World<H: IpcHolder> {
+    sc: Scenario,
+    opts: SimOptions,
+    ipc: H,
     dp: Datapath,
     now: u64,
     end_ns: u64,
@@ -409,17 +491,16 @@ struct World<'a> {
     rejected: u64,
     unknown_sid: u64,
     agent_wait: Duration,
+    /// Return to the caller after any event that produced a report (sessions).
+    yield_on_report: bool,
+    /// The current event produced a report.
+    reported: bool,
 }
 
 const NO_FLOW: u32 = u32::MAX;
 
-impl<'a> World<'a> {
-    fn new(
-        sc: &'a Scenario,
-        opts: &'a SimOptions,
-        dp: Datapath,
-        ipc: &'a mut dyn DatapathIpc,
-    ) -> Self {
+impl<H: IpcHolder> World<H> {
+    fn new(sc: &Scenario, opts: &SimOptions, dp: Datapath, ipc: H) -> Self {
         let end_ns = (sc.duration_s * 1e9).round() as u64;
         let buffer_pkts = sc.buffer_packets();
         let flows: Vec<Flow> = sc
@@ -430,8 +511,8 @@ impl<'a> World<'a> {
             .collect();
         let series_ns = (opts.series_interval.as_nanos() as u64).max(1);
         let mut w = World {
-            sc,
-            opts,
+            sc: sc.clone(),
+            opts: opts.clone(),
             ipc,
             dp,
             now: 0,
@@ -454,6 +535,8 @@ impl<'a> World<'a> {
             rejected: 0,
             unknown_sid: 0,
             agent_wait: Duration::ZERO,
+            yield_on_report: false,
+            reported: false,
         };
         for i in 0..w.flows.len() {
             let (a, b) = (w.flows[i].start_ns, w.flows[i].stop_ns);
@@ -470,9 +553,19 @@ impl<'a> World<'a> {
     }
 
     fn run(&mut self) -> Result<(), SimError> {
+        self.run_until(&mut |_| false).map(|_| ())
+    }
+
+    /// Process events until `pause` says so (asked after every event) or the scenario ends;
+    /// returns `true` at the end.
+    fn run_until(
+        &mut self,
+        pause: &mut dyn FnMut(&mut dyn DatapathIpc) -> bool,
+    ) -> Result<bool, SimError> {
         while let Some(Reverse((t, _, _, ev))) = self.heap.pop() {
             debug_assert!(t >= self.now);
             self.now = t;
+            self.reported = false;
             match ev {
                 Ev::Start(i) => self.start_flow(i as usize)?,
                 Ev::Stop(i) => self.stop_flow(i as usize)?,
@@ -492,8 +585,33 @@ impl<'a> World<'a> {
                             self.stop_flow(i)?;
                         }
                     }
-                    return Ok(());
+                    return Ok(true);
                 }
+            }
+            if pause(self.ipc.ipc()) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Pass to libccp whatever the agent sent on its own (outside the report/answer
+    /// exchange, e.g. a training step's action) while the world stood still.
+    fn drain_agent(&mut self) -> Result<(), SimError> {
+        while let Some(m) = self
+            .ipc
+            .ipc()
+            .recv(Duration::ZERO)
+            .map_err(|source| SimError::Ipc {
+                context: "receive from agent",
+                source,
+            })?
+        {
+            self.from_agent += 1;
+            self.dp.set_now(self.now);
+            match self.dp.read_msg(&m) {
+                Ok(r) if r >= 0 => {}
+                _ => self.rejected += 1,
             }
         }
         Ok(())
@@ -518,6 +636,7 @@ impl<'a> World<'a> {
                         }
                         self.waits
                             .push((h.sid, proto::UPDATE_FIELDS, "report (MEASURE)"));
+                        self.reported = true;
                     }
                     // READY (the agent answers with INSTALLs, nothing to wait for) and
                     // closes (a MEASURE without fields)
@@ -525,7 +644,7 @@ impl<'a> World<'a> {
                     _ => {}
                 }
             }
-            self.ipc.send(&m).map_err(|source| SimError::Ipc {
+            self.ipc.ipc().send(&m).map_err(|source| SimError::Ipc {
                 context: "send to agent",
                 source,
             })?;
@@ -546,7 +665,7 @@ impl<'a> World<'a> {
                     waited: timeout,
                 });
             }
-            let Some(m) = self.ipc.recv(left).map_err(|source| SimError::Ipc {
+            let Some(m) = self.ipc.ipc().recv(left).map_err(|source| SimError::Ipc {
                 context: "receive from agent",
                 source,
             })?
@@ -725,7 +844,9 @@ impl<'a> World<'a> {
             let Some(next) = f.acks.front().map(|a| a.at) else {
                 return Ok(());
             };
-            if self.heap.peek().is_none_or(|Reverse((t, ..))| next < *t) {
+            // a session yields after every report, so the agent can act before the next ACK
+            let yield_now = self.yield_on_report && self.reported;
+            if !yield_now && self.heap.peek().is_none_or(|Reverse((t, ..))| next < *t) {
                 self.now = next;
                 continue;
             }
