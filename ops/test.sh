@@ -25,6 +25,9 @@ suite() {
 suite fmt cargo fmt --all -- --check
 suite clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 suite rust cargo test --workspace
+suite python-build .venv/bin/maturin develop --release --quiet
+suite ruff .venv/bin/ruff check train ops/bench
+suite python .venv/bin/python -m pytest train/tests -q
 if [ -x ops/vm/test.sh ] && [ -z "${SKIP_VM:-}" ]; then
     suite kernel-vm bash ops/vm/test.sh
 fi

@@ -7,7 +7,23 @@
 - ``ccp_train.fixtures``: small real models with recorded PyTorch outputs, for the Rust
   runtime's parity tests and latency benchmark (``python -m ccp_train.fixtures OUTDIR``).
 
-Import with ``PYTHONPATH=train`` (plain modules; no build step needed).
+- ``ccp_train.envs``: Gymnasium (``CcpEnv``) and Stable-Baselines3 (``CcpVecEnv``)
+  environments over the Rust simulator (the native module ``ccp_train._native``, built by
+  ``pip install .`` or ``maturin develop``); registered as ``ccp/<Alg>-v0``.
+- ``ccp_train.scenarios``: scenario distributions (ranges of rate, RTT, buffer, loss, traces,
+  competing flows) rendered as the simulator's TOML.
+
+``export``, ``card`` and ``fixtures`` need no native module (``PYTHONPATH=train`` works).
 """
 
-__all__ = ["card", "export", "fixtures"]
+import gymnasium as gym
+
+__all__ = ["card", "envs", "export", "fixtures", "scenarios"]
+
+#: learned algorithms with a training environment, by registry name
+TRAINABLE = ("mocc",)
+
+for _alg in TRAINABLE:
+    _id = f"ccp/{_alg.capitalize()}-v0"
+    if _id not in gym.registry:
+        gym.register(id=_id, entry_point="ccp_train.envs:CcpEnv", kwargs={"alg": _alg})

@@ -148,7 +148,9 @@ class CcpVecEnv(VecEnv):
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
         setattr(self, attr_name, value)
 
-    def env_method(self, method_name: str, *args: Any, indices: Any = None, **kwargs: Any) -> list[Any]:
+    def env_method(
+        self, method_name: str, *args: Any, indices: Any = None, **kwargs: Any
+    ) -> list[Any]:
         return [getattr(self, method_name)(*args, **kwargs)] * self.num_envs
 
     def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
