@@ -33,6 +33,10 @@
 //!   datapath time. The paper tags packets with their sending epoch; CCP reports group ACKs
 //!   by arrival, so "the packets of epoch i" are those whose fate became known in the report
 //!   and `t_i` is `LAST_ACK_US`. Reports carrying no ACK carry their packets over to the next.
+//! - **Delivered packets** = SACKed + cumulatively acked, less the cumulative ACKs of packets
+//!   already counted (SACKed ones, and the holes declared lost, whose retransmission comes
+//!   back as a cumulative ACK): the datapath's `acked_bytes` alone arrives in bursts when a
+//!   hole is repaired, and adding `misordered_pkts` double-counts.
 //! - **Packets sent = delivered/(1 − p), at most delivered + lost**, with `p` the random-loss
 //!   rate: the loss fraction of epochs whose queue load is below target (`U ≤ 0`), smoothed
 //!   over ~500 packets and capped at `max_random_loss`. Eq. 12's numerator is every packet
@@ -82,23 +86,27 @@
 //!   an epoch's losses exceed the cold start's own loss rate by three standard deviations
 //!   (and at least 3 packets), so a random-loss link does not end it at once. Cold start also
 //!   ends when the queue-load objective says congested (`U_i > 0`), or when the receiving
-//!   rate falls below 80 % of the rate its packets were sent at in two consecutive epochs (of
-//!   at least 8 packets): the sign eq. 2 reads as a growing queue (`x − r > 0`), and the only
-//!   one left when the RTT samples stall (a SACK or timeout recovery sends no fresh ones). On
-//!   a 1-BDP buffer waiting for loss would leave a full BDP of queue for eq. 7 to drain at
-//!   ≤ δ per epoch.
+//!   rate falls below 80 % of the rate its packets were sent at in two consecutive epochs of
+//!   at least 8 packets: the sign eq. 2 reads as a growing queue (`x − r > 0`), seen as early
+//!   as the RTT rise and the only one left when the RTT samples stall (a SACK or timeout
+//!   recovery sends no fresh ones). On a 1-BDP buffer waiting for loss would leave a full BDP of queue
+//!   for eq. 7 to drain at ≤ δ per epoch.
 //! - **Drain** after cold start (not in the paper): slow start overshoots by up to one RTT of
 //!   growth. The controller sends at `r − excess/τ` (at least `drain_gain·r`) until the flow's
 //!   bytes in flight (`INFLIGHT_BYTES`) fall to `r·T + B` packets, at most `2·srtt`, then
-//!   hands over to eq. 7. The first fit uses the cold-start samples (as the paper says).
+//!   hands over to eq. 7 at the largest receiving rate the cold start measured (the drain's
+//!   own deliveries would echo the drain). The first fit uses the cold-start samples.
 //! - **Re-probe** (not in the paper; `reprobe`, default on): with an empty queue `U = −B/M`,
 //!   so eq. 6 allows at most `δ·tanh(B/M) ≈ 0.1·δ` per epoch, about 0.6 % of the rate per
 //!   RTT: a capacity step from 10 to 30 Mbps would take tens of seconds, where §VI-B3 shows
-//!   Iris following it within seconds. When the queue load stays below `B/4` for
-//!   `max(2·srtt, 4 epochs)` while the flow already sends at ≥ 95 % of the largest receiving
-//!   rate of the last `history_s` (so the link delivers all it gets: it has grown, or a
-//!   competitor left), the flow re-enters cold start with growth `reprobe_gain` = 1.25 per
-//!   RTT instead of 2 (a smaller overshoot), and drains as above when it ends.
+//!   Iris following it within seconds. When the queue load stays below `B/10` (one packet)
+//!   for `max(4·srtt, 8 epochs)` while the flow already sends at ≥ 95 % of the largest
+//!   receiving rate of the last `history_s` (so the link delivers all it gets: it has grown,
+//!   or a competitor left), the flow re-enters cold start with growth `reprobe_gain` = 1.25
+//!   per RTT instead of 2 (a smaller overshoot), and drains as above when it ends. The strict
+//!   emptiness and the RTT-scaled wait keep it from probing in a steady state that sits just
+//!   under the target on long paths, where each probe costs a queue spike of about a quarter
+//!   of the growth over one RTT.
 //! - **Guards** ("rates stay within sane bounds"): `x_{i+1}` stays within `r·(1 ± max_step)`
 //!   (default ±50 %; eq. 7 moves by `|d/k| ≤ δ/k ≈ 6 %` of `r` when `k` is right, so the bound
 //!   only bites for a badly wrong `k`) and within `[min_rate, max_rate]`; a non-finite value
@@ -439,7 +447,8 @@ pub struct IrisFlow {
     /// `(t_us, r_i packets/s, packets, µs between last ACKs)` per measured epoch.
     recv_log: VecDeque<(u64, f64, f64, u64)>,
     last_recv_pps: Option<f64>,
-    /// `(t_us, smoothed receiving rate)` over `history_s`: the capacity estimate.
+    /// Monotone (decreasing) deque of `(t_us, smoothed receiving rate)` over `history_s`:
+    /// its front is the capacity estimate.
     law_log: VecDeque<(u64, f64)>,
     history: VecDeque<Sample>,
     k: Option<f64>,
@@ -452,6 +461,8 @@ pub struct IrisFlow {
     reprobing: bool,
     /// Consecutive cold-start epochs whose receiving rate fell behind the sending rate.
     cs_behind: u32,
+    /// Largest receiving rate of the current cold start (packets/s).
+    cs_max_recv: f64,
     idle_since_us: Option<u64>,
     metrics: FlowMetrics,
     iris: IrisMetrics,
@@ -489,6 +500,7 @@ impl IrisFlow {
             drain_until_us: 0,
             reprobing: false,
             cs_behind: 0,
+            cs_max_recv: 0.0,
             idle_since_us: None,
             metrics: FlowMetrics::default(),
             iris: IrisMetrics::default(),
@@ -567,46 +579,40 @@ impl IrisFlow {
         (self.metrics.srtt_us > 0.0).then_some(self.metrics.srtt_us)
     }
 
-    /// Time-weighted mean of the rates set over `[a, b]` (µs).
+    /// Time-weighted mean of the rates set over `[a, b]` (µs). Scans from the newest entry:
+    /// the window lies one RTT back, a few entries from the end.
     fn sent_rate_over(&self, a: u64, b: u64) -> f64 {
-        let first = match self.rate_log.front() {
-            Some(e) => *e,
-            None => return self.rate,
-        };
         if b <= a {
             return self.rate_at(a);
         }
         let mut acc = 0.0;
-        let mut t = a;
-        let mut cur = if a < first.0 {
-            first.1
-        } else {
-            self.rate_at(a)
-        };
-        for &(from, x) in &self.rate_log {
-            if from <= t {
+        let mut hi = b;
+        for &(from, x) in self.rate_log.iter().rev() {
+            if from >= hi {
                 continue;
             }
-            if from >= b {
+            let lo = from.max(a);
+            acc += x * (hi - lo) as f64;
+            hi = lo;
+            if from <= a {
                 break;
             }
-            acc += cur * (from - t) as f64;
-            t = from;
-            cur = x;
         }
-        acc += cur * (b - t) as f64;
+        if hi > a {
+            // before the first entry: the initial rate
+            let first = self.rate_log.front().map_or(self.rate, |e| e.1);
+            acc += first * (hi - a) as f64;
+        }
         acc / (b - a) as f64
     }
 
     fn rate_at(&self, t: u64) -> f64 {
-        let mut cur = self.rate_log.front().map(|e| e.1).unwrap_or(self.rate);
-        for &(from, x) in &self.rate_log {
-            if from > t {
-                break;
-            }
-            cur = x;
-        }
-        cur
+        self.rate_log
+            .iter()
+            .rev()
+            .find(|e| e.0 <= t)
+            .or(self.rate_log.front())
+            .map_or(self.rate, |e| e.1)
     }
 
     fn set_rate(&mut self, x: f64) {
@@ -627,10 +633,7 @@ impl IrisFlow {
 
     /// Largest smoothed receiving rate of the last `history_s` (packets/s).
     fn capacity_estimate(&self) -> Option<f64> {
-        self.law_log
-            .iter()
-            .map(|e| e.1)
-            .max_by(|a, b| a.total_cmp(b))
+        self.law_log.front().map(|e| e.1)
     }
 
     fn recent_max_recv(&self) -> Option<f64> {
@@ -701,7 +704,7 @@ impl IrisFlow {
         } else {
             self.phase = IrisPhase::Steady;
             if let Some(r) = r {
-                self.set_rate(r);
+                self.set_rate(r.max(self.cs_max_recv));
             }
         }
         self.idle_since_us = None;
@@ -762,11 +765,15 @@ impl Controller for IrisFlow {
         // counted when they were SACKed
         let sacked = iv.misordered_pkts as f64;
         let cum = iv.acked_bytes as f64 / self.mss;
+        let lost = iv.lost_pkts as f64;
         let seen = self.sacked_outstanding + sacked;
         let again = cum.min(seen);
-        self.sacked_outstanding = seen - again;
+        // a hole's retransmission is acked cumulatively without a SACK: count the hole
+        // (once declared lost) as outstanding too, or every repaired hole would take one
+        // SACKed packet off the count and the next full cumulative ACK would deliver them
+        // all at once (a timeout declares the whole flight lost: not holes)
+        self.sacked_outstanding = seen - again + if iv.timeout { 0.0 } else { lost };
         let delivered = sacked + cum - again;
-        let lost = iv.lost_pkts as f64;
         let pkts = delivered + lost;
         tracing::trace!(
             target: "iris",
@@ -779,6 +786,8 @@ impl Controller for IrisFlow {
             rtt_us = ?iv.rtt_mean_us,
             last_ack_us = ?iv.last_ack_us,
             interval_us = iv.interval_us,
+            delivered,
+            sacked_outstanding = self.sacked_outstanding,
             "report"
         );
         let mut recv: Option<f64> = None;
@@ -830,6 +839,9 @@ impl Controller for IrisFlow {
             }
         });
         if let Some(r) = recv_law {
+            while self.law_log.back().is_some_and(|e| e.1 <= r) {
+                self.law_log.pop_back();
+            }
             self.law_log.push_back((now, r));
         }
         let cap_keep = (self.config.history_s * 1e6) as u64;
@@ -940,6 +952,9 @@ impl Controller for IrisFlow {
                 // eq. 2's own congestion sign: the link receives clearly less than was sent
                 let behind = recv.is_some_and(|r| pkts >= 8.0 && r < 0.8 * x_i);
                 self.cs_behind = if behind { self.cs_behind + 1 } else { 0 };
+                if let Some(r) = recv_law {
+                    self.cs_max_recv = self.cs_max_recv.max(r);
+                }
                 if loss_rise || congested || self.cs_behind >= 2 {
                     self.enter_steady_or_drain(recv, iv.inflight_bytes, target.unwrap_or(0.0));
                 } else {
@@ -971,7 +986,9 @@ impl Controller for IrisFlow {
                     self.phase = IrisPhase::Steady;
                     self.idle_since_us = None;
                     if let Some(r) = r {
-                        self.set_rate(r);
+                        // the drain's deliveries echo the drain: resume at what the link
+                        // delivered while saturated
+                        self.set_rate(r.max(self.cs_max_recv));
                     }
                 } else if let Some(r) = recv_law {
                     // drain the excess within one epoch, but never below drain_gain·r
@@ -1031,14 +1048,15 @@ impl Controller for IrisFlow {
                     let load = x_i * (rtt_ms.unwrap_or(0.0) - target.unwrap_or(0.0)) / 1000.0;
                     let at_capacity = x_i >= 0.95 * self.capacity_estimate().unwrap_or(r);
                     if self.config.reprobe
-                        && load < 0.25 * self.config.queue_target_pkts
+                        && load < 0.1 * self.config.queue_target_pkts
                         && at_capacity
                     {
                         let since = *self.idle_since_us.get_or_insert(now);
-                        let need = (2.0 * self.metrics.srtt_us).max(4.0 * self.tau_us as f64);
+                        let need = (4.0 * self.metrics.srtt_us).max(8.0 * self.tau_us as f64);
                         if (now - since) as f64 >= need {
                             self.phase = IrisPhase::ColdStart;
                             self.reprobing = true;
+                            self.cs_max_recv = 0.0;
                             self.iris.reprobes += 1;
                             self.cs_pkts = 0.0;
                             self.cs_lost = 0.0;
@@ -1195,6 +1213,74 @@ mod tests {
             (3.5..=4.5).contains(&growth),
             "growth over 2 RTTs = {growth}"
         );
+    }
+
+    #[test]
+    fn sacked_and_cumulative_acks_count_each_packet_once() {
+        let mut f = IrisFlow::new(IrisConfig::default(), &info());
+        f.initial_action();
+        let mut t = 50_000;
+        f.on_report(&epoch(40.0, 0, 40.0, t));
+        // a hole: 80 packets SACKed per epoch, the hole declared lost, then repaired by a
+        // cumulative ACK that covers the retransmission and the 80 SACKed packets
+        let mut rates = vec![];
+        for (cum, sacked, lost) in [(0.0, 80, 1), (81.0, 80, 0), (80.0, 0, 0)] {
+            t += 50_000;
+            let mut iv = epoch(cum, lost, 40.0, t);
+            iv.misordered_pkts = sacked;
+            f.on_report(&iv);
+            rates.push(f.last_recv_pps.unwrap());
+        }
+        for r in rates {
+            assert!((r - 1600.0).abs() < 1.0, "80 packets per 50 ms, got {r}");
+        }
+    }
+
+    #[test]
+    fn timeouts_keep_the_rate_and_the_cold_start() {
+        let mut f = IrisFlow::new(IrisConfig::default(), &info());
+        f.initial_action();
+        f.on_report(&epoch(1.0, 0, 40.0, 50_000));
+        let before = f.rate_pps();
+        let a = f.on_report(&Interval {
+            timeout: true,
+            lost_pkts: 500,
+            interval_us: 50_000,
+            ..Default::default()
+        });
+        assert_eq!(f.phase(), IrisPhase::ColdStart);
+        assert_eq!(
+            bps_to_pps(&a),
+            (before * f64::from(MSS)).floor() / f64::from(MSS)
+        );
+        assert_eq!(f.iris_metrics().timeouts, 1);
+        assert_eq!(f.iris_metrics().random_loss, 0.0);
+    }
+
+    #[test]
+    fn cold_start_ends_when_the_link_receives_less_than_was_sent() {
+        let mut f = IrisFlow::new(IrisConfig::default(), &info());
+        f.initial_action();
+        let mut t = 0;
+        let mut sent = vec![];
+        // RTT 40 ms, no queue visible, no loss: only the receiving rate tells
+        for i in 0..12 {
+            t += 50_000;
+            let x_prev: f64 = sent.last().copied().unwrap_or(12.5);
+            let r = x_prev.min(400.0); // the link carries 400 packets/s
+            f.on_report(&epoch(r * 0.05, 0, 40.0, t));
+            sent.push(f.rate_pps());
+            if f.phase() != IrisPhase::ColdStart {
+                assert!(i >= 6, "ended at epoch {i}");
+                assert!(
+                    f.rate_pps() <= 450.0,
+                    "resumes near the link rate: {}",
+                    f.rate_pps()
+                );
+                return;
+            }
+        }
+        panic!("cold start did not end: {sent:?}");
     }
 
     #[test]
