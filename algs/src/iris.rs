@@ -58,9 +58,10 @@
 //!   and `Ĉ` the largest receiving rate of the last `history_s`: the link builds no queue,
 //!   so it will receive what is sent, up to what it has been seen to deliver. Without this a
 //!   dip in deliveries that is not congestion (the duplicate retransmissions after a timeout,
-//!   the echo of a drain) pulls the rate down, and on long paths the increase `d/k` lands
-//!   once per RTT instead of once per epoch (the queue-load target of `B` packets then takes
-//!   minutes to build at 1 s RTT).
+//!   the echo of a drain) pulls the rate down and only `d/k` per RTT brings it back. Above
+//!   `Ĉ` the increase still lands once per RTT (`Ĉ` follows the receiving rate): letting it
+//!   land every epoch on a 600 ms path (12 epochs blind) made the queue swing by hundreds of
+//!   milliseconds.
 //! - **Target `T`** (§IV-A2 "minimum RTT in a time window", length not given): Iris-min takes
 //!   the minimum of the epochs' minimum RTTs over `min_window_s` = 600 s, LEDBAT's base-delay
 //!   history (RFC 6817 §6.2.1), which faces the same problem: a scheme that keeps `B` packets
@@ -89,8 +90,8 @@
 //!   rate falls below 80 % of the rate its packets were sent at in two consecutive epochs of
 //!   at least 8 packets: the sign eq. 2 reads as a growing queue (`x − r > 0`), seen as early
 //!   as the RTT rise and the only one left when the RTT samples stall (a SACK or timeout
-//!   recovery sends no fresh ones). On a 1-BDP buffer waiting for loss would leave a full BDP of queue
-//!   for eq. 7 to drain at ≤ δ per epoch.
+//!   recovery sends no fresh ones). On a 1-BDP buffer waiting for loss would leave a full
+//!   BDP of queue for eq. 7 to drain at ≤ δ per epoch.
 //! - **Drain** after cold start (not in the paper): slow start overshoots by up to one RTT of
 //!   growth. The controller sends at `r − excess/τ` (at least `drain_gain·r`) until the flow's
 //!   bytes in flight (`INFLIGHT_BYTES`) fall to `r·T + B` packets, at most `2·srtt`, then
@@ -110,8 +111,12 @@
 //! - **Guards** ("rates stay within sane bounds"): `x_{i+1}` stays within `r·(1 ± max_step)`
 //!   (default ±50 %; eq. 7 moves by `|d/k| ≤ δ/k ≈ 6 %` of `r` when `k` is right, so the bound
 //!   only bites for a badly wrong `k`) and within `[min_rate, max_rate]`; a non-finite value
-//!   keeps the previous rate. An epoch without a receiving-rate or RTT measurement keeps the
-//!   rate. Report intervals are taken as at most 60 s.
+//!   keeps the previous rate. Eq. 7 never drains more than the flow's bytes in flight beyond
+//!   `r·T + B` packets within one epoch (`x ≥ r − excess/τ`): the RTT shows a drain one RTT
+//!   late and repeats its last sample while a loss recovery sends no fresh ones, so without
+//!   this bound eq. 7 keeps cutting a queue that is already gone (after a capacity drop the
+//!   rate fell to a fifth of the new capacity). An epoch without a receiving-rate or RTT
+//!   measurement keeps the rate. Report intervals are taken as at most 60 s.
 //! - **Retransmission timeouts** (the paper has none: UDP with its own ACKs) are not a
 //!   congestion signal, like any loss: the datapath retransmits, and a path that delivers
 //!   nothing drives `r`, hence eq. 7, down by itself. Nor do they end cold start: a timer is
