@@ -1,5 +1,5 @@
 //! Per-decision cost of Iris: ns per `on_report` on a synthetic 20 Mbps / 50 ms stream,
-//! refits (every 5 s of reports) included.
+//! refits (every 5 s of reports) included; Cubic on the same stream for scale.
 //!
 //! `cargo run --release -p ccp-algs --example iris_bench`
 
@@ -10,17 +10,20 @@ use ccp_algs::iris::{Iris, IrisConfig};
 use ccp_algs::{Algorithm, FlowInfo, Interval, Preference};
 
 fn main() {
-    for (name, config) in [
-        ("iris-min", IrisConfig::default()),
+    let algs: Vec<(&str, Box<dyn Algorithm>)> = vec![
+        ("iris-min", Box::new(Iris::default())),
         (
             "iris-mid",
-            IrisConfig {
-                target: ccp_algs::iris::IrisTarget::Median,
-                ..Default::default()
-            },
+            Box::new(Iris {
+                config: IrisConfig {
+                    target: ccp_algs::iris::IrisTarget::Median,
+                    ..Default::default()
+                },
+            }),
         ),
-    ] {
-        let alg = Iris { config };
+        ("cubic", Box::new(ccp_algs::cubic::Cubic::default())),
+    ];
+    for (name, alg) in algs {
         let mut flow = alg.new_flow(&FlowInfo {
             sock_id: 1,
             mss: 1500,
