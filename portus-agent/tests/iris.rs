@@ -80,21 +80,10 @@ fn total_throughput(r: &SimResults, t0: f64, t1: f64) -> f64 {
 /// §VI-B2: 20 Mbps, 1 BDP buffer, 0.74 % random loss, RTT 600 and 1000 ms, one flow:
 /// utilization ≥ 0.7 with p95 queueing delay ≤ 30 ms.
 ///
-/// Fails on the simulator as it stands, for a reason outside Iris: its retransmission timer
-/// is `srtt + max(1 ms, 4·rttvar)` (datapath/sim/src/sim.rs, `rtt_update`), so on a
-/// constant-delay path (rttvar → 0) the RTO is one RTT plus a millisecond, and every SACK
-/// recovery of a random loss (the cumulative ACK stalls for an RTT plus the detection time)
-/// fires a spurious timeout: 14–22 per minute here, each marking the whole flight lost and
-/// resending it (go-back-N), a BDP of duplicates. Linux keeps `rto_min` (200 ms) on the
-/// variance term (`mdev_max ≥ rto_min`, RTO ≥ srtt + 200 ms) and re-arms the timer when it
-/// retransmits the head. Measured with that one line changed to
-/// `srtt + max(RTO_MIN, 4·rttvar)`: Iris 0.912 utilization / 10.0 ms p95 queueing at 600 ms,
-/// 0.844 / 19.3 ms at 1000 ms (seeds 11–31: 0.83–0.91 and 12–26 ms), Cubic 0.05 / 0.04. On
-/// the simulator as it is: Iris 0.77 / 77 ms and 0.61 / 118 ms, Cubic 0.04 / 0.03.
+/// (The simulator's RTO follows Linux: srtt + max(200 ms, 4·rttvar); with RFC 6298's 1 ms
+/// granularity term instead, constant-delay satellite paths fire spurious go-back-N timeouts
+/// after every loss repair and no algorithm can reach the target.)
 #[test]
-#[ignore = "simulator RTO is srtt + max(1 ms, 4·rttvar): spurious go-back-N timeouts on \
-            600-1000 ms constant-delay paths; passes with Linux's rto_min on the variance \
-            term (see the doc comment); run with --ignored"]
 fn lossy_long_rtt_link() {
     let mut failures = vec![];
     for rtt in [600, 1000] {

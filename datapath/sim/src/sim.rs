@@ -24,8 +24,6 @@ const MS: u64 = 1_000_000;
 const RTO_INIT: u64 = 1_000 * MS;
 const RTO_MIN: u64 = 200 * MS;
 const RTO_MAX: u64 = 60_000 * MS;
-/// Clock granularity `G` of RFC 6298.
-const RTO_G: u64 = MS;
 /// A transmission is declared lost once this many later transmissions were delivered.
 const DUP_THRESH: usize = 3;
 
@@ -420,7 +418,10 @@ impl Flow {
             self.rttvar_ns = (3 * self.rttvar_ns + err) / 4;
             self.srtt_ns = (7 * self.srtt_ns + r) / 8;
         }
-        self.rto_ns = (self.srtt_ns + RTO_G.max(4 * self.rttvar_ns)).clamp(RTO_MIN, RTO_MAX);
+        // Linux's rule (tcp_set_rto): the variance term has a tcp_rto_min floor, so a path
+        // with a steady RTT still gets srtt + 200 ms, not srtt + G (RFC 6298's G = 1 ms would
+        // fire spuriously whenever a loss repair stalls ACKs for a little over one RTT)
+        self.rto_ns = (self.srtt_ns + RTO_MIN.max(4 * self.rttvar_ns)).min(RTO_MAX);
     }
 
     fn set_rto(&mut self, heap: &mut Heap, seq: &mut u64, fi: u32, deadline: Option<u64>) {
