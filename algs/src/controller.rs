@@ -133,6 +133,20 @@ pub trait Algorithm: Send + Sync {
     fn new_flow(&self, info: &FlowInfo) -> Box<dyn Controller>;
 }
 
+impl FlowInfo {
+    /// A flow as unit tests use it: socket 1, 1000-byte MSS, 10-segment initial window,
+    /// default preference.
+    #[cfg(test)]
+    pub(crate) fn for_test() -> Self {
+        FlowInfo {
+            sock_id: 1,
+            mss: 1000,
+            init_cwnd_bytes: 10_000,
+            preference: Preference::default(),
+        }
+    }
+}
+
 /// Clamp one policy output into `[lo, hi]`: NaN becomes the midpoint, ±inf the nearer bound.
 /// Returns the clamped value and whether it had to be changed.
 pub fn clamp_output(x: f32, lo: f32, hi: f32) -> (f32, bool) {

@@ -221,15 +221,9 @@ impl Controller for CubicFlow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pref::Preference;
 
     fn info() -> FlowInfo {
-        FlowInfo {
-            sock_id: 1,
-            mss: 1000,
-            init_cwnd_bytes: 10_000,
-            preference: Preference::default(),
-        }
+        FlowInfo::for_test()
     }
 
     fn iv(acked: u64, lost: u64, interval_us: u64) -> Interval {

@@ -1084,17 +1084,11 @@ impl Controller for IrisFlow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pref::Preference;
 
     const MSS: u32 = 1000;
 
     fn info() -> FlowInfo {
-        FlowInfo {
-            sock_id: 1,
-            mss: MSS,
-            init_cwnd_bytes: 10 * MSS,
-            preference: Preference::default(),
-        }
+        FlowInfo::for_test()
     }
 
     /// An epoch in which `pkts` packets were acked (and `lost` lost) at RTT `rtt_ms`, the last

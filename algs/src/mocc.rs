@@ -687,12 +687,7 @@ mod tests {
     const MSS: u32 = 1000;
 
     fn info() -> FlowInfo {
-        FlowInfo {
-            sock_id: 1,
-            mss: MSS,
-            init_cwnd_bytes: 10 * MSS,
-            preference: Preference::default(),
-        }
+        FlowInfo::for_test()
     }
 
     fn no_startup() -> MoccConfig {

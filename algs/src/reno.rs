@@ -193,15 +193,9 @@ impl Controller for RenoFlow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pref::Preference;
 
-    pub(crate) fn info() -> FlowInfo {
-        FlowInfo {
-            sock_id: 1,
-            mss: 1000,
-            init_cwnd_bytes: 10_000,
-            preference: Preference::default(),
-        }
+    fn info() -> FlowInfo {
+        FlowInfo::for_test()
     }
 
     fn iv(acked: u64, lost: u64, timeout: bool) -> Interval {
