@@ -24,7 +24,7 @@ suite() {
 
 suite fmt cargo fmt --all -- --check
 suite clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
-suite rust cargo test --workspace
+suite rust cargo test --workspace --no-fail-fast
 suite python-build .venv/bin/maturin develop --release --quiet
 suite ruff .venv/bin/ruff check train ops/bench
 suite python .venv/bin/python -m pytest train/tests -q
