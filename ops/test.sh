@@ -32,6 +32,9 @@ if [ -x ops/vm/test.sh ] && [ -z "${SKIP_VM:-}" ]; then
     suite kernel-vm bash ops/vm/test.sh
 fi
 
-echo "=== summary"
+echo "=== summary (suites)"
 printf '%s\n' "${summary[@]}"
+npass=$(printf '%s\n' "${summary[@]}" | grep -c '^PASS')
+nfail=$(printf '%s\n' "${summary[@]}" | grep -c '^FAIL')
+echo "suites: $npass passed, $nfail failed"
 exit $fail
