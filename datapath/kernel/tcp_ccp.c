@@ -121,7 +121,7 @@ module_param_named(agent_timeout_ms, ccpk_agent_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(agent_timeout_ms,
 		 "fall back to in-kernel Reno when the agent has not answered a CREATE or report for this long (ms, 0 = only on send failure)");
 
-unsigned int ccpk_probe_interval_ms = 200;
+unsigned int ccpk_probe_interval_ms = 100;
 module_param_named(probe_interval_ms, ccpk_probe_interval_ms, uint, 0644);
 MODULE_PARM_DESC(probe_interval_ms,
 		 "while the agent is gone, send a READY probe this often (ms)");
