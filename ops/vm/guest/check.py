@@ -1,0 +1,174 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Small analyses for the guest tests (iperf3 JSON, agent flow logs, ss).
+
+check.py thr SRV.json                  received Mbit/s over the whole test
+check.py window SRV.json T0 T1         received Mbit/s in [T0, T1) (seconds)
+check.py gap SRV.json [T0 T1]          longest stretch without delivered data (s)
+check.py creates FLOWLOG               "sid requested alg" per create event
+check.py reports FLOWLOG SID           number of report events of a flow
+check.py backoff SAMPLES NAME          sid, median cwnd backoff, #samples of NAME's busiest flow
+check.py pct FILE COL P...             percentiles of column COL (0-based) of FILE
+check.py cpustat BEFORE AFTER          busy CPU seconds between two /proc/stat copies
+"""
+import json
+import statistics
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def intervals(path):
+    d = load(path)
+    out = []
+    for it in d.get("intervals", []):
+        s = it["sum"]
+        out.append((float(s["start"]), float(s["end"]), int(s["bytes"])))
+    return out
+
+
+def thr(path):
+    d = load(path)
+    end = d.get("end", {})
+    s = end.get("sum_received") or end.get("sum") or {}
+    bps = s.get("bits_per_second")
+    if bps is None:
+        iv = intervals(path)
+        dur = iv[-1][1] - iv[0][0] if iv else 0
+        bps = sum(b for _, _, b in iv) * 8 / dur if dur else 0
+    return bps / 1e6
+
+
+def window(path, t0, t1):
+    by = 0
+    dur = 0.0
+    for s, e, b in intervals(path):
+        lo, hi = max(s, t0), min(e, t1)
+        if hi > lo and e > s:
+            by += b * (hi - lo) / (e - s)
+            dur += hi - lo
+    return by * 8 / dur / 1e6 if dur else 0.0
+
+
+def gap(path, t0=None, t1=None):
+    longest = cur = 0.0
+    for s, e, b in intervals(path):
+        if t0 is not None and (e <= t0 or s >= t1):
+            continue
+        if b == 0:
+            cur += e - s
+            longest = max(longest, cur)
+        else:
+            cur = 0.0
+    return longest
+
+
+def flowlog(path):
+    ev = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                ev.append(json.loads(line))
+            except ValueError:
+                pass
+    return ev
+
+
+def backoff(path, name):
+    """The busiest flow of congestion control NAME in sample_flows output
+    ("uptime sid alg mode cwnd ..." lines): its sid, the median ratio
+    cwnd_after/cwnd_before over its window reductions (> 15%, while under
+    agent control), and its number of samples."""
+    series = {}
+    with open(path) as f:
+        for line in f:
+            p = line.split()
+            if len(p) < 5 or p[2] != name or p[3] != "ccp":
+                continue
+            try:
+                series.setdefault(int(p[1]), []).append(int(p[4]))
+            except ValueError:
+                pass
+    if not series:
+        return None, None, 0
+    sid, s = max(series.items(), key=lambda kv: (max(kv[1]), len(kv[1])))
+    ratios = []
+    for prev, cur in zip(s, s[1:]):
+        if cur < 0.85 * prev and prev >= 10:
+            ratios.append(cur / prev)
+    return sid, (statistics.median(ratios) if ratios else None), len(s)
+
+
+def pct(path, col, ps):
+    vals = []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            parts = line.split()
+            if len(parts) > col:
+                vals.append(float(parts[col]))
+    vals.sort()
+    if not vals:
+        return ["nan" for _ in ps]
+    out = []
+    for p in ps:
+        k = min(len(vals) - 1, max(0, int(round(p / 100.0 * (len(vals) - 1)))))
+        out.append(vals[k])
+    return out
+
+
+def cpustat(before, after):
+    def busy(path):
+        with open(path) as f:
+            for line in f:
+                if line.startswith("cpu "):
+                    v = [int(x) for x in line.split()[1:]]
+                    # user nice system idle iowait irq softirq steal
+                    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+        return 0
+    return (busy(after) - busy(before)) / 100.0
+
+
+def main(a):
+    cmd = a[0]
+    if cmd == "thr":
+        print(f"{thr(a[1]):.2f}")
+    elif cmd == "window":
+        print(f"{window(a[1], float(a[2]), float(a[3])):.2f}")
+    elif cmd == "gap":
+        if len(a) > 3:
+            print(f"{gap(a[1], float(a[2]), float(a[3])):.2f}")
+        else:
+            print(f"{gap(a[1]):.2f}")
+    elif cmd == "creates":
+        for e in flowlog(a[1]):
+            if e.get("event") == "create":
+                print(e.get("sid"), e.get("requested"), e.get("alg"))
+    elif cmd == "reports":
+        sid = int(a[2])
+        print(sum(1 for e in flowlog(a[1])
+                  if e.get("event") == "report" and e.get("sid") == sid))
+    elif cmd == "backoff":
+        sid, r, n = backoff(a[1], a[2])
+        print(sid if sid is not None else "none",
+              f"{r:.2f}" if r is not None else "none", n)
+    elif cmd == "pct":
+        print(" ".join(str(int(x)) if isinstance(x, float) else x
+                       for x in pct(a[1], int(a[2]), [float(p) for p in a[3:]])))
+    elif cmd == "cpustat":
+        print(f"{cpustat(a[1], a[2]):.2f}")
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: GPL-2.0
+# Helpers for the guest test scripts (sourced; runs chrooted in the guest).
+# Environment from /init: OUT (results dir, writable), KO (module path),
+# REPO (work tree), BIN (host-built helpers), MODE.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+PY=/usr/bin/python3
+CHECK="$PY $REPO/ops/vm/guest/check.py"
+AGENT=$REPO/target/release/ccp-agent
+T=/tmp/ccp
+mkdir -p $T
+AGENT_PID=
+NS_SND="ip netns exec snd"
+NS_RCV="ip netns exec rcv"
+
+log() { local u r; read -r u r < /proc/uptime; echo "[$u] $*"; }
+result() {
+	local st=$1 name=$2
+	shift 2
+	echo "RESULT $st $name $*"
+	echo "$st $name $*" >> $OUT/results.txt
+}
+# plan NAME...: the tests this script will report; the host counts any of
+# them that never reported (script crash, hang) as failed
+plan() { echo "PLAN $*" >> $OUT/results.txt; }
+pass() { result PASS "$@"; }
+fail() { result FAIL "$@"; }
+# check NAME COND DETAIL: pass or fail on a shell condition
+check() { if eval "$2"; then pass "$1" "$3"; else fail "$1" "$3"; fi; }
+now() { local u r; read -r u r < /proc/uptime; echo $u; }
+# float helpers (awk: a python start costs seconds in a TCG guest)
+fge() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a+0 >= b+0)}'; }
+fle() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a+0 <= b+0)}'; }
+calc() { awk "function max(a,b){return a>b?a:b} BEGIN{printf \"%.3f\n\", $1}"; }
+ctr() { awk -v k="$1" '$1==k{print $2}' /proc/net/ccp 2>/dev/null; }
+
+# setup_link RATE DELAY_MS BUFFER_BYTES [CC]: three namespaces,
+#   snd 10.0.1.1 -- 10.0.1.2 rtr 10.0.2.1 -- 10.0.2.2 rcv
+# The router shapes the data (snd->rcv) with a tbf of RATE and BUFFER
+# bytes of queue and delays the ACKs (rcv->snd) by DELAY_MS (the whole
+# base RTT) with netem.  Shaping in a middle namespace keeps the queue out
+# of the sender's own qdisc, where TCP small queues would throttle it.
+# CC: default congestion control of the end namespaces (default cubic).
+setup_link() {
+	local ns
+	for ns in snd rtr rcv; do ip netns del $ns 2>/dev/null; done
+	for ns in snd rtr rcv; do ip netns add $ns; ip -n $ns link set lo up; done
+	ip link add vs netns snd type veth peer name va netns rtr
+	ip link add vb netns rtr type veth peer name vr netns rcv
+	ip -n snd addr add 10.0.1.1/24 dev vs
+	ip -n rtr addr add 10.0.1.2/24 dev va
+	ip -n rtr addr add 10.0.2.1/24 dev vb
+	ip -n rcv addr add 10.0.2.2/24 dev vr
+	ip -n snd link set vs up
+	ip -n rtr link set va up
+	ip -n rtr link set vb up
+	ip -n rcv link set vr up
+	ip -n snd route add default via 10.0.1.2
+	ip -n rcv route add default via 10.0.2.1
+	ip netns exec rtr sysctl -qw net.ipv4.ip_forward=1
+	# A veth delivers into the backlog of the CPU that sent, so a flow whose
+	# packets leave from both CPUs arrives reordered, which a real link
+	# never does (and which reads as loss).  Steer every veth's receive
+	# processing to CPU 0 (RPS), which keeps each direction in order.
+	local nsdev
+	for nsdev in snd/vs rtr/va rtr/vb rcv/vr; do
+		ip netns exec ${nsdev%/*} sh -c "echo 1 > /sys/class/net/${nsdev#*/}/queues/rx-0/rps_cpus"
+	done
+	tc -n rtr qdisc add dev vb root tbf rate $1 burst 32k limit $3
+	tc -n rtr qdisc add dev va root netem delay ${2}ms limit 100000
+	if [ -n "${4-cubic}" ]; then
+		$NS_SND sysctl -qw net.ipv4.tcp_congestion_control=${4:-cubic}
+		$NS_RCV sysctl -qw net.ipv4.tcp_congestion_control=${4:-cubic}
+	fi
+	# keep every test's flow independent of the previous ones
+	$NS_SND sysctl -qw net.ipv4.tcp_no_metrics_save=1
+}
+RCV_IP=10.0.2.2
+
+# sleep without forking (fork+exec is slow in a TCG guest)
+mkfifo $T/nap.fifo 2>/dev/null
+exec {NAPFD}<> $T/nap.fifo
+nap() { read -rt "$1" -u $NAPFD 2>/dev/null; }
+
+# sample_flows FILE COUNT: COUNT snapshots of /proc/net/ccp_flows, 10 per
+# second, each line prefixed with the guest uptime
+sample_flows() {
+	local f=$1 n=$2 i up rest line
+	for ((i = 0; i < n; i++)); do
+		read -r up rest < /proc/uptime
+		while read -r line; do echo "$up $line"; done < /proc/net/ccp_flows >> $f
+		nap 0.1
+	done
+}
+
+# iperf_srv PORT JSONFILE: a one-off receiver reporting every 100 ms;
+# SRV_PID is its pid (ip netns exec execs iperf3)
+iperf_srv() {
+	rm -f $2
+	$NS_RCV iperf3 -s -1 -p $1 -i 0.1 -J --logfile $2 >/dev/null 2>&1 &
+	SRV_PID=$!
+	local i
+	for i in $(seq 40); do
+		nap 0.25
+		$NS_RCV ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
+	done
+	return 1
+}
+# wait for the receiver of iperf_srv to write its report
+iperf_srv_wait() {
+	local i
+	for i in $(seq 100); do
+		kill -0 $SRV_PID 2>/dev/null || break
+		nap 0.1
+	done
+	kill $SRV_PID 2>/dev/null
+	wait $SRV_PID 2>/dev/null
+}
+
+# iperf_run PORT CC SECONDS SRVJSON [iperf3 options]: one transfer
+iperf_run() {
+	local port=$1 cc=$2 secs=$3 srv=$4
+	shift 4
+	iperf_srv $port $srv || { log "iperf3 server on $port did not start"; return 1; }
+	$NS_SND iperf3 -c $RCV_IP -p $port -t $secs ${cc:+-C $cc} -J "$@" > $srv.cli 2>&1
+	local rc=$?
+	iperf_srv_wait
+	return $rc
+}
+
+agent_available() { [ -x $AGENT ]; }
+
+# agent_start FLOWLOG [args]: start the agent, wait until it listens
+agent_start() {
+	local flowlog=$1
+	shift
+	CCP_LOG=${CCP_LOG:-warn} $AGENT --ipc netlink --alg cubic --flow-log $flowlog "$@" \
+		>> $OUT/agent.log 2>&1 &
+	AGENT_PID=$!
+	local i
+	for i in $(seq 100); do
+		# a NETLINK_USERSOCK (2) socket subscribed to group 22 (bit 21)
+		local sk eth pid groups rest
+		while read -r sk eth pid groups rest; do
+			[ "$eth" = 2 ] && [[ $groups =~ ^[0-9a-f]+$ ]] && (( 0x$groups & 0x200000 )) && return 0
+		done < /proc/net/netlink
+		kill -0 $AGENT_PID 2>/dev/null || { log "agent exited: $(tail -3 $OUT/agent.log)"; AGENT_PID=; return 1; }
+		nap 0.05
+	done
+	log "agent did not subscribe to netlink group 22"
+	return 1
+}
+
+agent_stop() {
+	[ -n "$AGENT_PID" ] || return 0
+	kill -TERM $AGENT_PID 2>/dev/null
+	local i
+	for i in $(seq 50); do kill -0 $AGENT_PID 2>/dev/null || break; nap 0.1; done
+	kill -9 $AGENT_PID 2>/dev/null
+	wait $AGENT_PID 2>/dev/null
+	AGENT_PID=
+}
+
+# the data flow's line in /proc/net/ccp_flows: "sid alg mode cwnd ..."
+# (largest cwnd among the flows of algorithm $1)
+data_flow() {
+	awk -v a="$1" 'NR>1 && $2==a {print}' /proc/net/ccp_flows | sort -k4 -n | tail -n1
+}
+
+# all_ccp: every flow in /proc/net/ccp_flows is under agent control
+all_ccp() {
+	local n=0 bad=0 sid alg mode rest
+	{
+		read -r rest
+		while read -r sid alg mode rest; do
+			n=$((n + 1))
+			[ "$mode" = ccp ] || bad=1
+		done
+	} < /proc/net/ccp_flows
+	[ $n -gt 0 ] && [ $bad = 0 ]
+}
+
+kernel_log_clean() {
+	! dmesg | grep -E "BUG:|WARNING:|Oops|soft lockup|hung_task|general protection|UBSAN|KASAN|Call Trace" >/dev/null
+}

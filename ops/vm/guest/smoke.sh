@@ -1,0 +1,37 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Build-and-smoke run on an older kernel (Debian 12's 6.1): insmod, one
+# short ccp_reno transfer (under the agent when it is built), rmmod.
+set -u
+. "$REPO/ops/vm/guest/lib.sh"
+K=$(uname -r)
+plan smoke_$K
+if ! insmod $KO; then
+	fail smoke_$K "insmod $KO failed"
+	exit 0
+fi
+setup_link 50mbit 40 250000
+FL=$OUT/flows-smoke.jsonl
+rm -f $FL
+agent=none
+if agent_available && agent_start $FL; then agent=running; fi
+( nap 3; cat /proc/net/ccp_flows > $T/smoke.flows ) &
+bg=$!
+iperf_run 5201 ccp_reno 5 $T/smoke.json
+wait $bg
+X=$($CHECK thr $T/smoke.json)
+agent_stop
+nap 0.5
+attached=$(ctr attaches)
+reattached=$(ctr reattaches)
+cp /proc/net/ccp $OUT/smoke-$K.ctr
+rmmod ccp_kernel
+rrc=$?
+dmesg > $OUT/dmesg-smoke-$K.txt
+if [ $agent = running ]; then
+	check smoke_$K 'fge $X 20 && [ $((attached + reattached)) -ge 1 ] && [ $rrc = 0 ] && kernel_log_clean' \
+		"ccp_reno under the agent: $X Mbit/s, attaches $attached+$reattached, flows: $(awk 'NR>1{print $2":"$3}' $T/smoke.flows | tr '\n' ' ')rmmod rc $rrc"
+else
+	check smoke_$K 'fge $X 20 && [ $rrc = 0 ] && kernel_log_clean' \
+		"ccp_reno without agent (in-kernel Reno): $X Mbit/s, rmmod rc $rrc"
+fi

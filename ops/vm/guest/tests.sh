@@ -1,0 +1,250 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The CCP datapath test suite, run inside the QEMU guest (Debian 6.12 kernel)
+# chrooted into the host's tree.  Prints "RESULT PASS|FAIL name detail"
+# lines; ops/vm/test.sh counts them.
+set -u
+. "$REPO/ops/vm/guest/lib.sh"
+
+RATE=50mbit
+RTT_MS=40
+BDP=250000		# 50 Mbit/s x 40 ms, bytes: 1 BDP of queue
+SECS=10		# no-agent runs
+ASECS=20	# runs under the agent, and their native cubic references
+log "tests on $(uname -r), module $KO"
+plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp_cubic \
+	agent_start throughput_ccp_reno throughput_ccp_cubic two_algorithms sysctl_selection \
+	kill_no_gap kill_throughput kill_reattach malformed_messages module_unload \
+	module_reload kernel_log_clean
+
+# ---------------------------------------------------------------- load
+if insmod $KO; then
+	avail=$(sysctl -n net.ipv4.tcp_available_congestion_control)
+	missing=
+	for a in ccp ccp_jury ccp_owl ccp_mocc ccp_iris ccp_nuwa ccp_reno ccp_cubic; do
+		[[ " $avail " == *" $a "* ]] || missing="$missing $a"
+	done
+	check module_load '[ -z "$missing" ] && [ -r /proc/net/ccp ]' \
+		"available: $avail${missing:+; missing:$missing}"
+else
+	fail module_load "insmod $KO failed"
+	exit 0
+fi
+log "module params: $(cd /sys/module/ccp_kernel/parameters && grep -H . * | tr '\n' ' ')"
+
+setup_link $RATE $RTT_MS $BDP
+
+# ---------------------------------------------------------------- baseline
+iperf_run 5201 cubic $SECS $T/cubic.json
+BASE=$($CHECK thr $T/cubic.json)
+log "native cubic: $BASE Mbit/s"
+check baseline_cubic 'fge $BASE 30' "native cubic $BASE Mbit/s over $RATE/${RTT_MS}ms/1BDP"
+
+# ---------------------------------------------------------------- no agent
+# Without any agent every flow must run the in-kernel Reno at full speed.
+for cc in ccp_reno ccp_cubic; do
+	f0=$(ctr flows_started)
+	( nap 5; cat /proc/net/ccp_flows > $T/noagent-$cc.flows; cp /proc/net/ccp $T/noagent-$cc.ctr ) &
+	bg=$!
+	iperf_run 5201 $cc $SECS $T/noagent-$cc.json
+	wait $bg
+	X=$($CHECK thr $T/noagent-$cc.json)
+	R=$(calc "$X / $BASE")
+	nfb=$(awk '$1=="flows_fallback"{print $2}' $T/noagent-$cc.ctr)
+	nccp=$(awk '$1=="flows_ccp"{print $2}' $T/noagent-$cc.ctr)
+	check fallback_no_agent_$cc 'fge $R 0.9 && [ "$nfb" -ge 1 ] && [ "$nccp" = 0 ]' \
+		"$cc without agent: $X Mbit/s = ${R}x cubic; flows in fallback $nfb, under agent $nccp"
+done
+cp /proc/net/ccp $T/after-noagent.ctr
+
+# ---------------------------------------------------------------- agent
+if ! agent_available; then
+	for t in agent_start throughput_ccp_reno throughput_ccp_cubic two_algorithms \
+		 sysctl_selection kill_restart malformed_messages; do
+		fail $t "no agent binary at $AGENT (cargo build --release -p ccp-agent failed?)"
+	done
+else
+	FL=$OUT/flows-main.jsonl
+	rm -f $FL
+	if agent_start $FL; then
+		pass agent_start "pid $AGENT_PID listening on netlink group 22"
+	else
+		fail agent_start "see agent.log"
+	fi
+
+	# ------------------------------------------------ throughput under the agent
+	# each run is compared with a native cubic run just before it
+	for cc in ccp_reno ccp_cubic; do
+		iperf_run 5201 cubic $ASECS $T/cubic-before-$cc.json
+		B=$($CHECK thr $T/cubic-before-$cc.json)
+		( nap 8; cat /proc/net/ccp_flows > $T/agent-$cc.flows ) &
+		bg=$!
+		iperf_run 5201 $cc $ASECS $T/agent-$cc.json
+		wait $bg
+		X=$($CHECK thr $T/agent-$cc.json)
+		R=$(calc "$X / $B")
+		alg=${cc#ccp_}
+		mode=$(awk -v a=$cc 'NR>1 && $2==a && $3=="ccp"' $T/agent-$cc.flows | wc -l)
+		created=$($CHECK creates $FL | awk -v c=$cc -v a=$alg '$2==c && $3==a' | wc -l)
+		check throughput_$cc 'fge $R 0.9 && [ $mode -ge 1 ] && [ $created -ge 1 ]' \
+			"$X Mbit/s = ${R}x native cubic ($B Mbit/s, run just before); flows under agent control: $mode; agent creates $cc->$alg: $created"
+	done
+
+	# ------------------------------------------------ two algorithms at once
+	# iperf3 -C sets TCP_CONGESTION with setsockopt on its sockets.
+	iperf_srv 5202 $T/two-reno.json
+	s1=$SRV_PID
+	iperf_srv 5203 $T/two-cubic.json
+	s2=$SRV_PID
+	$NS_SND iperf3 -c $RCV_IP -p 5202 -t 16 -C ccp_reno -J > $T/two-reno.cli 2>&1 &
+	p1=$!
+	$NS_SND iperf3 -c $RCV_IP -p 5203 -t 16 -C ccp_cubic -J > $T/two-cubic.cli 2>&1 &
+	p2=$!
+	( for i in 1 2 3 4 5 6; do
+		nap 2.5
+		$NS_SND ss -tinO state established '( dport = :5202 or dport = :5203 )'
+	  done > $T/two.ss 2>&1 ) &
+	bg=$!
+	rm -f $T/two.samples
+	sample_flows $T/two.samples 150
+	wait $p1 $p2 $bg
+	SRV_PID=$s1 iperf_srv_wait
+	SRV_PID=$s2 iperf_srv_wait
+	creates=$($CHECK creates $FL | sort -u)
+	reno_sid=$(awk '$2=="ccp_reno" && $3=="reno" {print $1}' <<<"$creates" | tr '\n' ' ')
+	cubic_sid=$(awk '$2=="ccp_cubic" && $3=="cubic" {print $1}' <<<"$creates" | tr '\n' ' ')
+	read rsid rb rn <<<"$($CHECK backoff $T/two.samples ccp_reno)"
+	read csid cb cn <<<"$($CHECK backoff $T/two.samples ccp_cubic)"
+	rrep=$($CHECK reports $FL $rsid)
+	crep=$($CHECK reports $FL $csid)
+	reno_ss=$(grep -c " ccp_reno " $T/two.ss)
+	cubic_ss=$(grep -c " ccp_cubic " $T/two.ss)
+	X1=$($CHECK thr $T/two-reno.json)
+	X2=$($CHECK thr $T/two-cubic.json)
+	log "two algorithms: reno sid $rsid $X1 Mbit/s backoff $rb ($rn samples), cubic sid $csid $X2 Mbit/s backoff $cb ($cn samples)"
+	# both flows must be driven by the agent, each by its own algorithm;
+	# Reno halves its window on a loss, Cubic keeps 70% of it
+	behaviour=ok
+	if [ "$rb" != none ] && [ "$cb" != none ]; then
+		fle $rb $cb || behaviour="reno backs off less than cubic"
+	else
+		behaviour="no loss episode seen for both flows"
+	fi
+	check two_algorithms '[ "$rsid" != none ] && [ "$csid" != none ] && [[ " $reno_sid" == *" $rsid "* ]] && [[ " $cubic_sid" == *" $csid "* ]] && [ $rrep -ge 3 ] && [ $crep -ge 3 ] && [ $reno_ss -ge 1 ] && [ $cubic_ss -ge 1 ] && [ "$behaviour" = ok ]' \
+		"flow $rsid: setsockopt ccp_reno -> agent reno ($rrep report records), $X1 Mbit/s, median cwnd backoff $rb; flow $csid: ccp_cubic -> agent cubic ($crep report records), $X2 Mbit/s, median cwnd backoff $cb ($behaviour); ss -tinO lines: ccp_reno $reno_ss, ccp_cubic $cubic_ss"
+
+	# ------------------------------------------------ sysctl selection
+	# a restricted algorithm can only be the default of the initial netns
+	# (as on a real host); new namespaces inherit it
+	sysctl -qw net.ipv4.tcp_congestion_control=ccp_cubic
+	setup_link $RATE $RTT_MS $BDP ""
+	n0=$($CHECK creates $FL | awk '$2=="ccp_cubic"' | wc -l)
+	( for i in 1 2 3 4 5; do nap 1; $NS_SND ss -tinO state established "( dport = :5201 )"; done > $T/sysctl.ss ) &
+	bg=$!
+	iperf_run 5201 "" 6 $T/sysctl.json
+	wait $bg
+	sysctl -qw net.ipv4.tcp_congestion_control=cubic
+	setup_link $RATE $RTT_MS $BDP
+	n1=$($CHECK creates $FL | awk '$2=="ccp_cubic"' | wc -l)
+	check sysctl_selection '[ $n1 -gt $n0 ] && grep -q " ccp_cubic " $T/sysctl.ss' \
+		"sysctl net.ipv4.tcp_congestion_control=ccp_cubic: $((n1 - n0)) new agent flows requested ccp_cubic; ss shows:$(grep -o ' ccp_cubic ' $T/sysctl.ss | head -1)"
+
+	# ------------------------------------------------ kill -9 and restart
+	KSECS=22; TKILL=7; TRESTART=13
+	c0_lost=$(ctr agent_lost); c0_re=$(ctr reattaches); c0_fb=$(ctr fallbacks)
+	rm -f $T/kill.json
+	iperf_srv 5201 $T/kill.json
+	t0=$(now)
+	$NS_SND iperf3 -c $RCV_IP -p 5201 -t $KSECS -C ccp_cubic -J > $T/kill.cli 2>&1 &
+	pc=$!
+	nap $TKILL
+	cat /proc/net/ccp_flows > $T/kill-before.flows
+	kill -9 $AGENT_PID
+	tk=$(now)
+	wait $AGENT_PID 2>/dev/null
+	AGENT_PID=
+	nap 1
+	cat /proc/net/ccp_flows > $T/kill-during.flows
+	cp /proc/net/ccp $T/kill-during.ctr
+	nap $((TRESTART - TKILL - 1))
+	FL2=$OUT/flows-restarted.jsonl
+	rm -f $FL2
+	tr0=$(now)
+	agent_start $FL2
+	tl=$(now)
+	ta=
+	for i in $(seq 250); do
+		if all_ccp; then
+			ta=$(now)
+			break
+		fi
+		nap 0.02
+	done
+	cat /proc/net/ccp_flows > $T/kill-after.flows
+	wait $pc
+	iperf_srv_wait
+	rel_k=$(calc "$tk - $t0")
+	before=$($CHECK window $T/kill.json $(calc "$rel_k - 5") $rel_k)
+	after=$($CHECK window $T/kill.json $rel_k $(calc "$rel_k + 5"))
+	g=$($CHECK gap $T/kill.json 0.5 $KSECS)
+	attach=$([ -n "$ta" ] && calc "$ta - $tr0" || echo never)
+	listen=$(calc "$tl - $tr0")
+	recreated=$($CHECK creates $FL2 | awk '$2=="ccp_cubic" && $3=="cubic"' | wc -l)
+	fb_during=$(awk 'NR>1 && $3=="fallback"' $T/kill-during.flows | wc -l)
+	d_lost=$(( $(ctr agent_lost) - c0_lost )); d_re=$(( $(ctr reattaches) - c0_re )); d_fb=$(( $(ctr fallbacks) - c0_fb ))
+	ratio=$(calc "$after / max($before, 0.001)")
+	log "kill: before $before after $after Mbit/s, longest gap $g s, re-attached after $attach s"
+	check kill_no_gap 'fle $g 1.0' "longest stretch without delivered data: ${g}s (iperf3 receiver, 100 ms intervals)"
+	check kill_throughput 'fge $ratio 0.5' "5 s before kill -9: $before Mbit/s, 5 s after: $after Mbit/s (${ratio}x); flows in fallback after the kill: $fb_during"
+	check kill_reattach '[ "$attach" != never ] && fle $attach 2.0 && [ $recreated -ge 1 ] && [ $d_re -ge 1 ] && [ $d_lost -ge 1 ]' \
+		"all flows under CCP control ${attach}s after the agent was restarted (it listened after ${listen}s); restarted agent created $recreated ccp_cubic flows; counters: agent_lost +$d_lost fallbacks +$d_fb reattaches +$d_re"
+
+	# ------------------------------------------------ malformed messages
+	iperf_srv 5201 $T/fuzz.json
+	$NS_SND iperf3 -c $RCV_IP -p 5201 -t 10 -C ccp_cubic -J > $T/fuzz.cli 2>&1 &
+	pc=$!
+	nap 2
+	live=$(data_flow ccp_cubic | awk '{print $1}')
+	$BIN/nlfuzz -n 2000 -p ${live:-0} > $T/nlfuzz.out 2>&1
+	frc=$?
+	cat $T/nlfuzz.out
+	nap 1
+	mode=$(awk -v s="$live" 'NR>1 && $1==s {print $3}' /proc/net/ccp_flows)
+	wait $pc
+	iperf_srv_wait
+	X=$($CHECK thr $T/fuzz.json)
+	g=$($CHECK gap $T/fuzz.json 0.5 10)
+	check malformed_messages '[ $frc = 0 ] && [ "$mode" = ccp ] && fle $g 1.0 && fge $X $(calc "0.5 * $BASE")' \
+		"nlfuzz rc $frc ($(tail -1 $T/nlfuzz.out)); live flow sid $live still '$mode'; flow $X Mbit/s, longest gap ${g}s; rejections: $(grep -E '^rej_' /proc/net/ccp | grep -v ' 0$' | tr '\n' ' ')"
+fi
+
+# ---------------------------------------------------------------- unload
+iperf_srv 5201 $T/unload.json
+$NS_SND iperf3 -c $RCV_IP -p 5201 -t 5 -C ccp_reno -J > $T/unload.cli 2>&1 &
+pc=$!
+nap 2
+rmmod ccp_kernel 2> $T/rmmod-busy.err
+busy_rc=$?
+[ -d /sys/module/ccp_kernel ] && still=yes || still=no
+wait $pc
+iperf_srv_wait
+X=$($CHECK thr $T/unload.json)
+agent_stop
+unloaded=no
+for i in $(seq 50); do
+	rmmod ccp_kernel 2>/dev/null && { unloaded=yes; break; }
+	nap 0.1
+done
+check module_unload '[ $busy_rc != 0 ] && [ $still = yes ] && fge $X 20 && [ $unloaded = yes ]' \
+	"rmmod during a ccp_reno flow refused ($(head -c 80 $T/rmmod-busy.err | tr '\n' ' ')), flow kept $X Mbit/s; rmmod after the flows ended: $unloaded"
+if [ $unloaded = yes ]; then
+	insmod $KO && rmmod ccp_kernel
+	rrc=$?
+	check module_reload '[ $rrc = 0 ]' "insmod + rmmod again"
+fi
+
+# ---------------------------------------------------------------- kernel log
+dmesg > $OUT/dmesg-tests.txt
+check kernel_log_clean kernel_log_clean "no BUG/WARNING/Oops/lockup in dmesg ($(grep -c 'ccp:' $OUT/dmesg-tests.txt) ccp lines, see work/out/dmesg-tests.txt)"
+cp $T/*.ss $T/*.flows $T/*.json $T/*.ctr $OUT/ 2>/dev/null
+log "guest tests done"

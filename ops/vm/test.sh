@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# ops/vm/test.sh: build and test the CCP kernel datapath in QEMU guests.
+#
+#   bash ops/vm/test.sh            full suite (Debian 6.12 guest) + 6.1 smoke
+#   bash ops/vm/test.sh --bench    benchmarks instead (see ops/vm/bench.sh)
+#
+# 1. installs the packages it needs (apt; Debian 12),
+# 2. builds ccp-kernel.ko for Debian's 6.12 and 6.1 kernels (warning-free),
+#    runs the validator unit test, builds the agent
+#    (cargo build --release -p ccp-agent) and the netlink fuzzer,
+# 3. boots Debian's 6.12 kernel under QEMU (TCG unless real KVM) with a
+#    busybox initramfs; the guest mounts this machine's / read-only over 9p,
+#    chroots into it and runs ops/vm/guest/tests.sh (the agent and tools
+#    come from the work tree), writing results to ops/vm/work/out,
+# 4. boots the 6.1 kernel for a build-and-smoke run (ops/vm/guest/smoke.sh).
+#
+# The last line of output is "N passed, M failed"; the exit status is
+# non-zero when anything failed.  Work files: ops/vm/work/ (git-ignored).
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+WORK=${CCP_VM_WORK:-$HERE/work}
+OUTD=$WORK/out
+BIN=$WORK/bin
+MODE=test
+case "${1:-}" in
+--bench) MODE=bench ;;
+--guest)
+	# developer aid: boot a guest running SCRIPT (chrooted, same
+	# environment as the tests) with the modules built by a previous run
+	MODE=guest
+	GUEST_SCRIPT=$(realpath "${2:?usage: $0 --guest SCRIPT [KERNEL-RELEASE]}")
+	GUEST_KV=${3:-} ;;
+"") ;;
+*) echo "usage: $0 [--bench | --guest SCRIPT [KERNEL-RELEASE]]" >&2; exit 2 ;;
+esac
+[ -d "$HOME/.cargo/bin" ] && PATH=$HOME/.cargo/bin:$PATH
+export PATH
+
+T_START=$(date +%s)
+PASS=0
+FAIL=0
+SUMMARY=()
+say() { echo "[$(( $(date +%s) - T_START ))s] $*"; }
+hres() { # PASS|FAIL name detail
+	SUMMARY+=("$1 $2 ${3:-}")
+	if [ "$1" = PASS ]; then PASS=$((PASS + 1)); else FAIL=$((FAIL + 1)); fi
+	echo "RESULT $1 $2 ${3:-}"
+}
+finish() {
+	echo
+	echo "==== summary ($(( $(date +%s) - T_START )) s)"
+	local l
+	for l in "${SUMMARY[@]}"; do echo "  $l"; done
+	echo "$PASS passed, $FAIL failed"
+	[ $FAIL = 0 ]
+	exit
+}
+
+mkdir -p "$WORK" "$OUTD" "$BIN"
+rm -rf "${OUTD:?}"/*
+
+# ------------------------------------------------------------------ packages
+PKGS="linux-image-6.12-amd64 linux-headers-6.12-amd64 linux-image-amd64 linux-headers-amd64
+      qemu-system-x86 busybox-static iperf3 iproute2 cpio kmod xz-utils make gcc libc6-dev python3"
+missing=
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+	say "installing:$missing"
+	$SUDO apt-get update -q > "$WORK/apt.log" 2>&1
+	if ! $SUDO env INITRD=No DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends $missing >> "$WORK/apt.log" 2>&1; then
+		hres FAIL host_packages "apt-get install failed, see $WORK/apt.log"
+		finish
+	fi
+fi
+kv_of() { dpkg-query -W -f='${Depends}' "$1" | tr ',' '\n' | sed -n 's/^ *linux-headers-\([^ ]*\).*/\1/p' | head -n1; }
+KV612=$(kv_of linux-headers-6.12-amd64)
+KV61=$(kv_of linux-headers-amd64)
+say "kernels: $KV612 and $KV61"
+
+if [ "$MODE" = guest ]; then
+	KV612=${GUEST_KV:-$KV612}
+	MODE_GUEST_SKIP_BUILD=1
+fi
+
+# ------------------------------------------------------------------ builds
+build_module() { # KV
+	local kv=$1 log=$WORK/build-$1.log
+	make -C "$REPO/datapath/kernel" KVER="$kv" clean > /dev/null 2>&1
+	if make -C "$REPO/datapath/kernel" KVER="$kv" > "$log" 2>&1; then
+		local w
+		w=$(grep -ciE "warning" "$log")
+		mkdir -p "$WORK/ko/$kv"
+		cp "$REPO/datapath/kernel/ccp-kernel.ko" "$WORK/ko/$kv/"
+		if [ "$w" = 0 ]; then
+			hres PASS "build_$kv" "ccp-kernel.ko, 0 warnings"
+		else
+			hres FAIL "build_$kv" "$w warnings, see $log"
+		fi
+	else
+		hres FAIL "build_$kv" "build failed: $(grep -m1 -i error "$log")"
+		return 1
+	fi
+}
+ok612=0 ok61=0
+if [ -z "${MODE_GUEST_SKIP_BUILD:-}" ]; then
+say "building ccp-kernel.ko"
+build_module "$KV612"; ok612=$?
+build_module "$KV61"; ok61=$?
+make -C "$REPO/datapath/kernel" clean > /dev/null 2>&1
+
+if make -C "$REPO/datapath/kernel" check > "$WORK/validate-test.log" 2>&1; then
+	hres PASS validator_unit "$(grep -m1 'checks,' "$WORK/validate-test.log")"
+else
+	hres FAIL validator_unit "see $WORK/validate-test.log"
+fi
+
+say "building the agent (cargo build --release -p ccp-agent)"
+if (cd "$REPO" && cargo build --release -p ccp-agent) > "$WORK/agent-build.log" 2>&1 &&
+   [ -x "$REPO/target/release/ccp-agent" ]; then
+	hres PASS agent_build "target/release/ccp-agent"
+else
+	hres FAIL agent_build "see $WORK/agent-build.log: $(grep -m1 -E '^error' "$WORK/agent-build.log")"
+fi
+
+if gcc -O2 -Wall -Wextra -Werror -o "$BIN/nlfuzz" "$HERE/nlfuzz.c" > "$WORK/nlfuzz-build.log" 2>&1; then
+	:
+else
+	hres FAIL nlfuzz_build "see $WORK/nlfuzz-build.log"
+fi
+fi
+
+# ------------------------------------------------------------------ initramfs
+# add_ko KV PATH DIR: a module and (first) its dependencies, decompressed
+add_ko() {
+	local kv=$1 p=$2 d=$3 base line dep
+	base=$(basename "$p"); base=${base%.xz}; base=${base%.zst}
+	grep -qx "$base" "$d/modlist" 2>/dev/null && return 0
+	line=$(grep -E "^$p:" "/lib/modules/$kv/modules.dep")
+	for dep in ${line#*:}; do add_ko "$kv" "$dep" "$d"; done
+	case "$p" in
+	*.xz) xz -dc "/lib/modules/$kv/$p" > "$d/mods/$base" ;;
+	*.zst) zstd -dqc "/lib/modules/$kv/$p" > "$d/mods/$base" ;;
+	*) cp "/lib/modules/$kv/$p" "$d/mods/$base" ;;
+	esac
+	echo "$base" >> "$d/modlist"
+}
+mkinitrd() { # KV
+	local kv=$1 d=$WORK/initrd-$1 m p
+	rm -rf "$d"
+	mkdir -p "$d/bin" "$d/mods"
+	: > "$d/modlist"
+	cp /bin/busybox "$d/bin/busybox"
+	cp "$HERE/guest/init" "$d/init"
+	chmod +x "$d/init"
+	for m in virtio_pci veth sch_netem sch_tbf inet_diag tcp_diag netfs 9pnet 9pnet_virtio 9p; do
+		p=$(grep -oE "^[^:]*/$m\.ko(\.xz|\.zst)?:" "/lib/modules/$kv/modules.dep" | head -n1)
+		[ -n "$p" ] && add_ko "$kv" "${p%:}" "$d"
+	done
+	(cd "$d" && find . | cpio -o -H newc --quiet | gzip -1) > "$WORK/initrd-$kv.img"
+}
+
+# boot KV SCRIPT TIMEOUT: run ops/vm/guest/SCRIPT in a guest
+boot() {
+	local kv=$1 script=$2 tmo=$3 log accel
+	case "$script" in /*) ;; *) script=$HERE/guest/$script ;; esac
+	log=$WORK/console-$kv-$(basename "${script%.sh}").log
+	accel="-accel tcg -cpu max"
+	if { [ -e /sys/module/kvm_intel ] || [ -e /sys/module/kvm_amd ]; } && [ -w /dev/kvm ]; then
+		accel="-accel kvm -cpu host"
+	fi
+	rm -f "$OUTD/results.txt"
+	say "booting $kv under QEMU (${accel% -cpu*}) for $script"
+	timeout "$tmo" qemu-system-x86_64 $accel -smp 2 -m 2048 \
+		-kernel "/boot/vmlinuz-$kv" -initrd "$WORK/initrd-$kv.img" \
+		-append "console=ttyS0 panic=-1 rdinit=/init loglevel=5 ccp.out=$OUTD ccp.script=$script ccp.ko=$WORK/ko/$kv/ccp-kernel.ko ccp.repo=$REPO ccp.bin=$BIN ccp.mode=$MODE" \
+		-serial stdio -display none -monitor none -nic none -no-reboot \
+		-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
+		-virtfs "local,path=$OUTD,mount_tag=out,security_model=none,multidevs=remap" \
+		< /dev/null 2>&1 | sed -u 's/\r$//' | tee "$log" |
+		grep --line-buffered -E '^(RESULT|BENCH|\[|guest:|nlfuzz:)|Kernel panic|BUG:|WARNING:'
+	local rc=${PIPESTATUS[0]}
+	grep -q '^guest: done' "$log" || hres FAIL "guest_${kv}_$(basename "${script%.sh}")" "guest did not finish (qemu rc $rc), see $log"
+	# the guest appends "PASS|FAIL name detail" to out/results.txt (the
+	# console may interleave kernel messages with the RESULT lines)
+	while read -r st name detail; do
+		SUMMARY+=("$st $name $detail")
+		if [ "$st" = PASS ]; then PASS=$((PASS + 1)); else FAIL=$((FAIL + 1)); fi
+	done < <(grep -E '^(PASS|FAIL) ' "$OUTD/results.txt" 2>/dev/null)
+	# tests the guest announced (PLAN) but never reported
+	local t
+	for t in $(sed -n 's/^PLAN //p' "$OUTD/results.txt" 2>/dev/null); do
+		grep -qE "^(PASS|FAIL) $t( |$)" "$OUTD/results.txt" ||
+			hres FAIL "$t" "never reported (guest script died or hung), see $log"
+	done
+	[ -f "$OUTD/results.txt" ] || hres FAIL "guest_$(basename "${script%.sh}")" "no results from the guest, see $log"
+	[ -f "$OUTD/results.txt" ] && mv "$OUTD/results.txt" "$OUTD/results-$kv-$(basename "${script%.sh}").txt"
+}
+
+if [ "$MODE" = guest ]; then
+	mkinitrd "$KV612"
+	boot "$KV612" "$GUEST_SCRIPT" 900
+	finish
+fi
+if [ "$MODE" = bench ]; then
+	[ $ok612 = 0 ] && { mkinitrd "$KV612"; boot "$KV612" bench.sh 900; }
+	finish
+fi
+
+if [ $ok612 = 0 ]; then
+	mkinitrd "$KV612"
+	boot "$KV612" tests.sh 900
+fi
+if [ $ok61 = 0 ]; then
+	mkinitrd "$KV61"
+	boot "$KV61" smoke.sh 300
+fi
+finish
