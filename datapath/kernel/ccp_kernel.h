@@ -58,7 +58,8 @@ enum ccpk_mode {
 	X(rej_prog_too_big)						\
 	X(rej_bad_prog)							\
 	X(rej_bad_fields)						\
-	X(rej_bad_sid)		/* sid out of range or not in use */	\
+	X(rej_bad_sid)		/* sid out of range */			\
+	X(rej_stale_sid)	/* sid in range, no flow (e.g. just closed) */ \
 	X(rej_unknown_prog)	/* CHANGE_PROG to a program not installed */ \
 	X(rej_libccp)		/* libccp refused it (e.g. program table full) */ \
 	X(invoke_errors)	/* ccp_invoke() < 0 (program fault) */	\

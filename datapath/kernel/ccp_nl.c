@@ -66,8 +66,11 @@ int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len)
 	u16 type;
 	int ret;
 
-	if (!ccpk->ready || len < CCPK_HDR_LEN)
-		return -ENOTCONN;
+	/* ccp_init()'s READY: dropped, the datapath sends one when IPC is up */
+	if (!ccpk->ready)
+		return 0;
+	if (len < CCPK_HDR_LEN)
+		return -EINVAL;
 	/* while the agent is away only the probe talks (READY, then CREATEs) */
 	if (!ccpk->agent_up)
 		return -ENOTCONN;
@@ -185,7 +188,12 @@ static void ccpk_handle(u8 *buf, int len)
 		conn = ccp_connection_lookup(&ccpk->dp, mi.sid);
 		fl = &ccpk->flows[mi.sid - 1];
 		if (!conn || !fl->sk || !conn->state) {
-			ccpk_reject(CCPK_CTR_rej_bad_sid, "sid not in use", &mi);
+			/* usually the agent answering a flow that just ended */
+			ccpk_inc(rej_stale_sid);
+			ccpk_inc(rej_total);
+			if (ccpk_debug && __ratelimit(&ccpk_rej_rs))
+				pr_info("dropped agent message for ended flow: type %u sid %u\n",
+					mi.type, mi.sid);
 			goto out;
 		}
 		if (mi.type == CHANGE_PROG && !ccpk_prog_index(mi.program_uid)) {
@@ -251,7 +259,9 @@ static void ccpk_nl_rcv(struct sk_buff *skb)
 	nlh = nlmsg_hdr(skb);
 	rem = skb->len;
 	if (!nlmsg_ok(nlh, rem)) {
-		ccpk_reject_unlocked(CCPK_CTR_rej_nlmsg, "netlink framing", NULL);
+		struct ccpk_msg_info mi = { .len = min_t(u32, skb->len, U16_MAX) };
+
+		ccpk_reject_unlocked(CCPK_CTR_rej_nlmsg, "netlink framing", &mi);
 		goto out;
 	}
 	while (nlmsg_ok(nlh, rem)) {
