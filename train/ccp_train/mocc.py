@@ -125,6 +125,11 @@ Pref = tuple[float, float, float]
 # ---------------------------------------------------------------------------------------------
 
 
+
+def _num(v: float | None) -> float:
+    """A figure from the simulator's JSON results: NaN (no sample) arrives as null."""
+    return float("nan") if v is None else float(v)
+
 def _steps(w: Sequence[float], den: int) -> tuple[int, int, int]:
     a, b, c = (round(x * den) for x in w)
     return a, b, c
@@ -404,9 +409,9 @@ class EnvGroup:
                 for f in flows:
                     self.finished.append(
                         {
-                            "utilization": float(f["utilization"]),
-                            "queue_delay_p95_ms": float(f["queue_delay_p95_ms"]),
-                            "loss_rate": float(f["loss_rate"]),
+                            "utilization": _num(f["utilization"]),
+                            "queue_delay_p95_ms": _num(f["queue_delay_p95_ms"]),
+                            "loss_rate": _num(f["loss_rate"]),
                         }
                     )
             obs.append(o)
@@ -680,8 +685,8 @@ def evaluate(
             flow = r["env"].results()["flows"][0]
             figs["reward"].append(r["sum"] / max(r["n"], 1))
             for k in ("utilization", "queue_delay_p95_ms", "loss_rate"):
-                figs[k].append(float(flow[k]))
-        out[tuple(w)] = {k: float(np.mean(v)) for k, v in figs.items()}  # type: ignore[index]
+                figs[k].append(_num(flow[k]))
+        out[tuple(w)] = {k: float(np.nanmean(v)) for k, v in figs.items()}  # type: ignore[index]
     return out
 
 
