@@ -144,3 +144,69 @@ fn sim_json_has_the_documented_fields() {
     assert!(text.lines().next().unwrap().contains("cwnd"));
     let _ = std::fs::remove_file(&csv);
 }
+
+/// The simulator as a separate datapath process (`ccp-sim`) against the agent as a separate
+/// process (`ccp-agent --ipc unix`) gives the same per-flow results as `ccp-agent --sim`.
+#[test]
+fn separate_processes_over_unix_match_the_in_process_run() {
+    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_ccp-agent"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    let sim_bin = bin_dir.join("ccp-sim");
+    if !sim_bin.exists() {
+        let st = Command::new(env!("CARGO"))
+            .args(["build", "-p", "ccp-sim", "--bin", "ccp-sim"])
+            .status()
+            .expect("cargo build ccp-sim");
+        assert!(st.success());
+    }
+    assert!(sim_bin.exists(), "{} not built", sim_bin.display());
+    let sc = scenarios().join("rtt-unfair.toml").display().to_string();
+    let name = format!("agent-proc-{}", std::process::id());
+    let mut agent_proc = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+        .args(["--ipc", "unix", "--unix-name", &name, "--alg", "reno"])
+        .spawn()
+        .expect("start the agent");
+    let sim = Command::new(&sim_bin)
+        .args([
+            "--scenario",
+            &sc,
+            "--ipc",
+            "unix",
+            "--agent",
+            &name,
+            "--json",
+        ])
+        .output()
+        .expect("run ccp-sim");
+    let _ = Command::new("kill")
+        .args(["-TERM", &agent_proc.id().to_string()])
+        .status();
+    let status = agent_proc.wait().expect("agent exit");
+    assert!(
+        sim.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sim.stderr)
+    );
+    assert_eq!(status.code(), Some(0), "agent exits cleanly on SIGTERM");
+    let separate: serde_json::Value = serde_json::from_slice(&sim.stdout).expect("json");
+
+    let inproc = agent(&["--alg", "reno", "--sim", &sc, "--json"]);
+    assert_eq!(inproc.status.code(), Some(0), "{}", stderr(&inproc));
+    let inproc: serde_json::Value = serde_json::from_slice(&inproc.stdout).expect("json");
+    let a = separate["flows"].as_array().expect("flows");
+    let b = inproc["flows"].as_array().expect("flows");
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        for k in [
+            "throughput_mbps",
+            "rtt_p95_ms",
+            "queue_delay_p95_ms",
+            "loss_rate",
+        ] {
+            assert_eq!(x[k], y[k], "{k} differs: {x} vs {y}");
+        }
+    }
+    let _ = std::fs::remove_file(format!("/tmp/ccp/{name}"));
+}
