@@ -23,7 +23,10 @@ agent_ticks() { [ -n "$AGENT_PID" ] && awk '{print $14 + $15}' /proc/$AGENT_PID/
 # Runs alternate (cubic, ccp_cubic, cubic, ...) so that both see the same
 # conditions (the guest's speed follows the host's load); the figure is
 # the median over pairs of the per-run ratio, plus the pooled ratio.
-agent_available && agent_start $OUT/flows-bench.jsonl || { fail bench_agent "agent not available"; exit 0; }
+# the flow log goes to tmpfs: writes over 9p would be charged to the agent
+agent_available && agent_start $T/flows-bench.jsonl || { fail bench_agent "agent not available"; exit 0; }
+a0=$(agent_ticks); nap 10; a1=$(agent_ticks)
+bench "agent idle (no flows) for 10 s: $(calc "($a1 - $a0) / 100")s CPU"
 r0=$(ctr reports_sent); u0=$(ctr cwnd_updates)
 declare -A CPU BYTES
 CPU[cubic]=0; CPU[ccp_cubic]=0; BYTES[cubic]=0; BYTES[ccp_cubic]=0; AGT=0
@@ -61,7 +64,11 @@ read r50 r99 <<<"$($CHECK pct $OUT/bench-latency.txt 0 50 99)"
 read a50 a99 <<<"$($CHECK pct $OUT/bench-latency.txt 1 50 99)"
 bench "latency report->agent reply (n=$n): p50 $(calc "$r50 / 1000") us, p99 $(calc "$r99 / 1000") us"
 bench "latency report->cwnd applied (n=$n): p50 $(calc "$a50 / 1000") us, p99 $(calc "$a99 / 1000") us"
+awk '!/^#/ {print $2 - $1}' $OUT/bench-latency.txt > $T/wait.txt
+read w50 w99 <<<"$($CHECK pct $T/wait.txt 0 50 99)"
+bench "latency reply received->applied on the next ACK: p50 $(calc "$w50 / 1000") us, p99 $(calc "$w99 / 1000") us"
 agent_stop
+cp $T/flows-bench.jsonl $OUT/ 2>/dev/null
 cp /proc/net/ccp $OUT/bench.ctr
 rmmod ccp_kernel
 pass bench_done "figures in work/out/bench.txt"

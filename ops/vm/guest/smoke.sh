@@ -11,7 +11,7 @@ if ! insmod $KO; then
 	exit 0
 fi
 setup_link 50mbit 40 250000
-FL=$OUT/flows-smoke.jsonl
+FL=$T/flows-smoke.jsonl
 rm -f $FL
 agent=none
 if agent_available && agent_start $FL; then agent=running; fi
@@ -27,6 +27,7 @@ reattached=$(ctr reattaches)
 cp /proc/net/ccp $OUT/smoke-$K.ctr
 rmmod ccp_kernel
 rrc=$?
+cp $FL $OUT/ 2>/dev/null
 dmesg > $OUT/dmesg-smoke-$K.txt
 if [ $agent = running ]; then
 	check smoke_$K 'fge $X 20 && [ $((attached + reattached)) -ge 1 ] && [ $rrc = 0 ] && kernel_log_clean' \
