@@ -180,9 +180,11 @@ boot() {
 	say "booting $kv under QEMU (${accel% -cpu*}) for $script"
 	timeout "$tmo" qemu-system-x86_64 $accel -smp 2 -m 2048 \
 		-kernel "/boot/vmlinuz-$kv" -initrd "$WORK/initrd-$kv.img" \
-		-append "console=ttyS0 panic=-1 rdinit=/init loglevel=5 ccp.out=$OUTD ccp.script=$script ccp.ko=$WORK/ko/$kv/ccp-kernel.ko ccp.repo=$REPO ccp.bin=$BIN ccp.mode=$MODE" \
+		-append "console=ttyS0 panic=-1 rdinit=/init loglevel=5 ccp.out=$OUTD ccp.script=$script ccp.ko=$WORK/ko/$kv/ccp-kernel.ko ccp.repo=$REPO ccp.work=$WORK ccp.bin=$BIN ccp.mode=$MODE" \
 		-serial stdio -display none -monitor none -nic none -no-reboot \
 		-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
+		-virtfs "local,path=$REPO,mount_tag=repo,security_model=none,readonly=on,multidevs=remap" \
+		-virtfs "local,path=$WORK,mount_tag=work,security_model=none,readonly=on,multidevs=remap" \
 		-virtfs "local,path=$OUTD,mount_tag=out,security_model=none,multidevs=remap" \
 		< /dev/null 2>&1 | sed -u 's/\r$//' | tee "$log" |
 		grep --line-buffered -E '^(RESULT|BENCH|\[|guest:|nlfuzz:)|Kernel panic|BUG:|WARNING:'
