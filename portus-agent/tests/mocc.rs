@@ -1,0 +1,178 @@
+//! MOCC with the shipped model (`models/mocc.onnx`) on the simulated datapath: issue 5's
+//! acceptance. Scenarios lie outside the training ranges (training: 1–5 Mbit/s, 10–50 ms).
+//!
+//! Pending: no model shipped yet meets these criteria (two training runs of
+//! `python -m ccp_train.mocc train` were evaluated with this file; figures in the issue's
+//! closing note), so every test is ignored until one does. Run them against a candidate with
+//! `cargo test --release -p ccp-agent --test mocc -- --ignored --nocapture` after copying its
+//! `mocc.onnx` and `mocc.json` into `models/`.
+
+use std::path::{Path, PathBuf};
+
+use ccp_agent::simrun::{run_sim, IpcKind, RunOptions, SimRun};
+use ccp_agent::AgentOptions;
+use ccp_algs::Preference;
+use ccp_sim::Scenario;
+
+fn models() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models")
+}
+
+fn run(text: &str, default_alg: &str) -> SimRun {
+    let scenario = Scenario::from_toml_str(text, Path::new(".")).expect("scenario");
+    let opts = RunOptions {
+        agent: AgentOptions {
+            default_alg: default_alg.into(),
+            models: Some(models()),
+            ..Default::default()
+        },
+        ipc: IpcKind::Inline,
+        ..Default::default()
+    };
+    run_sim(&scenario, &opts).expect("run")
+}
+
+fn one_flow(alg: &str, w: [f64; 3], rate: f64, rtt: f64, loss: f64, buffer_bdp: f64) -> String {
+    format!(
+        "duration_s = 30\nseed = 5\n[link]\nrate_mbps = {rate}\nbuffer_bdp = {buffer_bdp}\nloss = {loss}\n\
+         [[flow]]\nalg = \"{alg}\"\nrtt_ms = {rtt}\nw = [{}, {}, {}]\n",
+        w[0], w[1], w[2]
+    )
+}
+
+/// (rate Mbit/s, RTT ms, loss, buffer in BDP): outside the training ranges.
+const TEST_LINKS: [(f64, f64, f64, f64); 4] = [
+    (10.0, 10.0, 0.0, 2.0),
+    (20.0, 60.0, 0.0, 1.5),
+    (35.0, 120.0, 0.0, 1.0),
+    (50.0, 200.0, 0.0, 2.0),
+];
+
+#[test]
+#[ignore = "needs a models/mocc.onnx that meets issue 5 (none shipped yet)"]
+fn throughput_preference_fills_the_link() {
+    for (rate, rtt, loss, buf) in TEST_LINKS {
+        let r = run(
+            &one_flow("mocc", [0.8, 0.1, 0.1], rate, rtt, loss, buf),
+            "cubic",
+        );
+        let u = r.results.utilization;
+        println!("w=<0.8,0.1,0.1> {rate} Mbps {rtt} ms: utilization {u:.3}");
+        assert!(u >= 0.9, "{rate} Mbps / {rtt} ms: utilization {u}");
+    }
+}
+
+#[test]
+#[ignore = "needs a models/mocc.onnx that meets issue 5 (none shipped yet)"]
+fn latency_preference_keeps_queues_at_a_third_of_cubics() {
+    for (rate, rtt, loss, buf) in TEST_LINKS {
+        let m = run(
+            &one_flow("mocc", [0.1, 0.8, 0.1], rate, rtt, loss, buf),
+            "cubic",
+        );
+        let c = run(
+            &one_flow("cubic", [0.1, 0.8, 0.1], rate, rtt, loss, buf),
+            "cubic",
+        );
+        let (qm, qc) = (m.results.queue_delay_p95_ms, c.results.queue_delay_p95_ms);
+        println!(
+            "w=<0.1,0.8,0.1> {rate} Mbps {rtt} ms: p95 queueing MOCC {qm:.1} ms (util {:.3}), Cubic {qc:.1} ms",
+            m.results.utilization
+        );
+        assert!(
+            qm <= qc / 3.0,
+            "{rate} Mbps / {rtt} ms: MOCC {qm} ms vs Cubic {qc} ms"
+        );
+    }
+}
+
+/// Spearman's rank correlation.
+fn spearman(x: &[f64], y: &[f64]) -> f64 {
+    fn ranks(v: &[f64]) -> Vec<f64> {
+        let mut idx: Vec<usize> = (0..v.len()).collect();
+        idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+        let mut r = vec![0.0; v.len()];
+        let mut i = 0;
+        while i < idx.len() {
+            let mut j = i;
+            while j + 1 < idx.len() && v[idx[j + 1]] == v[idx[i]] {
+                j += 1;
+            }
+            let avg = (i + j) as f64 / 2.0;
+            for k in i..=j {
+                r[idx[k]] = avg;
+            }
+            i = j + 1;
+        }
+        r
+    }
+    let (rx, ry) = (ranks(x), ranks(y));
+    let n = x.len() as f64;
+    let (mx, my) = (rx.iter().sum::<f64>() / n, ry.iter().sum::<f64>() / n);
+    let cov: f64 = rx.iter().zip(&ry).map(|(a, b)| (a - mx) * (b - my)).sum();
+    let vx: f64 = rx.iter().map(|a| (a - mx).powi(2)).sum();
+    let vy: f64 = ry.iter().map(|b| (b - my).powi(2)).sum();
+    cov / (vx * vy).sqrt()
+}
+
+#[test]
+#[ignore = "needs a models/mocc.onnx that meets issue 5 (none shipped yet)"]
+fn behaviour_follows_the_preference_over_the_36_landmarks() {
+    let mut w_thr = vec![];
+    let mut w_lat = vec![];
+    let mut thr = vec![];
+    let mut qd = vec![];
+    for a in 1..=8 {
+        for b in 1..=8 {
+            let c = 10 - a - b;
+            if !(1..=8).contains(&c) {
+                continue;
+            }
+            let w = [a as f64 / 10.0, b as f64 / 10.0, c as f64 / 10.0];
+            assert!(Preference::from_slice(&w).is_ok());
+            let r = run(&one_flow("mocc", w, 20.0, 40.0, 0.0, 2.0), "cubic");
+            w_thr.push(w[0]);
+            w_lat.push(w[1]);
+            thr.push(r.results.flows[0].throughput_mbps);
+            qd.push(r.results.flows[0].queue_delay_p95_ms);
+        }
+    }
+    assert_eq!(thr.len(), 36);
+    let (s_thr, s_lat) = (spearman(&w_thr, &thr), spearman(&w_lat, &qd));
+    println!(
+        "Spearman(w_thr, throughput) = {s_thr:.3}; Spearman(w_lat, queueing delay) = {s_lat:.3}"
+    );
+    assert!(s_thr >= 0.8, "throughput does not rise with w_thr: {s_thr}");
+    assert!(
+        s_lat <= -0.8,
+        "queueing delay does not fall with w_lat: {s_lat}"
+    );
+}
+
+#[test]
+#[ignore = "needs a models/mocc.onnx that meets issue 5 (none shipped yet)"]
+fn mocc_flows_share_fairly() {
+    // same preference, staggered
+    let text = "duration_s = 45\nseed = 9\n[link]\nrate_mbps = 20\nbuffer_bdp = 1.5\n\
+        [[flow]]\nalg = \"mocc\"\nrtt_ms = 40\nw = [0.6, 0.3, 0.1]\n\
+        [[flow]]\nalg = \"mocc\"\nrtt_ms = 40\nstart_s = 5\nw = [0.6, 0.3, 0.1]\n\
+        [[flow]]\nalg = \"mocc\"\nrtt_ms = 40\nstart_s = 10\nw = [0.6, 0.3, 0.1]\n";
+    let r = run(text, "cubic");
+    let jain = r.results.jain_window(20.0, 45.0).expect("jain");
+    println!("three MOCC flows, same w: Jain {jain:.3} over 20-45 s");
+    assert!(jain >= 0.9, "jain {jain}");
+
+    // different preferences: nobody starves
+    let text = "duration_s = 40\nseed = 9\n[link]\nrate_mbps = 20\nbuffer_bdp = 1.5\n\
+        [[flow]]\nalg = \"mocc\"\nrtt_ms = 40\nw = [0.8, 0.1, 0.1]\n\
+        [[flow]]\nalg = \"mocc\"\nrtt_ms = 40\nw = [0.1, 0.8, 0.1]\n\
+        [[flow]]\nalg = \"mocc\"\nrtt_ms = 40\nw = [0.3, 0.3, 0.4]\n";
+    let r = run(text, "cubic");
+    let shares = r.results.throughput_window(15.0, 40.0);
+    let total: f64 = shares.iter().map(|(_, v)| v).sum();
+    let fair = total / shares.len() as f64;
+    println!("three MOCC flows, different w: {shares:?} Mbit/s (fair share {fair:.2})");
+    for (i, v) in shares {
+        assert!(v >= 0.2 * fair, "flow {i} gets {v} of a fair share {fair}");
+    }
+}
