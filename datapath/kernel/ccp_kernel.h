@@ -30,8 +30,8 @@ enum ccpk_mode {
 	X(flows_started)	/* sockets that selected a ccp* algorithm */ \
 	X(flows_no_slot)	/* no connection slot / no memory: Reno only */ \
 	X(flows_closed)							\
-	X(attaches)		/* PENDING -> ATTACHED (first time) */	\
-	X(reattaches)		/* PENDING -> ATTACHED after a fallback */ \
+	X(attaches)		/* PENDING -> ATTACHED, first time */	\
+	X(reattaches)		/* PENDING -> ATTACHED, had been before */ \
 	X(fallbacks)		/* ATTACHED/PENDING flow -> FALLBACK */	\
 	X(agent_lost)		/* agent declared gone */		\
 	X(agent_lost_nolistener) /* ... because a send found no listener */ \
@@ -73,7 +73,7 @@ enum ccpk_counter { CCPK_COUNTERS(CCPK_CTR_ENUM) CCPK_CTR_MAX };
 struct ccpk_flow {
 	struct sock *sk;	/* owner; NULL when free */
 	u8 mode;		/* enum ccpk_mode */
-	u8 reattaching;		/* re-created after a fallback */
+	u8 ever_attached;	/* was under agent control before */
 	u8 update_pending;	/* agent update staged, not yet applied */
 	u64 report_ns;		/* first report not yet answered */
 	u64 reply_ns;		/* when the answer to it arrived */

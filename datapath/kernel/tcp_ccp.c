@@ -272,7 +272,6 @@ static u16 ccpk_conn_start(struct sock *sk, const struct ccp_datapath_info *info
 		/* a failed send moved the flow to FALLBACK already */
 	} else {
 		fl->mode = CCPK_FALLBACK;
-		fl->reattaching = 1;
 		queue_delayed_work(system_wq, &ccpk->probe_work, 0);
 	}
 	return slot + 1;
@@ -296,7 +295,6 @@ static int ccpk_recreate(u32 slot)
 	conn->flow_info.init_cwnd = READ_ONCE(tp->snd_cwnd) * mss;
 	conn->last_create_msg_sent = 0;
 	fl->mode = CCPK_PENDING;
-	fl->reattaching = 1;
 	fl->update_pending = 0;
 	fl->report_ns = 0;
 	fl->reply_ns = 0;
@@ -311,11 +309,11 @@ static int ccpk_recreate(u32 slot)
 void ccpk_flow_attach(struct ccpk_flow *fl)
 {
 	fl->mode = CCPK_ATTACHED;
-	if (fl->reattaching)
+	if (fl->ever_attached)
 		ccpk_inc(reattaches);
 	else
 		ccpk_inc(attaches);
-	fl->reattaching = 0;
+	fl->ever_attached = 1;
 	fl->report_ns = 0;
 	fl->reply_ns = 0;
 }
