@@ -91,7 +91,8 @@ struct ccpk_datapath {
 	bool ready;		/* netlink socket up */
 	bool agent_up;		/* a listener exists and answers */
 	bool shutting_down;
-	u64 pending_since_ns;	/* oldest send still waiting for the agent */
+	bool pending;		/* a CREATE or report waits for the agent */
+	unsigned long pending_since;	/* jiffies: the oldest such send */
 	u64 last_rx_ns;
 	struct sock *nl_sk;
 	struct delayed_work probe_work;

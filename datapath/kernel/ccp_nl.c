@@ -90,8 +90,10 @@ int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len)
 			ccpk_inc(reports_sent);
 		else if (type == MEASURE)
 			ccpk_inc(closes_sent);
-		if (wants_answer && !ccpk->pending_since_ns)
-			ccpk->pending_since_ns = now;
+		if (wants_answer && !ccpk->pending) {
+			ccpk->pending = true;
+			ccpk->pending_since = jiffies;
+		}
 		if (type == MEASURE && nfields && sid && sid <= ccpk->max_flows) {
 			struct ccpk_flow *fl = &ccpk->flows[sid - 1];
 
@@ -212,7 +214,7 @@ static void ccpk_handle(u8 *buf, int len)
 
 	ccpk_inc(rx_ok);
 	ccpk->last_rx_ns = ktime_get_ns();
-	ccpk->pending_since_ns = 0;	/* the agent is answering */
+	ccpk->pending = false;		/* the agent is answering */
 
 	switch (mi.type) {
 	case INSTALL_EXPR:

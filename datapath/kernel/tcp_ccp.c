@@ -84,10 +84,12 @@
  * softirq and in process context) serializes ccp_invoke() on the ACK path,
  * ccp_read_msg() from netlink, connection start/free, and the probe work.
  * Sends to the agent happen under it with GFP_ATOMIC; nothing sleeps under
- * it.  A socket's own fields are touched only from its own callbacks, which
- * the socket lock serializes; the netlink side reaches a socket only
- * through the slot table, under the datapath lock, which release() takes
- * before the slot (and later the socket) goes away.
+ * it.  A socket's fields are written only from its own callbacks (the ACK
+ * path applies agent updates, which netlink merely stages), which the
+ * socket lock serializes; the probe and /proc only read a few of them
+ * (READ_ONCE), reaching the socket through the slot table under the
+ * datapath lock, which release() takes before the slot (and later the
+ * socket) goes away.
  *
  * Limits: max_flows connection slots (default 1024; more flows run the
  * in-kernel Reno); about 3 KiB of libccp state per flow, allocated with
@@ -327,7 +329,7 @@ void ccpk_agent_lost(bool timeout)
 		return;
 	ccpk->agent_up = false;
 	ccpk->dp._in_fallback = true;	/* quiets libccp's send warnings */
-	ccpk->pending_since_ns = 0;
+	ccpk->pending = false;
 	ccpk_inc(agent_lost);
 	if (timeout)
 		ccpk_inc(agent_lost_timeout);
@@ -391,7 +393,7 @@ static void ccpk_probe_fn(struct work_struct *work)
 	}
 	ccpk->agent_up = true;
 	ccpk->dp._in_fallback = false;
-	ccpk->pending_since_ns = 0;
+	ccpk->pending = false;
 	ccpk_inc(agent_found);
 	for (i = 0; i < ccpk->max_flows && ccpk->agent_up; i++) {
 		if (ccpk->flows[i].sk && ccpk->flows[i].mode == CCPK_FALLBACK) {
@@ -408,13 +410,12 @@ out:
 }
 
 /* A CREATE or report has waited too long for any answer (lock held). */
-static void ccpk_watchdog(u64 now)
+static void ccpk_watchdog(void)
 {
-	u64 since = ccpk->pending_since_ns;
 	unsigned int tmo = READ_ONCE(ccpk_agent_timeout_ms);
 
-	if (since && tmo && ccpk->agent_up &&
-	    now - since > (u64)tmo * NSEC_PER_MSEC)
+	if (ccpk->pending && tmo && ccpk->agent_up &&
+	    time_after(jiffies, ccpk->pending_since + msecs_to_jiffies(tmo)))
 		ccpk_agent_lost(true);
 }
 
@@ -581,7 +582,7 @@ static void ccpk_cong_control_common(struct sock *sk, const struct rate_sample *
 		if (unlikely(fl->sk != sk)) {
 			ca->sid = 0;
 		} else {
-			ccpk_watchdog(ktime_get_ns());
+			ccpk_watchdog();
 			if (fl->mode == CCPK_ATTACHED)
 				ctl = ccpk_invoke(sk, ca, fl, rs);
 		}
