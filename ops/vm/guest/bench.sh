@@ -10,7 +10,7 @@
 #    update applied on the next ACK), p50/p99.
 set -u
 . "$REPO/ops/vm/guest/lib.sh"
-RUNS=${RUNS:-4}
+RUNS=${RUNS:-6}
 SECS=${SECS:-10}
 plan bench_done
 insmod $KO || { fail bench_insmod "insmod failed"; exit 0; }
