@@ -92,7 +92,18 @@ impl LossClock {
         self.now_us += iv.interval_us;
         let lossy = iv.lost_pkts > 0 || iv.timeout;
         if lossy && (iv.timeout || self.now_us >= self.recovery_until_us) {
-            self.recovery_until_us = self.now_us + srtt_us.max(1.0) as u64;
+            // The event lasts until data sent at the loss is acknowledged: one *current* RTT.
+            // At slow-start exit the queue inflates the RTT well above srtt, and a window of
+            // srtt would count the overshoot's later losses as a second event.
+            let rtt = [
+                Some(srtt_us),
+                iv.rtt_mean_us,
+                iv.rtt_last_us.map(|v| v as f64),
+            ]
+            .into_iter()
+            .flatten()
+            .fold(1.0, f64::max);
+            self.recovery_until_us = self.now_us + rtt as u64;
             true
         } else {
             false
