@@ -89,9 +89,11 @@
 //!   any ACK holds: on a long path the first MIs see nothing), i.e. once per RTT like slow
 //!   start. It ends at the first MI with a loss or timeout, with
 //!   `p > startup_exit_latency_ratio` (1.5), or at the maximum rate. The hand-over rate is
-//!   the exit MI's delivery rate (what the path carried while congested: ≈ capacity), never
-//!   above the current rate, half the current rate if nothing was delivered, at least the
-//!   minimum; the policy then decides from that MI on. During start-up `observe` returns
+//!   the capacity estimate Ĉ (below: the largest delivery-rate sample, which start-up's
+//!   overshoot measures at ≈ capacity), never above the current rate, half the current rate
+//!   if nothing was delivered, at least the minimum. Not the exit MI's own throughput: after
+//!   an overshoot of 2–4× the MI that sees the first losses acknowledges little cumulatively
+//!   (holes), which handed a 35 Mbit/s, 120 ms path over at 17 Mbit/s; the policy then decides from that MI on. During start-up `observe` returns
 //!   `false` and `hold` returns the start-up rate. `startup = false` hands the first MI to
 //!   the policy (for training from a fixed rate, as Aurora).
 //! - **Timeouts** after start-up are not special: the policy sees an MI with `l = 4` and the
@@ -598,8 +600,11 @@ impl MoccCore {
     fn startup_step(&mut self, iv: &Interval, s: &MiSample) -> bool {
         let lossy = iv.lost_pkts > 0 || iv.timeout;
         if lossy || s.p > self.config.startup_exit_latency_ratio {
-            let handover = if s.throughput_bps > 0.0 {
-                s.throughput_bps.min(self.rate)
+            // Ĉ already holds this MI's sample; the MI's own throughput can be far below it
+            // (SACK holes: the cumulative ACK stalls while the bottleneck stays busy)
+            let est = self.capacity_bps.max(s.throughput_bps);
+            let handover = if est > 0.0 {
+                est.min(self.rate)
             } else {
                 self.rate / 2.0
             };
@@ -934,6 +939,23 @@ mod tests {
         assert_eq!(o[30..], [0.4f32, 0.5, 0.1]);
         // the policy decides every MI from now on
         assert!(observe(&mut c, &mi(40_000, 8000, 40.0, 40.0)).0);
+    }
+
+    #[test]
+    fn startup_hands_over_at_the_capacity_estimate_not_the_exit_mis_throughput() {
+        let mut c = MoccCore::new(MoccConfig::default(), &info());
+        for _ in 0..4 {
+            let mut iv = mi(4000, 8000, 40.0, 40.0);
+            iv.send_rate_bps = Some(3_000_000);
+            iv.recv_rate_bps = Some(1_000_000); // the bottleneck: 1 MB/s
+            assert!(!observe(&mut c, &iv).0);
+        }
+        assert_eq!(c.rate_bps(), 1_600_000.0);
+        // the first losses: a hole holds the cumulative ACK, 200 kB/s acknowledged
+        let mut iv = mi(8000, 8000, 40.0, 40.0);
+        iv.lost_pkts = 20;
+        assert!(observe(&mut c, &iv).0);
+        assert_eq!(c.rate_bps(), 1_000_000.0);
     }
 
     #[test]

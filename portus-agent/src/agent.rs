@@ -29,7 +29,8 @@ pub enum ConfigError {
     },
     #[error(transparent)]
     Program(#[from] crate::programs::ProgramError),
-    #[error("models: {0}")]
+    /// Shown as "models: <why>" (the cause is this error's source, so `{:#}` names it once).
+    #[error("models")]
     Models(#[from] crate::policy::PolicyLoadError),
     #[error("config file {path}: {msg}")]
     ConfigFile { path: PathBuf, msg: String },
