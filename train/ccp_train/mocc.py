@@ -12,9 +12,17 @@ Environment. ``CcpVecEnv`` over the Rust simulator: the observation is the agent
 latency ratio, latency gradient), oldest first, then the preference ``w`` at [30:33]; one
 action in [-5, 5]; the reward is eq. 2 under the flow's ``w``. Several vector envs run in
 lockstep (``--learners 1,1,2,3``: one env per entry, that many MOCC learners sharing one
-bottleneck), so some episodes have competing MOCC flows. Scenarios follow Table 3 (1-5 Mbit/s,
-10-50 ms, loss 0-3 %); the buffer is drawn log-uniformly in BDP multiples (0.1-1000 BDP: about
-0.1 to 21 000 packets over the rate/RTT ranges, covering the paper's 0-3000 packets).
+bottleneck), so some episodes have competing MOCC flows; with probability ``--mixed-w`` each
+learner after the first carries a random landmark instead of the phase's objective (flows with
+different objectives must learn to share: a policy that only ever met its own kind reads every
+queue as its own and starves behind a throughput-seeking neighbour). Scenarios widen Table 3
+(1-5 Mbit/s, 10-50 ms, loss 0-3 %) to 1-8 Mbit/s and 10-200 ms, 10-20 s episodes (a 200 ms
+path needs seconds to start up, drain and settle); the buffer is drawn log-uniformly in BDP
+multiples (0.1-1000 BDP: about 0.1 to 130 000 packets, covering the paper's 0-3000 packets). A
+quarter of the episodes (``--trace-prob``) replace the constant rate by a cellular trace (ATT LTE,
+T-Mobile UMTS; capacity scaled 0.5-2x): a varying capacity is where throughput and latency
+really trade off, so where the preference must show. The acceptance links (10-50 Mbit/s) and
+the T-Mobile LTE trace (16.7 Mbit/s mean) stay outside these ranges.
 A learner row is *active* while its observation carries a preference (rows of flows that
 have not started are all zeros); inactive rows are masked out of the loss.
 
@@ -108,6 +116,13 @@ OBS_DIM = 33
 STATE_DIM = 30  # obs[0:30]: 10 MIs x (l, p, q)
 W_SLICE = slice(30, 33)  # obs[30:33]: the preference w
 ACTION_BOUND = 5.0
+#: the repository root when running from a checkout (editable install or PYTHONPATH=train)
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: training traces (repository-relative); TMobile-LTE-short.down is held out for evaluation
+TRAIN_TRACES = (
+    "datapath/sim/scenarios/traces/ATT-LTE-driving-2016.down",
+    "datapath/sim/scenarios/traces/TMobile-UMTS-driving.down",
+)
 LOG_STD_BOUNDS = (-5.0, 2.0)
 CKPT_FORMAT = "ccp_train.mocc/1"
 
@@ -237,6 +252,10 @@ class MoccRanges(ScenarioRanges):
             "buffer_dist": "log-uniform" if self.buffer_log else "uniform",
             "loss": list(self.loss),
             "stagger_s": list(self.stagger_s),
+            "traces": [Path(t).name for t in self.traces],
+            "trace_prob": self.trace_prob,
+            "trace_scale": list(self.trace_scale),
+            "mixed_w_prob": self.mixed_prob,
         }
 
 
@@ -248,6 +267,21 @@ def ranges_from_args(args: argparse.Namespace) -> MoccRanges:
             f"last one at {last_start:g} s, not before the shortest episode "
             f"({args.duration_s[0]:g} s) ends: lower --stagger-s or raise --duration-s"
         )
+    traces = []
+    for t in (args.traces or "").split(","):
+        if not t:
+            continue
+        # relative paths: the working directory, else the repository this file lives in
+        found = next((c for c in (Path(t), REPO_ROOT / t) if c.is_file()), None)
+        if found is None:
+            raise SystemExit(
+                f"--traces: {t} is not a file (relative paths resolve against the working "
+                "directory or the repository root; --traces '' trains on constant-rate links "
+                "only)"
+            )
+        traces.append(str(found.resolve()))
+    if not 0.0 <= args.trace_prob <= 1.0 or not 0.0 <= args.mixed_w <= 1.0:
+        raise SystemExit("--trace-prob and --mixed-w are probabilities: give values in [0, 1]")
     return MoccRanges(
         duration_s=args.duration_s,
         rate_mbps=args.rate_mbps,
@@ -255,13 +289,20 @@ def ranges_from_args(args: argparse.Namespace) -> MoccRanges:
         buffer_bdp=args.buffer_bdp,
         loss=args.loss,
         stagger_s=args.stagger_s,
+        traces=traces,
+        trace_prob=args.trace_prob if traces else 0.0,
+        trace_scale=args.trace_scale,
+        other_preferences=landmarks(),
+        mixed_prob=args.mixed_w,
         buffer_log=args.buffer_dist == "log",
     )
 
 
 def eval_scenarios(ranges: MoccRanges, count: int, seed: int) -> list[str]:
     """`count` single-learner scenarios without a preference (given per run), seeded."""
-    r = dataclasses.replace(ranges, learners=(1, 1), stagger_s=(0.0, 0.0), preferences=None)
+    r = dataclasses.replace(
+        ranges, learners=(1, 1), stagger_s=(0.0, 0.0), preferences=None, mixed_prob=0.0
+    )
     rng = random.Random(seed)
     return [r.sample(rng, ALG) for _ in range(count)]
 
@@ -1181,14 +1222,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=1, help="seeds torch, numpy, envs, evaluation")
     g.add_argument("--log", default=None, help="JSONL log; None: OUT/mocc.<cmd>.jsonl")
     g.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    g = p.add_argument_group("environment (Table 3 ranges)")
+    g = p.add_argument_group("environment (Table 3 ranges, widened)")
     g.add_argument("--learners", type=_ints, default="1,1,2,3",
                    help="one vector env per entry, with that many MOCC learners sharing a "
                    "bottleneck")
-    g.add_argument("--duration-s", type=_floats(2), default="10,10",
+    g.add_argument("--duration-s", type=_floats(2), default="10,20",
                    help="episode (scenario) length range, s")
-    g.add_argument("--rate-mbps", type=_floats(2), default="1,5", help="link rate range")
-    g.add_argument("--rtt-ms", type=_floats(2), default="10,50", help="base RTT range")
+    g.add_argument("--rate-mbps", type=_floats(2), default="1,8", help="link rate range")
+    g.add_argument("--rtt-ms", type=_floats(2), default="10,200", help="base RTT range")
     g.add_argument("--buffer-bdp", type=_floats(2), default="0.1,1000",
                    help="bottleneck buffer range in BDP multiples")
     g.add_argument("--buffer-dist", choices=("log", "uniform"), default="log",
@@ -1196,6 +1237,16 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--loss", type=_floats(2), default="0,0.03", help="random loss range")
     g.add_argument("--stagger-s", type=_floats(2), default="0,2",
                    help="learners of one env start this far apart")
+    g.add_argument("--traces", default=",".join(TRAIN_TRACES),
+                   help="mahimahi traces (comma-separated) that replace the constant rate in "
+                   "a fraction of episodes; '' for none")
+    g.add_argument("--trace-prob", type=float, default=0.25,
+                   help="probability that an episode runs on a trace")
+    g.add_argument("--trace-scale", type=_floats(2), default="0.5,2",
+                   help="trace capacity multiplier range")
+    g.add_argument("--mixed-w", type=float, default=0.5,
+                   help="probability that each learner after the first of a multi-learner "
+                   "episode gets a random landmark instead of the phase's objective")
     g = p.add_argument_group("PPO")
     g.add_argument("--n-steps", type=int, default=512, help="lockstep steps per rollout")
     g.add_argument("--gamma", type=float, default=0.99, help="discount (Table 2)")

@@ -38,10 +38,16 @@ class ScenarioRanges:
     stagger_s: tuple[float, float] = (0.0, 0.0)
     #: the learners' preference vectors: one is drawn per episode (None: the agent default)
     preferences: Sequence[tuple[float, float, float]] | None = None
+    #: with probability `mixed_prob` each learner after the first draws its own preference
+    #: from `other_preferences` instead (flows with different objectives on one bottleneck)
+    other_preferences: Sequence[tuple[float, float, float]] = ()
+    mixed_prob: float = 0.0
     competitors: Sequence[Competitor] = ()
     #: mahimahi traces; with probability `trace_prob` one replaces the constant rate
     traces: Sequence[str] = ()
     trace_prob: float = 0.0
+    #: capacity multiplier for a trace link (`link.trace_scale`), drawn per episode
+    trace_scale: tuple[float, float] = (1.0, 1.0)
     #: all learners share one RTT (True) or draw their own
     same_rtt: bool = True
 
@@ -59,6 +65,8 @@ class ScenarioRanges:
         if self.traces and rng.random() < self.trace_prob:
             trace = Path(rng.choice(list(self.traces))).resolve()
             lines.append(f'trace = "{trace}"')
+            if self.trace_scale != (1.0, 1.0):
+                lines.append(f"trace_scale = {uni(self.trace_scale):.4f}")
         else:
             lines.append(f"rate_mbps = {uni(self.rate_mbps):.4f}")
         lines.append(f"buffer_bdp = {uni(self.buffer_bdp):.4f}")
@@ -71,8 +79,13 @@ class ScenarioRanges:
             lines += ["[[flow]]", f'alg = "{alg}"']
             lines.append(f"rtt_ms = {(rtt if self.same_rtt else uni(self.rtt_ms)):.3f}")
             lines.append(f"start_s = {i * stagger:.3f}")
-            if w is not None:
-                lines.append(f"w = [{w[0]!r}, {w[1]!r}, {w[2]!r}]")
+            wi = w
+            # draws only when mixing is on, so other ranges keep their seeded sequences
+            if i > 0 and self.mixed_prob > 0 and self.other_preferences:
+                if rng.random() < self.mixed_prob:
+                    wi = rng.choice(list(self.other_preferences))
+            if wi is not None:
+                lines.append(f"w = [{wi[0]!r}, {wi[1]!r}, {wi[2]!r}]")
         for c in self.competitors:
             for _ in range(rng.randint(c.count[0], c.count[1])):
                 lines += ["[[flow]]", f'alg = "{c.alg}"', f"rtt_ms = {uni(self.rtt_ms):.3f}"]

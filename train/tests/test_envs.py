@@ -103,6 +103,38 @@ def test_vec_env_shares_one_bottleneck_between_learners() -> None:
     assert np.allclose(obs[0, 30:33], [0.8, 0.1, 0.1])
 
 
+def test_mixed_preferences_and_scaled_traces_reach_the_flows() -> None:
+    trace = str(ROOT / "datapath/sim/scenarios/traces/ATT-LTE-driving-2016.down")
+    ranges = ScenarioRanges(
+        duration_s=(10.0, 10.0),
+        learners=(3, 3),
+        preferences=[(0.8, 0.1, 0.1)],
+        other_preferences=[(0.1, 0.8, 0.1)],
+        mixed_prob=1.0,
+        traces=[trace],
+        trace_prob=1.0,
+        trace_scale=(0.5, 0.5),
+    )
+    text = ranges.sample(random.Random(1), "mocc")
+    assert "trace_scale = 0.5000" in text and "rate_mbps" not in text
+    # the first learner keeps the episode's objective, the others draw their own
+    assert text.count("w = [0.8, 0.1, 0.1]") == 1 and text.count("w = [0.1, 0.8, 0.1]") == 2
+    venv = CcpVecEnv("mocc", ranges, seed=3)
+    obs = venv.reset()
+    for _ in range(10):
+        obs, _, dones, _ = venv.step(np.zeros((3, 1), dtype=np.float32))
+        assert not dones.any()
+    assert np.allclose(obs[:, 30:33], [[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.8, 0.1]])
+    # mixing off draws nothing extra: the seeded scenario sequence is unchanged
+    plain = ScenarioRanges(learners=(3, 3), preferences=[(0.8, 0.1, 0.1)])
+    off = ScenarioRanges(
+        learners=(3, 3), preferences=[(0.8, 0.1, 0.1)], other_preferences=[(0.1, 0.8, 0.1)]
+    )
+    r1, r2 = random.Random(7), random.Random(7)
+    seq1 = [plain.sample(r1, "mocc") for _ in range(3)]
+    assert seq1 == [off.sample(r2, "mocc") for _ in range(3)]
+
+
 def _agent_binary() -> Path:
     subprocess.run(
         ["cargo", "build", "--release", "-q", "-p", "ccp-agent"], cwd=ROOT, check=True
