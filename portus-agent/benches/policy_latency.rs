@@ -5,13 +5,19 @@
 //! `cargo bench -p ccp-agent --bench policy_latency` (release build). The fixtures are built
 //! with `.venv/bin/python -m ccp_train.fixtures` into `target/policy-fixtures/` when absent.
 //! Issue goal: p99 ≤ 30 µs per decision.
+//!
+//! With a shipped `models/mocc.onnx`, also one whole MOCC decision as the agent makes it
+//! (`Controller::on_report`: features from the report, the ONNX policy, the rate update).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use ccp_agent::policy::{ModelStore, OnnxPolicy};
 use ccp_algs::policy::{Policy, PolicySpec};
+use ccp_algs::{Algorithm, FlowInfo, Interval, Preference};
 
 const WARMUP: usize = 2_000;
 const SAMPLES: usize = 20_000;
@@ -194,4 +200,53 @@ fn main() {
         }
         report(label, times, BATCH);
     }
+    shipped_mocc();
+}
+
+/// One MOCC decision per report with the shipped model, after start-up: reports of a path
+/// that alternates between a growing and a draining queue, so the features move.
+fn shipped_mocc() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let models = root.join("models");
+    if !models.join("mocc.json").exists() {
+        println!("no models/mocc.json: skipping the shipped-MOCC decision");
+        return;
+    }
+    let spec = ccp_algs::mocc::policy_spec();
+    let store = Arc::new(ModelStore::load(&models, &[spec]).expect("load models/mocc.onnx"));
+    let alg = ccp_algs::learned::WithPolicy::new(Arc::new(ccp_algs::mocc::Mocc::default()), store);
+    let info = FlowInfo {
+        sock_id: 1,
+        mss: 1448,
+        init_cwnd_bytes: 14_480,
+        preference: Preference::from_slice(&[0.4, 0.5, 0.1]).unwrap(),
+    };
+    let mut flow = alg.new_flow(&info);
+    let mk = |i: usize| Interval {
+        acked_bytes: 100 * 1448,
+        acked_pkts: 100,
+        rtt_samples: 100,
+        rtt_min_us: Some(40_000),
+        rtt_mean_us: Some(40_000.0 + 4_000.0 * (i % 8) as f64),
+        inflight_bytes: Some(200 * 1448),
+        send_rate_bps: Some(3_600_000),
+        recv_rate_bps: Some(3_600_000),
+        interval_us: 40_000,
+        ..Default::default()
+    };
+    let mut times = Vec::with_capacity(SAMPLES);
+    let mut sink = 0u64;
+    for i in 0..WARMUP + SAMPLES {
+        let iv = mk(i);
+        let t = Instant::now();
+        let a = flow.on_report(&iv);
+        let e = t.elapsed();
+        sink = sink.wrapping_add(a.rate_bps.unwrap_or(0));
+        if i >= WARMUP {
+            times.push(e);
+        }
+    }
+    std::hint::black_box(sink);
+    println!("shipped model, whole decision (Controller::on_report):");
+    report("MOCC (features + ONNX + eq. 1)", times, 1);
 }
