@@ -197,7 +197,9 @@ def test_train_writes_a_valid_model_and_card(tiny: tuple[Path, dict]) -> None:
     t = card["training"]
     assert t["command"].startswith("python -m ccp_train.mocc train") and "--seed 3" in t["command"]
     assert t["seed"] == 3 and t["steps"] == summary["transitions"]
-    assert t["scenario_ranges"]["rate_mbps"] == [1.0, 5.0] and "wall" in t["notes"]
+    defaults = mocc.build_parser().parse_args(["train"])  # TINY_TRAIN keeps the default ranges
+    assert t["scenario_ranges"]["rate_mbps"] == list(defaults.rate_mbps)
+    assert t["scenario_ranges"]["rtt_ms"] == list(defaults.rtt_ms) and "wall" in t["notes"]
     ev = card["evaluation"]
     assert len(ev["per_landmark"]) == 36 and ev["iterations"] == 4
     assert all(0.0 <= x["reward"] <= 1.0 for x in ev["per_landmark"].values())
