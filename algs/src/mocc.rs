@@ -84,8 +84,8 @@
 //!   the smoothed RTT and the last MI mean (1 s before any sample). The datapath collapses
 //!   cwnd after a timeout; every decision restores the cap.
 //! - **Start-up** (the paper has none: Aurora starts the policy at a fixed rate). The flow
-//!   starts at `init_cwnd / initial_rtt` (10 packets per 100 ms ≈ 1.2 Mbit/s), at least the
-//!   minimum rate, and doubles its rate after every MI that carried feedback (an MI without
+//!   starts at `init_cwnd / initial_rtt` (10 packets per 100 ms ≈ 1.2 Mbit/s; the knob
+//!   `initial_rate_mbps` overrides it), at least the minimum rate, and doubles its rate after every MI that carried feedback (an MI without
 //!   any ACK holds: on a long path the first MIs see nothing), i.e. once per RTT like slow
 //!   start. It ends at the first MI with a loss or timeout, with
 //!   `p > startup_exit_latency_ratio` (1.5), or at the maximum rate. The hand-over rate is
@@ -178,6 +178,10 @@ pub struct MoccConfig {
     pub startup_exit_latency_ratio: f64,
     /// Packets added to `2·rate·rtt` in the cwnd cap.
     pub cwnd_headroom_pkts: f64,
+    /// First rate (Mbit/s) of a flow, start-up's or the policy's; unset: the initial window
+    /// over `initial_rtt_ms`. Trainers set it with `startup = false` to start the policy
+    /// anywhere below or above the capacity.
+    pub initial_rate_mbps: Option<f64>,
 }
 
 impl Default for MoccConfig {
@@ -192,6 +196,7 @@ impl Default for MoccConfig {
             startup: true,
             startup_exit_latency_ratio: 1.5,
             cwnd_headroom_pkts: 10.0,
+            initial_rate_mbps: None,
         }
     }
 }
@@ -382,7 +387,10 @@ impl MoccCore {
             MoccPhase::Policy
         };
         let init_cwnd = f64::from(info.init_cwnd_bytes).max(mss);
-        let rate = init_cwnd / (config.initial_rtt_ms.max(1e-3) / 1e3);
+        let rate = match config.initial_rate_mbps {
+            Some(mbps) => mbps * 1e6 / 8.0,
+            None => init_cwnd / (config.initial_rtt_ms.max(1e-3) / 1e3),
+        };
         let mut c = Self {
             config,
             spec: policy_spec(),
@@ -985,6 +993,25 @@ mod tests {
         // nothing delivered, nothing measured, a timeout: every term is 0
         assert_eq!(c.objectives(), [0.0, 0.0, 0.0]);
         assert_eq!(c.reward(), 0.0);
+    }
+
+    #[test]
+    fn initial_rate_knob_sets_the_first_rate_within_bounds() {
+        let rate = |r: Option<f64>| {
+            let cfg = MoccConfig {
+                initial_rate_mbps: r,
+                ..no_startup()
+            };
+            MoccCore::new(cfg, &info()).rate_bps()
+        };
+        let default = MoccCore::new(no_startup(), &info()).rate_bps();
+        let init_cwnd = f64::from(info().init_cwnd_bytes);
+        assert!(close(default, init_cwnd / 0.1));
+        assert!(close(rate(Some(4.0)), 500_000.0));
+        // below the minimum rate, negative or NaN: the minimum (100 kbit/s)
+        for bad in [0.01, -3.0, f64::NAN] {
+            assert!(close(rate(Some(bad)), 12_500.0), "{bad}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ reward. Every episode draws a scenario from a `ScenarioRanges`, seeded.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -97,8 +98,10 @@ class CcpVecEnv(VecEnv):
         alg: str = "mocc",
         ranges: ScenarioRanges | None = None,
         seed: int | None = None,
-        algs_toml: str | None = None,
+        algs_toml: str | Callable[[random.Random], str | None] | None = None,
     ) -> None:
+        """`algs_toml`: `[algs.<name>]` tables for every episode, or a function drawing them
+        per episode from the env's seeded generator (after the scenario)."""
         self.alg = alg
         self.ranges = ranges or ScenarioRanges(learners=(2, 2))
         if self.ranges.learners[0] != self.ranges.learners[1]:
@@ -111,9 +114,9 @@ class CcpVecEnv(VecEnv):
         self._actions: np.ndarray | None = None
 
     def _make(self) -> _native.SimEnv:
-        return _native.SimEnv(
-            self.ranges.sample(self._rng, self.alg), self.alg, algs_toml=self._algs_toml
-        )
+        scenario = self.ranges.sample(self._rng, self.alg)
+        algs = self._algs_toml(self._rng) if callable(self._algs_toml) else self._algs_toml
+        return _native.SimEnv(scenario, self.alg, algs_toml=algs)
 
     def reset(self) -> np.ndarray:
         self._env = self._make()

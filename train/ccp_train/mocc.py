@@ -23,6 +23,11 @@ quarter of the episodes (``--trace-prob``) replace the constant rate by a cellul
 T-Mobile UMTS; capacity scaled 0.5-2x): a varying capacity is where throughput and latency
 really trade off, so where the preference must show. The acceptance links (10-50 Mbit/s) and
 the T-Mobile LTE trace (16.7 Mbit/s mean) stay outside these ranges.
+Half of the episodes (``--policy-start-prob``) skip start-up: the policy starts at a rate drawn
+log-uniformly from 0.2-10 Mbit/s (MOCC's ``initial_rate_mbps`` knob). After start-up the policy
+always begins at the capacity estimate, so without these episodes it would rarely see an
+uncongested path below capacity, which looks exactly like one at capacity (every feature is
+neutral): it learns to drift down there and starves, above all under a latency-heavy ``w``.
 A learner row is *active* while its observation carries a preference (rows of flows that
 have not started are all zeros); inactive rows are masked out of the loss.
 
@@ -232,6 +237,18 @@ class MoccRanges(ScenarioRanges):
     """`ScenarioRanges` with the buffer (in BDP) drawn log-uniformly when `buffer_log`."""
 
     buffer_log: bool = True
+    #: probability that an episode skips start-up: every learner's policy starts at a rate
+    #: drawn log-uniformly from `policy_start_mbps` (below or above the capacity)
+    policy_start_prob: float = 0.0
+    policy_start_mbps: tuple[float, float] = (0.2, 10.0)
+
+    def algs_toml(self, rng: random.Random) -> str | None:
+        """MOCC's knobs for one episode (drawn after its scenario): start-up, or none."""
+        if self.policy_start_prob <= 0 or rng.random() >= self.policy_start_prob:
+            return None
+        lo, hi = self.policy_start_mbps
+        rate = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+        return f"[algs.mocc]\nstartup = false\ninitial_rate_mbps = {rate:.4f}\n"
 
     def sample(self, rng: random.Random, alg: str) -> str:
         lo, hi = self.buffer_bdp
@@ -256,6 +273,8 @@ class MoccRanges(ScenarioRanges):
             "trace_prob": self.trace_prob,
             "trace_scale": list(self.trace_scale),
             "mixed_w_prob": self.mixed_prob,
+            "policy_start_prob": self.policy_start_prob,
+            "policy_start_mbps": list(self.policy_start_mbps),
         }
 
 
@@ -280,8 +299,14 @@ def ranges_from_args(args: argparse.Namespace) -> MoccRanges:
                 "only)"
             )
         traces.append(str(found.resolve()))
-    if not 0.0 <= args.trace_prob <= 1.0 or not 0.0 <= args.mixed_w <= 1.0:
-        raise SystemExit("--trace-prob and --mixed-w are probabilities: give values in [0, 1]")
+    if not all(0.0 <= p <= 1.0 for p in (args.trace_prob, args.mixed_w, args.policy_start_prob)):
+        raise SystemExit(
+            "--trace-prob, --mixed-w and --policy-start-prob are probabilities: give values "
+            "in [0, 1]"
+        )
+    lo, hi = args.policy_start_mbps
+    if not 0.0 < lo <= hi:
+        raise SystemExit(f"--policy-start-mbps {lo:g},{hi:g}: expected 0 < low <= high")
     return MoccRanges(
         duration_s=args.duration_s,
         rate_mbps=args.rate_mbps,
@@ -295,6 +320,8 @@ def ranges_from_args(args: argparse.Namespace) -> MoccRanges:
         other_preferences=landmarks(),
         mixed_prob=args.mixed_w,
         buffer_log=args.buffer_dist == "log",
+        policy_start_prob=args.policy_start_prob,
+        policy_start_mbps=args.policy_start_mbps,
     )
 
 
@@ -416,7 +443,10 @@ class EnvGroup:
             warnings.simplefilter("ignore", UserWarning)
             self.envs = [
                 CcpVecEnv(
-                    ALG, dataclasses.replace(ranges, learners=(n, n)), seed=seed + 7919 * k
+                    ALG,
+                    dataclasses.replace(ranges, learners=(n, n)),
+                    seed=seed + 7919 * k,
+                    algs_toml=ranges.algs_toml,
                 )
                 for k, n in enumerate(learners)
             ]
@@ -1247,6 +1277,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mixed-w", type=float, default=0.5,
                    help="probability that each learner after the first of a multi-learner "
                    "episode gets a random landmark instead of the phase's objective")
+    g.add_argument("--policy-start-prob", type=float, default=0.5,
+                   help="probability that an episode skips start-up and starts the policy at a "
+                   "random rate (it must learn to climb to, and drain back to, the capacity)")
+    g.add_argument("--policy-start-mbps", type=_floats(2), default="0.2,10",
+                   help="log-uniform range of that starting rate")
     g = p.add_argument_group("PPO")
     g.add_argument("--n-steps", type=int, default=512, help="lockstep steps per rollout")
     g.add_argument("--gamma", type=float, default=0.99, help="discount (Table 2)")

@@ -160,6 +160,41 @@ def test_gae_skips_inactive_rows_and_bootstraps_truncations() -> None:
     assert adv[2, 1] == pytest.approx(1 + g * 7 - 3)
 
 
+def test_policy_start_episodes_skip_startup_at_a_drawn_rate() -> None:
+    """With --policy-start-prob an episode's flows start the policy at once, at a rate drawn
+    log-uniformly from --policy-start-mbps; the default episodes start up first."""
+    import random
+
+    scenario = (
+        "duration_s = 3\nseed = 4\n[link]\nrate_mbps = 4\nbuffer_bdp = 1\n"
+        '[[flow]]\nalg = "mocc"\nrtt_ms = 40\nw = [0.4, 0.4, 0.2]\n'
+    )
+    never = mocc.MoccRanges(policy_start_prob=0.0)
+    assert never.algs_toml(random.Random(1)) is None
+    always = mocc.MoccRanges(policy_start_prob=1.0, policy_start_mbps=(0.5, 2.0))
+    rng = random.Random(1)
+    rates = []
+    for _ in range(50):
+        text = always.algs_toml(rng)
+        assert text is not None and "startup = false" in text
+        rates.append(float(text.split("initial_rate_mbps = ")[1]))
+    assert all(0.5 <= r <= 2.0 for r in rates) and min(rates) < 0.8 and max(rates) > 1.3
+    # without start-up the first decision comes after the first MI (100 ms), not after the
+    # doubling phase; the first action sets the rate relative to the drawn one
+    t_first = []
+    for algs in (None, "[algs.mocc]\nstartup = false\ninitial_rate_mbps = 1.0\n"):
+        env = _native.SimEnv(scenario, "mocc", algs_toml=algs)
+        t_first.append(float(env.reset()[4]))
+    assert t_first[1] < 0.2 < t_first[0]
+    # the flag reaches the environments of a training run (and the card's ranges)
+    args = mocc.build_parser().parse_args(["train", "--policy-start-prob", "0.25"])
+    ranges = mocc.ranges_from_args(args)
+    assert ranges.policy_start_prob == 0.25 and ranges.describe()["policy_start_prob"] == 0.25
+    bad = mocc.build_parser().parse_args(["train", "--policy-start-mbps", "3,1"])
+    with pytest.raises(SystemExit, match="policy-start-mbps"):
+        mocc.ranges_from_args(bad)
+
+
 # --- a tiny real run -------------------------------------------------------------------------
 
 
