@@ -35,7 +35,13 @@ Networks (§4.1, §5). Actor and critic are separate towers of the same shape:
 ``w = obs[30:33] -> PreferenceNet (Linear 3->16, tanh, Linear 16->16, tanh)``; its output is
 concatenated with the network state ``obs[0:30]`` -> Linear 64, tanh -> Linear 32, tanh ->
 Linear 1. The actor's output is the mean of a Gaussian with a state-independent learned log
-std (stable-baselines' ``gaussian_fixed_var``, the paper's PPO implementation); the critic's
+std (stable-baselines' ``gaussian_fixed_var``, the paper's PPO implementation). The critic also
+sees two inputs the policy never does (an asymmetric actor-critic; our choice, the paper is
+silent): the learner's last reward and its moving average over about 10 MIs. The policy's
+features are ratios, so a flow at a third of the capacity and one at the capacity look alike
+(l = 1, p = 1, q = 0); a critic that cannot tell them apart gives the same value to both, and
+the long-run gain of a higher rate never reaches the advantages (the policy then drifts down
+and starves under a latency-heavy w). The reward, given w, carries O_thr. The critic's
 output is scaled by 1/(1-gamma) (the value of a reward in [0, 1] lies in [0, 1/(1-gamma)], so the
 network works on O(1) numbers; the value loss is taken on that scale). Exploration samples the
 Gaussian, the env gets the sample clipped to [-5, 5], the log-probability is the unclipped
@@ -129,6 +135,10 @@ TRAIN_TRACES = (
     "datapath/sim/scenarios/traces/TMobile-UMTS-driving.down",
 )
 LOG_STD_BOUNDS = (-5.0, 2.0)
+#: the critic's extra inputs: the learner's last reward and its moving average
+CRITIC_EXTRA = 2
+#: weight of the newest reward in that moving average (about 10 MIs)
+REWARD_EMA = 0.1
 CKPT_FORMAT = "ccp_train.mocc/1"
 
 #: the paper's bootstrap objectives (§4.2)
@@ -366,17 +376,25 @@ class PreferenceNet(nn.Module):
 
 
 class Tower(nn.Module):
-    """concat(obs[0:30], PreferenceNet(obs[30:33])) -> hidden tanh layers -> 1 output."""
+    """concat(obs[0:30], PreferenceNet(obs[30:33]), extra) -> hidden tanh layers -> 1 output.
+    `extra` (critic only): inputs the deployed policy never sees."""
 
-    def __init__(self, pref: Sequence[int], hidden: Sequence[int], head_std: float) -> None:
+    def __init__(
+        self, pref: Sequence[int], hidden: Sequence[int], head_std: float, extra: int = 0
+    ) -> None:
         super().__init__()
         self.pref = PreferenceNet(pref)
-        self.body = _mlp([STATE_DIM + self.pref.out_dim, *hidden])
+        self.extra = int(extra)
+        self.body = _mlp([STATE_DIM + self.pref.out_dim + self.extra, *hidden])
         self.head = _layer(int(hidden[-1]), 1, head_std)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([obs[..., :STATE_DIM], self.pref(obs[..., W_SLICE])], dim=-1)
-        return self.head(self.body(x))
+    def forward(self, obs: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
+        parts = [obs[..., :STATE_DIM], self.pref(obs[..., W_SLICE])]
+        if self.extra:
+            if extra is None:
+                raise ValueError("this critic needs its extra inputs")
+            parts.append(extra)
+        return self.head(self.body(torch.cat(parts, dim=-1)))
 
 
 class MoccAgent(nn.Module):
@@ -388,6 +406,7 @@ class MoccAgent(nn.Module):
         hidden: Sequence[int] = (64, 32),
         log_std_init: float = 0.0,
         gamma: float = 0.99,
+        critic_extra: int = CRITIC_EXTRA,
     ) -> None:
         super().__init__()
         self.config = {
@@ -395,17 +414,18 @@ class MoccAgent(nn.Module):
             "hidden": [int(x) for x in hidden],
             "log_std_init": float(log_std_init),
             "gamma": float(gamma),
+            "critic_extra": int(critic_extra),
         }
         self.actor = Tower(pref, hidden, head_std=0.01)
-        self.critic = Tower(pref, hidden, head_std=1.0)
+        self.critic = Tower(pref, hidden, head_std=1.0, extra=critic_extra)
         self.log_std = nn.Parameter(torch.full((1,), float(log_std_init)))
         self.register_buffer("value_scale", torch.tensor(1.0 / (1.0 - gamma)))
 
     def actor_mean(self, obs: torch.Tensor) -> torch.Tensor:
         return self.actor(obs)
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(obs).squeeze(-1) * self.value_scale
+    def value(self, obs: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
+        return self.critic(obs, extra).squeeze(-1) * self.value_scale
 
     def dist(self, obs: torch.Tensor) -> Normal:
         mean = self.actor(obs)
@@ -454,6 +474,8 @@ class EnvGroup:
         self.num_rows = sum(self.sizes)
         self.objective: Pref | None = None
         self.obs = np.zeros((self.num_rows, OBS_DIM), dtype=np.float32)
+        #: the critic's extra inputs per row: last reward, its moving average (0 at a start)
+        self.extra = np.zeros((self.num_rows, CRITIC_EXTRA), dtype=np.float32)
         self.finished: list[dict[str, float]] = []
 
     def set_objective(self, w: Pref) -> np.ndarray:
@@ -462,7 +484,19 @@ class EnvGroup:
             env.ranges = dataclasses.replace(env.ranges, preferences=[tuple(w)])
         self.objective = tuple(w)  # type: ignore[assignment]
         self.obs = np.concatenate([env.reset() for env in self.envs]).astype(np.float32)
+        self.extra[:] = 0.0
         return self.obs
+
+    def remember(self, rew: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """Fold this step's rewards into the critic's extra inputs; returns the inputs that
+        belong with the step's terminal observations (before episode ends reset them)."""
+        active = _active(self.obs) | (rew != 0)
+        ema = self.extra[:, 1] + REWARD_EMA * (rew - self.extra[:, 1])
+        new = np.stack([rew, np.where(self.extra[:, 0] == 0, rew, ema)], axis=1)
+        self.extra = np.where(active[:, None], new, self.extra).astype(np.float32)
+        term = self.extra.copy()
+        self.extra[done] = 0.0
+        return term
 
     def step(
         self, actions: np.ndarray
@@ -509,6 +543,8 @@ class Batch:
     """Valid (active-row) transitions of one rollout, flattened."""
 
     obs: torch.Tensor
+    #: the critic's extra inputs (privileged: never given to the actor)
+    extra: torch.Tensor
     actions: torch.Tensor
     logp: torch.Tensor
     values: torch.Tensor
@@ -551,6 +587,7 @@ def collect(
     """One on-policy rollout of `n_steps` lockstep steps on every env of `group`."""
     n = group.num_rows
     obs_buf = np.zeros((n_steps, n, OBS_DIM), dtype=np.float32)
+    ext_buf = np.zeros((n_steps, n, CRITIC_EXTRA), dtype=np.float32)
     act_buf = np.zeros((n_steps, n, 1), dtype=np.float32)
     logp_buf = np.zeros((n_steps, n), dtype=np.float32)
     val_buf = np.zeros((n_steps, n), dtype=np.float64)
@@ -564,26 +601,32 @@ def collect(
             ot = torch.as_tensor(obs)
             dist = agent.dist(ot)
             action = dist.sample()
+            ext = torch.as_tensor(group.extra[:, : agent.critic.extra])
             obs_buf[t] = obs
+            ext_buf[t] = group.extra
             act_buf[t] = action.numpy()
             logp_buf[t] = dist.log_prob(action).sum(-1).numpy()
-            val_buf[t] = agent.value(ot).numpy()
+            val_buf[t] = agent.value(ot, ext).numpy()
             valid_buf[t] = _active(obs)
             clipped = np.clip(action.numpy(), -ACTION_BOUND, ACTION_BOUND)
             obs, rew, done, term = group.step(clipped)
+            term_ext = group.remember(rew, done)
             raw_rewards.append(rew[valid_buf[t]])
             r = rew.astype(np.float64)
             if done.any():
-                tv = agent.value(torch.as_tensor(term[done])).numpy()
+                te = torch.as_tensor(term_ext[done][:, : agent.critic.extra])
+                tv = agent.value(torch.as_tensor(term[done]), te).numpy()
                 r[done] += gamma * tv
             rew_buf[t] = r
             done_buf[t] = done
-        last_v = agent.value(torch.as_tensor(obs)).numpy()
+        last_ext = torch.as_tensor(group.extra[:, : agent.critic.extra])
+        last_v = agent.value(torch.as_tensor(obs), last_ext).numpy()
     adv = gae(rew_buf, val_buf, done_buf, valid_buf, last_v, gamma, lam)
     ret = adv + val_buf
     m = valid_buf
     batch = Batch(
         obs=torch.as_tensor(obs_buf[m]),
+        extra=torch.as_tensor(ext_buf[m][:, : agent.critic.extra]),
         actions=torch.as_tensor(act_buf[m]),
         logp=torch.as_tensor(logp_buf[m]),
         values=torch.as_tensor(val_buf[m], dtype=torch.float32),
@@ -641,7 +684,7 @@ def ppo_loss(
         -adv * ratio, -adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef)
     ).mean()
     scale = agent.value_scale
-    v = agent.value(obs) / scale
+    v = agent.value(obs, b.extra[idx]) / scale
     ret = b.returns[idx] / scale
     if cfg.clip_vloss:
         v_old = b.values[idx] / scale
@@ -841,7 +884,9 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 def agent_from_checkpoint(ckpt: dict[str, Any]) -> MoccAgent:
     c = ckpt["config"]
-    agent = MoccAgent(c["pref"], c["hidden"], c["log_std_init"], c["gamma"])
+    agent = MoccAgent(
+        c["pref"], c["hidden"], c["log_std_init"], c["gamma"], c.get("critic_extra", 0)
+    )
     agent.load_state_dict(ckpt["state_dict"])
     return agent
 

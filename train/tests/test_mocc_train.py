@@ -103,15 +103,46 @@ def test_preference_subnetwork_conditions_actor_and_critic() -> None:
     agent = mocc.MoccAgent()
     a, b = (0.8, 0.1, 0.1), (0.1, 0.1, 0.8)
     oa, ob = _obs_with(a), _obs_with(b)  # identical network-state features
+    ext = torch.zeros(len(oa), mocc.CRITIC_EXTRA)
     with torch.no_grad():
         assert (agent.actor_mean(oa) - agent.actor_mean(ob)).abs().min() > 1e-6
-        assert (agent.value(oa) - agent.value(ob)).abs().min() > 1e-6
+        assert (agent.value(oa, ext) - agent.value(ob, ext)).abs().min() > 1e-6
         # w reaches the towers only through the preference sub-networks
         for tower in (agent.actor, agent.critic):
             for p in tower.pref.parameters():
                 p.zero_()
         assert torch.equal(agent.actor_mean(oa), agent.actor_mean(ob))
-        assert torch.equal(agent.value(oa), agent.value(ob))
+        assert torch.equal(agent.value(oa, ext), agent.value(ob, ext))
+
+
+def test_critic_alone_sees_the_reward_memory() -> None:
+    """Asymmetric actor-critic: the critic's extra inputs (last reward, moving average) change
+    its value; the actor (what is exported) has only the 33 observation inputs."""
+    torch.manual_seed(0)
+    agent = mocc.MoccAgent()
+    obs = _obs_with((0.1, 0.8, 0.1))
+    lo, hi = torch.full((8, 2), 0.2), torch.full((8, 2), 0.9)
+    with torch.no_grad():
+        assert (agent.value(obs, lo) - agent.value(obs, hi)).abs().min() > 1e-6
+    assert agent.actor.body[0].in_features == 30 + 16
+    assert agent.critic.body[0].in_features == 30 + 16 + mocc.CRITIC_EXTRA
+    with pytest.raises(ValueError, match="extra inputs"):
+        agent.value(obs)
+
+
+def test_reward_memory_follows_each_row_and_resets_at_episode_ends() -> None:
+    group = mocc.EnvGroup.__new__(mocc.EnvGroup)  # the bookkeeping alone, no simulator
+    group.obs = np.zeros((3, mocc.OBS_DIM), dtype=np.float32)
+    group.obs[:2, 30:33] = (0.1, 0.8, 0.1)  # rows 0 and 1 active, row 2 not started
+    group.extra = np.zeros((3, mocc.CRITIC_EXTRA), dtype=np.float32)
+    no = np.zeros(3, dtype=bool)
+    group.remember(np.array([0.5, 0.9, 0.0]), no)
+    np.testing.assert_allclose(group.extra, [[0.5, 0.5], [0.9, 0.9], [0.0, 0.0]])
+    group.remember(np.array([1.0, 0.9, 0.0]), no)
+    a = mocc.REWARD_EMA
+    np.testing.assert_allclose(group.extra[0], [1.0, 0.5 + a * 0.5], rtol=1e-6)
+    term = group.remember(np.array([0.0, 0.7, 0.0]), np.array([False, True, False]))
+    assert term[1, 0] == pytest.approx(0.7) and np.all(group.extra[1] == 0.0)
 
 
 def test_ppo_learns_opposite_actions_for_two_preferences() -> None:
@@ -128,8 +159,9 @@ def test_ppo_learns_opposite_actions_for_two_preferences() -> None:
     adv = torch.cat([torch.ones(2 * n), -torch.ones(2 * n)])
     with torch.no_grad():
         logp = agent.dist(obs).log_prob(act).sum(-1)
-        values = agent.value(obs)
-    batch = mocc.Batch(obs, act, logp, values, adv, values + adv)
+        ext = torch.zeros(len(obs), mocc.CRITIC_EXTRA)
+        values = agent.value(obs, ext)
+    batch = mocc.Batch(obs, ext, act, logp, values, adv, values + adv)
     cfg = mocc.PPOConfig(num_minibatches=2, update_epochs=4)
     opt = torch.optim.Adam(agent.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(0)
