@@ -1,13 +1,14 @@
 //! MOCC with the shipped model (`models/mocc.onnx`) on the simulated datapath: issue 5's
-//! acceptance. Scenarios lie outside the training ranges (training: 1–5 Mbit/s, 10–50 ms).
+//! acceptance. Scenarios lie outside the training ranges (training: 1–8 Mbit/s, 10–200 ms
+//! constant links, ATT LTE and T-Mobile UMTS traces; the LTE trace here is held out).
 //!
-//! Pending: no model shipped yet meets these criteria (two training runs of
-//! `python -m ccp_train.mocc train` were evaluated with this file; figures in the issue's
-//! closing note), so every test is ignored until one does. Run them against a candidate with
-//! `cargo test --release -p ccp-agent --test mocc -- --ignored --nocapture` after copying its
-//! `mocc.onnx` and `mocc.json` into `models/`.
+//! The shipped model meets the latency criterion and the headline command; the tests it does
+//! not meet yet stay ignored, each saying by how much (figures from the model in `models/`,
+//! `cargo test --release -p ccp-agent --test mocc -- --include-ignored --nocapture`). To
+//! check a candidate, copy its `mocc.onnx` and `mocc.json` into `models/` and run that.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use ccp_agent::simrun::{run_sim, IpcKind, RunOptions, SimRun};
 use ccp_agent::AgentOptions;
@@ -49,7 +50,7 @@ const TEST_LINKS: [(f64, f64, f64, f64); 4] = [
 ];
 
 #[test]
-#[ignore = "needs a models/mocc.onnx that meets issue 5 (none shipped yet)"]
+#[ignore = "shipped model: 0.962/0.945/0.926 but 0.893 at 50 Mbit/s, 200 ms (needs 0.9)"]
 fn throughput_preference_fills_the_link() {
     for (rate, rtt, loss, buf) in TEST_LINKS {
         let r = run(
@@ -63,7 +64,6 @@ fn throughput_preference_fills_the_link() {
 }
 
 #[test]
-#[ignore = "needs a models/mocc.onnx that meets issue 5 (none shipped yet)"]
 fn latency_preference_keeps_queues_at_a_third_of_cubics() {
     for (rate, rtt, loss, buf) in TEST_LINKS {
         let m = run(
@@ -137,7 +137,7 @@ fn held_out_trace(w: [f64; 3]) -> String {
 }
 
 #[test]
-#[ignore = "needs a models/mocc.onnx that meets issue 5 (none shipped yet)"]
+#[ignore = "shipped model: Spearman 0.966 for throughput but -0.672 for queueing (needs -0.8)"]
 fn behaviour_follows_the_preference_over_the_36_landmarks() {
     let mut w_thr = vec![];
     let mut w_lat = vec![];
@@ -171,7 +171,7 @@ fn behaviour_follows_the_preference_over_the_36_landmarks() {
 }
 
 #[test]
-#[ignore = "needs a models/mocc.onnx that meets issue 5 (none shipped yet)"]
+#[ignore = "shipped model: Jain 0.516 for three staggered flows (needs 0.9)"]
 fn mocc_flows_share_fairly() {
     // same preference, staggered
     let text = "duration_s = 45\nseed = 9\n[link]\nrate_mbps = 20\nbuffer_bdp = 1.5\n\
@@ -196,4 +196,38 @@ fn mocc_flows_share_fairly() {
     for (i, v) in shares {
         assert!(v >= 0.2 * fair, "flow {i} gets {v} of a fair share {fair}");
     }
+}
+
+/// The headline command from a checkout, as a user types it: the default `models/` directory,
+/// a shipped scenario whose flow runs the agent's default algorithm (the ATT LTE trace).
+/// Checked against Cubic on the same scenario: the shipped model must use the link (at least
+/// half of Cubic's throughput) at a lower p95 queueing delay than Cubic's.
+#[test]
+fn headline_command_runs_the_shipped_model() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let run = |args: &[&str]| -> serde_json::Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+            .current_dir(&root)
+            .args(args)
+            .args(["--sim", "datapath/sim/scenarios/cellular.toml", "--json"])
+            .output()
+            .expect("run ccp-agent");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        serde_json::from_slice(&out.stdout).expect("--json output")
+    };
+    let m = run(&["--alg", "mocc", "--w", "0.4,0.5,0.1"]);
+    let c = run(&["--alg", "cubic"]);
+    let flow = &m["flows"][0];
+    assert_eq!(flow["alg"], "mocc", "{m}");
+    assert_eq!(m["agent"]["messages_rejected"], 0, "{m}");
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let (tm, tc) = (
+        f(flow, "throughput_mbps"),
+        f(&c["flows"][0], "throughput_mbps"),
+    );
+    let (qm, qc) = (f(&m, "queue_delay_p95_ms"), f(&c, "queue_delay_p95_ms"));
+    println!("cellular.toml: MOCC <0.4,0.5,0.1> {tm:.2} Mbit/s, p95 queue {qm:.1} ms; Cubic {tc:.2} Mbit/s, {qc:.1} ms");
+    assert!(tm >= 0.5 * tc, "MOCC {tm} Mbit/s vs Cubic {tc}");
+    assert!(qm < qc, "MOCC p95 queueing {qm} ms vs Cubic {qc}");
 }
