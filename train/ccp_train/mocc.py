@@ -377,7 +377,8 @@ class PreferenceNet(nn.Module):
 
 class Tower(nn.Module):
     """concat(obs[0:30], PreferenceNet(obs[30:33]), extra) -> hidden tanh layers -> 1 output.
-    `extra` (critic only): inputs the deployed policy never sees."""
+    `extra` (critic only): inputs the deployed policy never sees (the first `extra` columns of
+    what is passed, so a checkpoint with fewer takes the same buffers)."""
 
     def __init__(
         self, pref: Sequence[int], hidden: Sequence[int], head_std: float, extra: int = 0
@@ -393,7 +394,7 @@ class Tower(nn.Module):
         if self.extra:
             if extra is None:
                 raise ValueError("this critic needs its extra inputs")
-            parts.append(extra)
+            parts.append(extra[..., : self.extra])
         return self.head(self.body(torch.cat(parts, dim=-1)))
 
 
@@ -601,7 +602,7 @@ def collect(
             ot = torch.as_tensor(obs)
             dist = agent.dist(ot)
             action = dist.sample()
-            ext = torch.as_tensor(group.extra[:, : agent.critic.extra])
+            ext = torch.as_tensor(group.extra)
             obs_buf[t] = obs
             ext_buf[t] = group.extra
             act_buf[t] = action.numpy()
@@ -614,19 +615,19 @@ def collect(
             raw_rewards.append(rew[valid_buf[t]])
             r = rew.astype(np.float64)
             if done.any():
-                te = torch.as_tensor(term_ext[done][:, : agent.critic.extra])
+                te = torch.as_tensor(term_ext[done])
                 tv = agent.value(torch.as_tensor(term[done]), te).numpy()
                 r[done] += gamma * tv
             rew_buf[t] = r
             done_buf[t] = done
-        last_ext = torch.as_tensor(group.extra[:, : agent.critic.extra])
+        last_ext = torch.as_tensor(group.extra)
         last_v = agent.value(torch.as_tensor(obs), last_ext).numpy()
     adv = gae(rew_buf, val_buf, done_buf, valid_buf, last_v, gamma, lam)
     ret = adv + val_buf
     m = valid_buf
     batch = Batch(
         obs=torch.as_tensor(obs_buf[m]),
-        extra=torch.as_tensor(ext_buf[m][:, : agent.critic.extra]),
+        extra=torch.as_tensor(ext_buf[m]),
         actions=torch.as_tensor(act_buf[m]),
         logp=torch.as_tensor(logp_buf[m]),
         values=torch.as_tensor(val_buf[m], dtype=torch.float32),
