@@ -13,6 +13,7 @@
 //!   a_t ~ π(s_t)                                 one continuous value, clamped to [−5, 5]
 //!   x_{t+1} = x_t·(1 + α·a_t)      if a_t ≥ 0                            (eq. 1)
 //!           = x_t / (1 − α·a_t)    if a_t < 0,    α = 0.025
+//!   x_{t+1} ← x_{t+1} + min(κ·MSS/srtt, cap·x_t)  additive increase (ours: "Fairness")
 //!   r_t = w_thr·O_thr + w_lat·O_lat + w_loss·O_loss                       (eq. 2)
 //!     O_thr  = thr_t / Ĉ          thr_t = acked bytes / len_t,  Ĉ = max delivery rate seen
 //!     O_lat  = D̂ / rtt̄_t          D̂ = min RTT sample seen
@@ -96,6 +97,28 @@
 //!   (holes), which handed a 35 Mbit/s, 120 ms path over at 17 Mbit/s; the policy then decides from that MI on. During start-up `observe` returns
 //!   `false` and `hold` returns the start-up rate. `startup = false` hands the first MI to
 //!   the policy (for training from a fixed rate, as Aurora).
+//! - **Fairness: an additive increase** on top of eq. 1. The paper credits eq. 1's
+//!   multiplicative factor with fair convergence (§6.4). In a fluid model it cannot give it:
+//!   flows on one FIFO see the same `l`, `p` and `q` (each one's throughput is its share of
+//!   the arrivals), so one policy gives them one factor `m` and keeps the ratio of their
+//!   rates for ever (measured: Jain 0.5–0.8 for three staggered flows). Every decision adds
+//!   `δ = κ·MSS/srtt` (`additive_increase_pkts` κ packets per RTT; an MI is one RTT, so this
+//!   is Reno's congestion-avoidance slope), at most `additive_increase_cap` of the rate:
+//!   `x_{t+1} = eq1(x_t, a_t) + δ`. Under one `m`, `x_i ← m·x_i + δ` has the fixed point
+//!   `δ/(1−m)` for every flow: rate ratios decay to 1 by `δ/x` per MI (Chiu–Jain). The
+//!   policy sees the term as part of the path and must be trained under it (the model
+//!   card's `mocc_knobs`; a test checks the default agrees with the shipped card). The cap
+//!   keeps the term from swamping paths of a few packets per RTT (0.5 packet per 10 ms at
+//!   1 Mbit/s would be +60 % per MI); below it the term is multiplicative and fairness is the
+//!   policy's again. RTT-unfair as Reno is (the term is per RTT).
+//!   **Off by default (κ = 0)**, measured trade-off (`cargo test --release -p ccp-agent --test
+//!   mocc -- --include-ignored`): with the shipped model, κ = 0.15 (cap 0.05) lifts Jain of
+//!   three staggered flows from 0.52 to 0.98, but the headline cellular run's p95 queueing
+//!   rises from 60.8 to 70.3 ms (Cubic 62.0): on paths of a few packets per RTT the term is a
+//!   standing push. Policies trained under it learn to lean on it: on small training paths it
+//!   does the climbing, so on the 35–50 Mbit/s, 120–200 ms acceptance links (where it is
+//!   ~0.1 % per MI) a latency-heavy `w` starved at 10–35 % utilization (κ 0.1–0.5, fixed;
+//!   drawing κ per episode from [0, 0.3] helped, not enough).
 //! - **Timeouts** after start-up are not special: the policy sees an MI with `l = 4` and the
 //!   reward an `O_loss` of 0.
 //! - **Capacity estimate Ĉ** = the largest delivery-rate sample of the flow. A sample is
@@ -120,7 +143,8 @@
 //!   into that observation). [`MoccCore::objectives`] gives `(O_thr, O_lat, O_loss)` so a
 //!   trainer can score the same MI under another preference (requirement replay, eq. 6).
 //! - **A bare [`Mocc`]** (no model) runs the core with a built-in policy that always answers
-//!   `a = 0`: start-up, then hold the hand-over rate. That is a safe fallback, not MOCC; the
+//!   `a = 0`: start-up, then the hand-over rate plus the additive increase (Reno's slope).
+//!   That is a safe fallback, not MOCC; the
 //!   agent only registers MOCC with a model, through `WithPolicy`.
 //!
 //! Not here: the networks (actor/critic 64→32 tanh with a preference sub-network), PPO,
@@ -157,7 +181,7 @@ pub const Q_MAX: f64 = 1.0;
 /// MOCC's knobs. Defaults are the paper's where it gives one (α, Table 2); the others are
 /// this implementation's choices, documented in the module header. `alpha` changes what an
 /// action means: it must match the value the model was trained with.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MoccConfig {
     /// Action scale factor (α) of eq. 1.
@@ -182,6 +206,12 @@ pub struct MoccConfig {
     /// over `initial_rtt_ms`. Trainers set it with `startup = false` to start the policy
     /// anywhere below or above the capacity.
     pub initial_rate_mbps: Option<f64>,
+    /// Additive increase κ (packets per RTT, added every MI on top of eq. 1), at most
+    /// `additive_increase_cap` of the rate: what makes flows that see the same signals
+    /// converge to equal shares (module header, "Fairness"). 0 is the paper's pure eq. 1.
+    pub additive_increase_pkts: f64,
+    /// The additive term is at most this fraction of the rate.
+    pub additive_increase_cap: f64,
 }
 
 impl Default for MoccConfig {
@@ -197,6 +227,8 @@ impl Default for MoccConfig {
             startup_exit_latency_ratio: 1.5,
             cwnd_headroom_pkts: 10.0,
             initial_rate_mbps: None,
+            additive_increase_pkts: 0.0,
+            additive_increase_cap: 0.05,
         }
     }
 }
@@ -286,8 +318,8 @@ impl Algorithm for Mocc {
     }
 
     /// Not what the agent runs (it wraps MOCC in `WithPolicy` with a model): the core driven
-    /// by a built-in policy that always answers `a = 0`, i.e. start-up, then hold the
-    /// hand-over rate.
+    /// by a built-in policy that always answers `a = 0`, i.e. start-up, then the hand-over
+    /// rate plus the additive increase.
     fn new_flow(&self, info: &FlowInfo) -> Box<dyn Controller> {
         Box::new(LearnedController::new(
             self.new_core(info),
@@ -476,6 +508,19 @@ impl MoccCore {
         }
     }
 
+    /// The additive term added to every decision's rate (bytes/s): `κ·MSS/srtt`, at most
+    /// `alpha·rate`; 0 before the first RTT sample or when the knob is 0 or not finite.
+    pub fn additive_increase(&self) -> f64 {
+        let k = self.config.additive_increase_pkts;
+        let srtt = self.metrics.srtt_us;
+        if !(k > 0.0 && k.is_finite() && srtt > 0.0 && srtt.is_finite()) {
+            return 0.0;
+        }
+        let cap = self.config.additive_increase_cap * self.rate;
+        let cap = if cap.is_finite() { cap.max(0.0) } else { 0.0 };
+        (k * self.mss / (srtt / 1e6)).min(cap)
+    }
+
     /// The next MI's length (µs): the smoothed RTT within `[min_mi, max_mi]`.
     pub fn mi_us(&self) -> u32 {
         let srtt = self.metrics.srtt_us;
@@ -660,7 +705,7 @@ impl LearnedCore for MoccCore {
             Some(a) if !a.is_nan() => f64::from(a.clamp(-ACTION_BOUND, ACTION_BOUND)),
             _ => 0.0,
         };
-        let x = rate_update(self.rate, a, self.config.alpha);
+        let x = rate_update(self.rate, a, self.config.alpha) + self.additive_increase();
         if x.is_finite() {
             self.rate = self.bound(x);
         }
@@ -703,10 +748,22 @@ mod tests {
         FlowInfo::for_test()
     }
 
+    /// Eq. 1 alone: no start-up, no additive increase (tested on its own).
     fn no_startup() -> MoccConfig {
         MoccConfig {
             startup: false,
+            additive_increase_pkts: 0.0,
             ..Default::default()
+        }
+    }
+
+    /// Start-up, then eq. 1 alone.
+    fn eq1_only() -> Mocc {
+        Mocc {
+            config: MoccConfig {
+                additive_increase_pkts: 0.0,
+                ..Default::default()
+            },
         }
     }
 
@@ -1040,6 +1097,72 @@ mod tests {
     }
 
     #[test]
+    fn additive_increase_adds_packets_per_rtt_up_to_its_cap() {
+        let cfg = |k: f64, cap: f64| MoccConfig {
+            additive_increase_pkts: k,
+            additive_increase_cap: cap,
+            initial_rate_mbps: Some(8.0),
+            ..no_startup()
+        };
+        // off by default, as the shipped model was trained (portus-agent/tests/mocc.rs
+        // checks the default against its card)
+        assert_eq!(MoccConfig::default().additive_increase_pkts, 0.0);
+        // nothing before the first RTT sample
+        let mut c = MoccCore::new(cfg(0.5, 0.1), &info());
+        let x0 = c.rate_bps();
+        c.apply(&[0.0]);
+        assert_eq!(c.rate_bps(), x0);
+        // srtt 40 ms: 0.5 packet per 40 ms = 12_500 B/s per MI, on top of eq. 1
+        observe(&mut c, &mi(40_000, 40_000, 40.0, 40.0));
+        assert!(close(c.additive_increase(), 0.5 * f64::from(MSS) / 0.04));
+        c.apply(&[0.0]);
+        assert!(close(c.rate_bps(), x0 + 12_500.0));
+        let x1 = c.rate_bps();
+        c.apply(&[-2.0]);
+        assert!(close(c.rate_bps(), x1 / 1.05 + 12_500.0));
+        // capped at a fraction of the rate: a slow flow gains at most that fraction
+        let mut c = MoccCore::new(
+            MoccConfig {
+                initial_rate_mbps: Some(0.2),
+                ..cfg(0.5, 0.025)
+            },
+            &info(),
+        );
+        observe(&mut c, &mi(1000, 1000, 40.0, 40.0));
+        let x0 = c.rate_bps();
+        c.apply(&[0.0]);
+        assert!(close(c.rate_bps(), x0 * 1.025));
+        // an equal additive term under equal multiplicative actions shrinks the ratio of two
+        // flows' rates (Chiu-Jain), which eq. 1 alone keeps
+        let mut big = MoccCore::new(cfg(0.5, 0.1), &info());
+        let mut small = MoccCore::new(
+            MoccConfig {
+                initial_rate_mbps: Some(2.0),
+                ..cfg(0.5, 0.1)
+            },
+            &info(),
+        );
+        for f in [&mut big, &mut small] {
+            observe(f, &mi(40_000, 40_000, 40.0, 40.0));
+        }
+        let r0 = big.rate_bps() / small.rate_bps();
+        for _ in 0..200 {
+            let (b, s) = (big.additive_increase(), small.additive_increase());
+            assert!(close(b, s), "same srtt, both uncapped: {b} vs {s}");
+            big.apply(&[-0.5]);
+            small.apply(&[-0.5]);
+        }
+        let r1 = big.rate_bps() / small.rate_bps();
+        assert!(r0 > 3.9 && r1 < 1.2, "ratio {r0} -> {r1}");
+        // non-finite or negative knobs add nothing
+        for k in [f64::NAN, f64::INFINITY, -1.0] {
+            let mut c = MoccCore::new(cfg(k, 0.1), &info());
+            observe(&mut c, &mi(40_000, 40_000, 40.0, 40.0));
+            assert_eq!(c.additive_increase(), 0.0);
+        }
+    }
+
+    #[test]
     fn rates_stay_bounded_for_extreme_and_nan_actions() {
         let mut c = MoccCore::new(no_startup(), &info());
         let x0 = c.rate_bps();
@@ -1248,7 +1371,7 @@ mod tests {
 
     #[test]
     fn learned_controller_raises_the_rate_by_alpha_per_mi_after_startup() {
-        let m = Mocc::default();
+        let m = eq1_only();
         let mut f = LearnedController::new(m.new_core(&info()), Box::new(Constant(1.0)));
         let a0 = f.initial_action();
         assert_eq!(a0.rate_bps, Some(100_000));
@@ -1293,7 +1416,7 @@ mod tests {
 
     #[test]
     fn bare_mocc_starts_up_then_holds() {
-        let mut f = Mocc::default().new_flow(&info());
+        let mut f = eq1_only().new_flow(&info());
         f.initial_action();
         f.on_report(&mi(4000, 4000, 40.0, 40.0));
         let mut iv = mi(8000, 8000, 40.0, 40.0);
