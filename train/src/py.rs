@@ -134,14 +134,31 @@ impl SimEnv {
         self.pack(py, out)
     }
 
-    /// The episode's results as a dict (same figures as `ccp-agent --sim --json`).
-    fn results<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// The finished episode's results as a dict (once per episode; the figures of
+    /// `ccp-agent --sim --json`). `windows`: a list of
+    /// `(t0, t1)` seconds; the dict then also holds `throughput_windows`, for each window the
+    /// `(flow id, Mbit/s)` of every flow that ran over all of it.
+    #[pyo3(signature = (windows = None))]
+    fn results<'py>(
+        &mut self,
+        py: Python<'py>,
+        windows: Option<Vec<(f64, f64)>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let r = self.env.results().map_err(runtime_err)?;
         let json = serde_json::to_string(&r).map_err(|e| runtime_err(e.into()))?;
         let m = py.import("json")?;
-        let d = m.call_method1("loads", (json,))?;
-        d.cast_into::<PyDict>()
-            .map_err(|e| value_err(e.to_string()))
+        let d = m
+            .call_method1("loads", (json,))?
+            .cast_into::<PyDict>()
+            .map_err(|e| value_err(e.to_string()))?;
+        if let Some(ws) = windows {
+            let per: Vec<Vec<(usize, f64)>> = ws
+                .iter()
+                .map(|&(t0, t1)| r.throughput_window(t0, t1))
+                .collect();
+            d.set_item("throughput_windows", per)?;
+        }
+        Ok(d)
     }
 
     fn decisions(&self) -> Vec<u64> {
@@ -153,9 +170,22 @@ fn toml_algs(text: &str) -> PyResult<AlgsConfig> {
     ccp_agent::agent::algs_from_toml(text).map_err(value_err)
 }
 
+/// MOCC's default knobs (`MoccConfig::default()`, what the agent runs) as a dict: the
+/// trainer's defaults for the knobs that change the dynamics a policy learns.
+#[pyfunction]
+fn mocc_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let json = serde_json::to_string(&ccp_algs::mocc::MoccConfig::default())
+        .map_err(|e| runtime_err(e.into()))?;
+    py.import("json")?
+        .call_method1("loads", (json,))?
+        .cast_into::<PyDict>()
+        .map_err(|e| value_err(e.to_string()))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SimEnv>()?;
+    m.add_function(wrap_pyfunction!(mocc_defaults, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

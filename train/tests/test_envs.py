@@ -182,3 +182,25 @@ def test_smoke_pipeline_train_export_run_in_agent(tmp_path: Path) -> None:
     )
     assert bad.returncode == 2, bad.stderr
     assert "obs_dim" in bad.stderr
+
+
+def test_results_windows_give_each_running_flows_mean_throughput() -> None:
+    """`results(windows=...)`: per window, the flows that ran over all of it and their mean
+    throughput; a flow that starts inside a window is left out of it."""
+    text = (
+        "duration_s = 6\nseed = 2\n[link]\nrate_mbps = 6\nbuffer_bdp = 1\n"
+        '[[flow]]\nalg = "mocc"\nrtt_ms = 30\nw = [0.6, 0.3, 0.1]\n'
+        '[[flow]]\nalg = "mocc"\nrtt_ms = 30\nstart_s = 3\nw = [0.6, 0.3, 0.1]\n'
+    )
+    env = _native.SimEnv(text, "mocc")
+    n = env.reset()[0].shape[0]
+    done = False
+    while not done:
+        done = env.step(np.zeros((n, 1), dtype=np.float32))[3]
+    r = env.results(windows=[(0.0, 6.0), (4.0, 6.0)])
+    whole, late = r["throughput_windows"]
+    assert [i for i, _ in whole] == [0]
+    assert [i for i, _ in late] == [0, 1]
+    # the whole-run window of the first flow is its whole-run throughput
+    assert whole[0][1] == pytest.approx(r["flows"][0]["throughput_mbps"], rel=0.02)
+    assert 0 < sum(v for _, v in late) <= 6.0 * 1.01
