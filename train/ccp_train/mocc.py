@@ -251,14 +251,36 @@ class MoccRanges(ScenarioRanges):
     #: drawn log-uniformly from `policy_start_mbps` (below or above the capacity)
     policy_start_prob: float = 0.0
     policy_start_mbps: tuple[float, float] = (0.2, 10.0)
+    #: MOCC knobs that change the dynamics the policy learns (``MoccConfig`` fields, e.g. the
+    #: additive increase), set in every episode, training and evaluation alike; empty: the
+    #: agent's defaults
+    knobs: tuple[tuple[str, float], ...] = ()
+    #: training episodes draw the additive increase uniformly from this range instead of
+    #: `knobs`' value (domain randomization); None: `knobs`' value
+    additive_increase_range: tuple[float, float] | None = None
+
+    def base_toml(self, overrides: dict[str, float] | None = None) -> str | None:
+        """The ``[algs.mocc]`` table of `knobs` (with `overrides`), or None without any."""
+        knobs = {**dict(self.knobs), **(overrides or {})}
+        if not knobs:
+            return None
+        return "[algs.mocc]\n" + "".join(f"{k} = {v!r}\n" for k, v in knobs.items())
 
     def algs_toml(self, rng: random.Random) -> str | None:
-        """MOCC's knobs for one episode (drawn after its scenario): start-up, or none."""
+        """MOCC's knobs for one training episode (drawn after its scenario): `knobs` (the
+        additive increase drawn from its range, if any), and start-up or a random policy
+        start."""
+        over = {}
+        if self.additive_increase_range is not None:
+            lo, hi = self.additive_increase_range
+            over["additive_increase_pkts"] = round(rng.uniform(lo, hi), 6)
+        base = self.base_toml(over)
         if self.policy_start_prob <= 0 or rng.random() >= self.policy_start_prob:
-            return None
+            return base
         lo, hi = self.policy_start_mbps
         rate = math.exp(rng.uniform(math.log(lo), math.log(hi)))
-        return f"[algs.mocc]\nstartup = false\ninitial_rate_mbps = {rate:.4f}\n"
+        start = f"startup = false\ninitial_rate_mbps = {rate:.4f}\n"
+        return (base or "[algs.mocc]\n") + start
 
     def sample(self, rng: random.Random, alg: str) -> str:
         lo, hi = self.buffer_bdp
@@ -285,6 +307,10 @@ class MoccRanges(ScenarioRanges):
             "mixed_w_prob": self.mixed_prob,
             "policy_start_prob": self.policy_start_prob,
             "policy_start_mbps": list(self.policy_start_mbps),
+            "mocc_knobs": dict(self.knobs),
+            "additive_increase_range": (
+                list(self.additive_increase_range) if self.additive_increase_range else None
+            ),
         }
 
 
@@ -332,7 +358,39 @@ def ranges_from_args(args: argparse.Namespace) -> MoccRanges:
         buffer_log=args.buffer_dist == "log",
         policy_start_prob=args.policy_start_prob,
         policy_start_mbps=args.policy_start_mbps,
+        knobs=mocc_knobs(args),
+        additive_increase_range=additive_range(args),
     )
+
+
+#: MOCC knobs that change the dynamics a policy learns: flags of the same name, default the
+#: agent's (``MoccConfig::default()``), recorded in the card and set in every episode
+DYNAMICS_KNOBS = ("additive_increase_pkts", "additive_increase_cap")
+
+
+def mocc_knobs(args: argparse.Namespace) -> tuple[tuple[str, float], ...]:
+    """The values of `DYNAMICS_KNOBS`: the flag where given, else the agent's default."""
+    from ccp_train import _native
+
+    defaults = _native.mocc_defaults()
+    out = []
+    for k in DYNAMICS_KNOBS:
+        v = getattr(args, k, None)
+        v = defaults[k] if v is None else v
+        if not math.isfinite(v) or v < 0:
+            raise SystemExit(f"--{k.replace('_', '-')} {v}: expected a finite value >= 0")
+        out.append((k, float(v)))
+    return tuple(out)
+
+
+def additive_range(args: argparse.Namespace) -> tuple[float, float] | None:
+    r = getattr(args, "additive_increase_range", None)
+    if r is None:
+        return None
+    lo, hi = r
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo <= hi):
+        raise SystemExit(f"--additive-increase-range {lo:g},{hi:g}: expected 0 <= low <= high")
+    return float(lo), float(hi)
 
 
 def eval_scenarios(ranges: MoccRanges, count: int, seed: int) -> list[str]:
@@ -761,7 +819,10 @@ def ent_coef_at(it: int, args: argparse.Namespace) -> float:
 
 
 def evaluate(
-    agent: MoccAgent, prefs: Sequence[Pref], scenarios: Sequence[str]
+    agent: MoccAgent,
+    prefs: Sequence[Pref],
+    scenarios: Sequence[str],
+    algs_toml: str | None = None,
 ) -> dict[Pref, dict[str, float]]:
     """Deterministic policy (the exported mean, clipped like the runtime) on every
     (w, scenario) pair, all episodes in lockstep with batched inference. Per w: mean
@@ -772,7 +833,7 @@ def evaluate(
     runs = []
     for w in prefs:
         for s in scenarios:
-            env = _native.SimEnv(s, ALG, w=fmt_pref(w))
+            env = _native.SimEnv(s, ALG, w=fmt_pref(w), algs_toml=algs_toml)
             o, _, _, done, _ = env.reset()
             runs.append({"w": tuple(w), "env": env, "obs": o[0], "done": done, "sum": 0.0, "n": 0})
     alive = [r for r in runs if not r["done"]]
@@ -1056,7 +1117,7 @@ def cmd_train(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
             break
         cycles = cycle
         t0 = time.perf_counter()
-        ev = evaluate(agent, lms, conv_set)
+        ev = evaluate(agent, lms, conv_set, ranges.base_toml())
         for w in lms:
             r = ev[w]["reward"]
             h = history[w]
@@ -1088,7 +1149,7 @@ def cmd_train(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     # final evaluation on a held-out set, export, checkpoint
     t0 = time.perf_counter()
     held_out = eval_scenarios(ranges, args.eval_scenarios, args.seed + 20_000_003)
-    final = evaluate(agent, lms, held_out)
+    final = evaluate(agent, lms, held_out, ranges.base_toml())
     eval_s = time.perf_counter() - t0
     wall = time.perf_counter() - t_start
     per_lm = {fmt_pref(w): {k: round(v, 6) for k, v in final[w].items()} for w in lms}
@@ -1187,9 +1248,14 @@ def cmd_adapt(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         w_old_eval = max(
             landmarks(), key=lambda w: sum(abs(a - b) for a, b in zip(w, w_new, strict=True))
         )
+    # the dynamics the model was trained under, unless overridden
+    trained_args = ckpt.get("args") or {}
+    for knob in (*DYNAMICS_KNOBS, "additive_increase_range"):
+        if getattr(args, knob) is None:
+            setattr(args, knob, trained_args.get(knob))
     ranges = ranges_from_args(args)
     scen = eval_scenarios(ranges, args.adapt_eval_scenarios, args.seed + 30_000_001)
-    before = evaluate(agent, [w_new, w_old_eval], scen)
+    before = evaluate(agent, [w_new, w_old_eval], scen, ranges.base_toml())
     curve = [before[w_new]["reward"]]
     walls = [0.0]
     logger.log(
@@ -1213,11 +1279,11 @@ def cmd_adapt(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
             g_old.set_objective(rng.choice(pool))
             groups.append(g_old)
         rec = tr.iterate("adapt", groups)
-        r = evaluate(agent, [w_new], scen)[w_new]["reward"]
+        r = evaluate(agent, [w_new], scen, ranges.base_toml())[w_new]["reward"]
         curve.append(r)
         walls.append(tr.train_wall)
         logger.log({"kind": "adapt_eval", "iteration": rec["iteration"], "reward_new": r})
-    after = evaluate(agent, [w_new, w_old_eval], scen)
+    after = evaluate(agent, [w_new, w_old_eval], scen, ranges.base_toml())
     idx, wall_at, best = time_to_fraction(curve, walls, 0.99)
     r_old0, r_old1 = before[w_old_eval]["reward"], after[w_old_eval]["reward"]
     kept = 100.0 * r_old1 / r_old0 if r_old0 else float("nan")
@@ -1328,6 +1394,16 @@ def _common(p: argparse.ArgumentParser) -> None:
                    "random rate (it must learn to climb to, and drain back to, the capacity)")
     g.add_argument("--policy-start-mbps", type=_floats(2), default="0.2,10",
                    help="log-uniform range of that starting rate")
+    g.add_argument("--additive-increase-pkts", type=float, default=None,
+                   help="MOCC's additive increase (packets per RTT, every MI, on top of eq. 1) "
+                   "the policy trains under; default: the agent's (MoccConfig). adapt: the "
+                   "checkpoint's")
+    g.add_argument("--additive-increase-cap", type=float, default=None,
+                   help="its cap as a fraction of the rate; default: the agent's")
+    g.add_argument("--additive-increase-range", type=_floats(2), default=None,
+                   help="training episodes draw the additive increase from LOW,HIGH (domain "
+                   "randomization: the policy cannot see it and must not lean on one value); "
+                   "evaluation and the card's knobs keep --additive-increase-pkts")
     g = p.add_argument_group("PPO")
     g.add_argument("--n-steps", type=int, default=512, help="lockstep steps per rollout")
     g.add_argument("--gamma", type=float, default=0.99, help="discount (Table 2)")

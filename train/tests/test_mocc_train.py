@@ -227,6 +227,70 @@ def test_policy_start_episodes_skip_startup_at_a_drawn_rate() -> None:
         mocc.ranges_from_args(bad)
 
 
+def test_mocc_knobs_reach_every_episode_and_change_the_dynamics() -> None:
+    """--additive-increase-pkts/-cap go into every episode's [algs.mocc] table (with or
+    without a policy start), into the evaluation table and the card's ranges; a flow holding
+    a = 0 below the capacity climbs only with the additive increase."""
+    import random
+
+    args = mocc.build_parser().parse_args(
+        ["train", "--additive-increase-pkts", "0.5", "--additive-increase-cap", "0.05",
+         "--policy-start-prob", "0.5"]
+    )
+    ranges = mocc.ranges_from_args(args)
+    base = ranges.base_toml()
+    assert base is not None and "additive_increase_pkts = 0.5" in base
+    assert "additive_increase_cap = 0.05" in base
+    rng = random.Random(3)
+    texts = [ranges.algs_toml(rng) for _ in range(40)]
+    assert all(t is not None and t.startswith(base) for t in texts)
+    assert any("startup = false" in t for t in texts if t)
+    assert any("startup = false" not in t for t in texts if t)
+    assert ranges.describe()["mocc_knobs"] == {
+        "additive_increase_pkts": 0.5,
+        "additive_increase_cap": 0.05,
+    }
+    # unset flags take the agent's defaults, so the card always records the dynamics
+    defaults = dict(mocc.ranges_from_args(mocc.build_parser().parse_args(["train"])).knobs)
+    native = _native.mocc_defaults()
+    assert defaults == {k: native[k] for k in mocc.DYNAMICS_KNOBS}
+    # domain randomization: training episodes draw kappa, evaluation keeps the flag's value
+    args = mocc.build_parser().parse_args(
+        ["train", "--additive-increase-pkts", "0.25", "--additive-increase-range", "0,0.5"]
+    )
+    ranges = mocc.ranges_from_args(args)
+    assert "additive_increase_pkts = 0.25" in (ranges.base_toml() or "")
+    rng = random.Random(5)
+    drawn = [
+        float((ranges.algs_toml(rng) or "").split("additive_increase_pkts = ")[1].split()[0])
+        for _ in range(60)
+    ]
+    assert all(0 <= k <= 0.5 for k in drawn) and min(drawn) < 0.1 and max(drawn) > 0.4
+    assert ranges.describe()["additive_increase_range"] == [0.0, 0.5]
+    bad = mocc.build_parser().parse_args(["train", "--additive-increase-range", "0.5,0.1"])
+    with pytest.raises(SystemExit, match="additive-increase-range"):
+        mocc.ranges_from_args(bad)
+
+    bad = mocc.build_parser().parse_args(["train", "--additive-increase-pkts", "-1"])
+    with pytest.raises(SystemExit, match="additive-increase-pkts"):
+        mocc.ranges_from_args(bad)
+
+    scenario = (
+        "duration_s = 6\nseed = 4\n[link]\nrate_mbps = 4\nbuffer_bdp = 1\n"
+        '[[flow]]\nalg = "mocc"\nrtt_ms = 40\nw = [0.4, 0.4, 0.2]\n'
+    )
+    start = "[algs.mocc]\nstartup = false\ninitial_rate_mbps = 0.5\n"
+    thr = []
+    for extra in ("additive_increase_pkts = 0.0\n", "additive_increase_pkts = 0.5\n"):
+        env = _native.SimEnv(scenario, "mocc", algs_toml=start + extra)
+        env.reset()
+        done = False
+        while not done:
+            done = env.step(np.zeros((1, 1), dtype=np.float32))[3]
+        thr.append(env.results()["flows"][0]["throughput_mbps"])
+    assert thr[0] == pytest.approx(0.5, rel=0.1) and thr[1] > 1.5 * thr[0], thr
+
+
 # --- a tiny real run -------------------------------------------------------------------------
 
 
