@@ -171,7 +171,9 @@ fn behaviour_follows_the_preference_over_the_36_landmarks() {
 }
 
 #[test]
-#[ignore = "shipped model: Jain 0.516 for three staggered flows (needs 0.9)"]
+#[ignore = "shipped model: Jain 0.516 for three staggered flows (needs 0.9); with \
+            additive_increase_pkts = 0.15 Jain 0.977 but the latency flow gets 0.12 of a \
+            fair share and the headline test fails (algs/src/mocc.rs, Fairness)"]
 fn mocc_flows_share_fairly() {
     // same preference, staggered
     let text = "duration_s = 45\nseed = 9\n[link]\nrate_mbps = 20\nbuffer_bdp = 1.5\n\
@@ -195,6 +197,26 @@ fn mocc_flows_share_fairly() {
     println!("three MOCC flows, different w: {shares:?} Mbit/s (fair share {fair:.2})");
     for (i, v) in shares {
         assert!(v >= 0.2 * fair, "flow {i} gets {v} of a fair share {fair}");
+    }
+}
+
+/// The shipped model was trained under the dynamics the agent runs by default: the additive
+/// increase in its card's `mocc_knobs` equals `MoccConfig::default()`'s (a card without the
+/// knobs predates them: eq. 1 alone, κ = 0); the cap matters only when κ > 0.
+#[test]
+fn shipped_model_was_trained_under_the_default_knobs() {
+    let text = std::fs::read_to_string(models().join("mocc.json")).expect("models/mocc.json");
+    let card: serde_json::Value = serde_json::from_str(&text).expect("card JSON");
+    let knobs = &card["training"]["scenario_ranges"]["mocc_knobs"];
+    let d = ccp_algs::mocc::MoccConfig::default();
+    let kappa = knobs["additive_increase_pkts"].as_f64().unwrap_or(0.0);
+    assert_eq!(kappa, d.additive_increase_pkts, "card {knobs}");
+    if kappa > 0.0 {
+        assert_eq!(
+            knobs["additive_increase_cap"].as_f64(),
+            Some(d.additive_increase_cap),
+            "card {knobs}"
+        );
     }
 }
 
