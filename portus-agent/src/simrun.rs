@@ -50,6 +50,8 @@ pub struct SimRun {
     pub results: SimResults,
     /// Algorithm that ran each scenario flow, in the simulator's flow order.
     pub flow_algs: Vec<&'static str>,
+    /// Preference of each scenario flow: its own, else the agent's default (`--w`).
+    pub flow_ws: Vec<[f64; 3]>,
     /// The agent's records, by socket id.
     pub records: Vec<FlowRecord>,
     /// Datapath messages the agent's guard accepted and rejected.
@@ -134,9 +136,16 @@ fn run_with_agent(scenario: &Scenario, opts: &RunOptions, agent: Agent) -> anyho
                 .unwrap_or(default)
         })
         .collect();
+    let default_w = opts.agent.default_w.as_array();
+    let flow_ws = results
+        .flows
+        .iter()
+        .map(|f| f.w.unwrap_or(default_w))
+        .collect();
     Ok(SimRun {
         results,
         flow_algs,
+        flow_ws,
         records,
         accepted: agent.stats.accepted.load(Ordering::Relaxed),
         rejected: agent.stats.rejected(),
@@ -150,11 +159,12 @@ pub fn summary_json(run: &SimRun) -> serde_json::Value {
         .flows
         .iter()
         .zip(&run.flow_algs)
-        .map(|(f, alg)| {
+        .zip(&run.flow_ws)
+        .map(|((f, alg), w)| {
             json!({
                 "id": f.id,
                 "alg": alg,
-                "w": f.w,
+                "w": w,
                 "throughput_mbps": f.throughput_mbps,
                 "utilization": f.utilization,
                 "rtt_p50_ms": f.rtt_p50_ms,
@@ -183,10 +193,8 @@ pub fn summary_table(run: &SimRun) -> String {
         "{:>4} {:<8} {:>17} {:>10} {:>6} {:>9} {:>9} {:>10} {:>8}",
         "flow", "alg", "w", "thr Mbps", "util", "rtt p50", "rtt p95", "qdel p95", "loss"
     );
-    for (f, alg) in r.flows.iter().zip(&run.flow_algs) {
-        let w =
-            f.w.map(|w| format!("{:.2},{:.2},{:.2}", w[0], w[1], w[2]))
-                .unwrap_or_else(|| "default".into());
+    for ((f, alg), w) in r.flows.iter().zip(&run.flow_algs).zip(&run.flow_ws) {
+        let w = format!("{:.2},{:.2},{:.2}", w[0], w[1], w[2]);
         let _ = writeln!(
             s,
             "{:>4} {:<8} {:>17} {:>10.2} {:>6.3} {:>7.1}ms {:>7.1}ms {:>8.1}ms {:>8.4}",

@@ -242,6 +242,11 @@ fn headline_command_runs_the_shipped_model() {
     let c = run(&["--alg", "cubic"]);
     let flow = &m["flows"][0];
     assert_eq!(flow["alg"], "mocc", "{m}");
+    assert_eq!(
+        flow["w"],
+        serde_json::json!([0.4, 0.5, 0.1]),
+        "--w reaches the flow: {m}"
+    );
     assert_eq!(m["agent"]["messages_rejected"], 0, "{m}");
     let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
     let (tm, tc) = (
