@@ -155,8 +155,13 @@ fn separate_processes_over_unix_match_the_in_process_run() {
         .to_path_buf();
     let sim_bin = bin_dir.join("ccp-sim");
     if !sim_bin.exists() {
+        // the profile of this test binary (target/<profile>/), so the path above exists
+        let mut args = vec!["build", "-p", "ccp-sim", "--bin", "ccp-sim"];
+        if bin_dir.file_name().is_some_and(|d| d == "release") {
+            args.push("--release");
+        }
         let st = Command::new(env!("CARGO"))
-            .args(["build", "-p", "ccp-sim", "--bin", "ccp-sim"])
+            .args(&args)
             .status()
             .expect("cargo build ccp-sim");
         assert!(st.success());
