@@ -28,6 +28,10 @@ log-uniformly from 0.2-10 Mbit/s (MOCC's ``initial_rate_mbps`` knob). After star
 always begins at the capacity estimate, so without these episodes it would rarely see an
 uncongested path below capacity, which looks exactly like one at capacity (every feature is
 neutral): it learns to drift down there and starves, above all under a latency-heavy ``w``.
+MOCC's additive increase (``--additive-increase-pkts``/``-cap``, ``algs/src/mocc.rs``
+"Fairness") changes the dynamics the policy learns, so it is set in every training and
+evaluation episode and recorded in the card (``mocc_knobs``); unset, it is the agent's default
+(off). ``--additive-increase-range`` draws it per training episode instead.
 A learner row is *active* while its observation carries a preference (rows of flows that
 have not started are all zeros); inactive rows are masked out of the loss.
 
