@@ -509,7 +509,8 @@ impl MoccCore {
     }
 
     /// The additive term added to every decision's rate (bytes/s): `κ·MSS/srtt`, at most
-    /// `alpha·rate`; 0 before the first RTT sample or when the knob is 0 or not finite.
+    /// `additive_increase_cap·rate`; 0 before the first RTT sample or when κ is not a
+    /// positive finite number.
     pub fn additive_increase(&self) -> f64 {
         let k = self.config.additive_increase_pkts;
         let srtt = self.metrics.srtt_us;

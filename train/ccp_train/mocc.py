@@ -1258,8 +1258,9 @@ def cmd_adapt(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         if getattr(args, knob) is None:
             setattr(args, knob, trained_args.get(knob))
     ranges = ranges_from_args(args)
+    eval_toml = ranges.base_toml()
     scen = eval_scenarios(ranges, args.adapt_eval_scenarios, args.seed + 30_000_001)
-    before = evaluate(agent, [w_new, w_old_eval], scen, ranges.base_toml())
+    before = evaluate(agent, [w_new, w_old_eval], scen, eval_toml)
     curve = [before[w_new]["reward"]]
     walls = [0.0]
     logger.log(
@@ -1283,11 +1284,11 @@ def cmd_adapt(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
             g_old.set_objective(rng.choice(pool))
             groups.append(g_old)
         rec = tr.iterate("adapt", groups)
-        r = evaluate(agent, [w_new], scen, ranges.base_toml())[w_new]["reward"]
+        r = evaluate(agent, [w_new], scen, eval_toml)[w_new]["reward"]
         curve.append(r)
         walls.append(tr.train_wall)
         logger.log({"kind": "adapt_eval", "iteration": rec["iteration"], "reward_new": r})
-    after = evaluate(agent, [w_new, w_old_eval], scen, ranges.base_toml())
+    after = evaluate(agent, [w_new, w_old_eval], scen, eval_toml)
     idx, wall_at, best = time_to_fraction(curve, walls, 0.99)
     r_old0, r_old1 = before[w_old_eval]["reward"], after[w_old_eval]["reward"]
     kept = 100.0 * r_old1 / r_old0 if r_old0 else float("nan")

@@ -135,9 +135,9 @@ impl SimEnv {
     }
 
     /// The finished episode's results as a dict (once per episode; the figures of
-    /// `ccp-agent --sim --json`). `windows`: a list of
-    /// `(t0, t1)` seconds; the dict then also holds `throughput_windows`, for each window the
-    /// `(flow id, Mbit/s)` of every flow that ran over all of it.
+    /// `ccp-agent --sim --json`). `windows`: a list of `(t0, t1)` seconds; the dict then also
+    /// holds `throughput_windows`, for each window the `(flow id, Mbit/s)` of every flow that
+    /// ran over all of it.
     #[pyo3(signature = (windows = None))]
     fn results<'py>(
         &mut self,
@@ -145,12 +145,7 @@ impl SimEnv {
         windows: Option<Vec<(f64, f64)>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let r = self.env.results().map_err(runtime_err)?;
-        let json = serde_json::to_string(&r).map_err(|e| runtime_err(e.into()))?;
-        let m = py.import("json")?;
-        let d = m
-            .call_method1("loads", (json,))?
-            .cast_into::<PyDict>()
-            .map_err(|e| value_err(e.to_string()))?;
+        let d = to_dict(py, &r)?;
         if let Some(ws) = windows {
             let per: Vec<Vec<(usize, f64)>> = ws
                 .iter()
@@ -174,8 +169,12 @@ fn toml_algs(text: &str) -> PyResult<AlgsConfig> {
 /// trainer's defaults for the knobs that change the dynamics a policy learns.
 #[pyfunction]
 fn mocc_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let json = serde_json::to_string(&ccp_algs::mocc::MoccConfig::default())
-        .map_err(|e| runtime_err(e.into()))?;
+    to_dict(py, &ccp_algs::mocc::MoccConfig::default())
+}
+
+/// A serializable struct as a Python dict (through JSON).
+fn to_dict<'py>(py: Python<'py>, v: &impl serde::Serialize) -> PyResult<Bound<'py, PyDict>> {
+    let json = serde_json::to_string(v).map_err(|e| runtime_err(e.into()))?;
     py.import("json")?
         .call_method1("loads", (json,))?
         .cast_into::<PyDict>()
