@@ -20,11 +20,14 @@
 //! CCP choices: growth is applied once per report with the interval's acked segments
 //! (`cwnd += (target − cwnd)·acked/cwnd`, never past the target), which is RFC 8312's per-ACK
 //! rule integrated over the interval. Time `t` is datapath time, summed from report
-//! intervals. Reports fire every `max(srtt/2, min_interval)` and at once on loss or timeout;
-//! losses within one smoothed RTT of a reduction are one congestion event.
+//! intervals. Reports fire every `max(srtt/2, min_interval)` and at once on loss or timeout.
+//! Losses inside a recovery episode are one congestion event; an episode lasts until the
+//! window at its start has been acknowledged (at least 1.25 RTTs, at most four; see
+//! `reno::LossClock`). A timeout inside an episode restarts slow start from one segment but
+//! keeps the episode's ssthresh and W_max.
 
 use crate::controller::{Action, Algorithm, Controller, FlowInfo, FlowMetrics};
-use crate::reno::{half_rtt_interval, LossClock, WINDOW_FIELDS};
+use crate::reno::{half_rtt_interval, Congestion, LossClock, WINDOW_FIELDS};
 use crate::signals::{FoldProgram, Interval, ProgramBuilder, Trigger};
 
 /// Cubic's knobs (RFC 8312 names).
@@ -186,9 +189,19 @@ impl Controller for CubicFlow {
     fn on_report(&mut self, iv: &Interval) -> Action {
         self.metrics.observe(iv);
         let srtt_s = self.metrics.srtt_us / 1e6;
-        if self.clock.advance(iv, self.metrics.srtt_us) {
-            self.on_congestion(iv.timeout);
-        } else if iv.lost_pkts == 0 && !iv.timeout {
+        match self
+            .clock
+            .advance(iv, self.metrics.srtt_us, self.cwnd * self.mss)
+        {
+            Congestion::NewEpisode { timeout } => self.on_congestion(timeout),
+            Congestion::TimeoutInEpisode => {
+                // ssthresh and W_max stay from the episode's reduction; slow start again
+                self.cwnd = 1.0;
+                self.epoch_start_us = None;
+            }
+            Congestion::None => {}
+        }
+        if iv.lost_pkts == 0 && !iv.timeout {
             let mut acked = iv.acked_bytes as f64 / self.mss;
             if self.cwnd < self.ssthresh {
                 let ss = acked.min(self.ssthresh - self.cwnd);
@@ -288,9 +301,12 @@ mod tests {
         let mut f = CubicFlow::new(CubicConfig::default(), &info());
         f.on_report(&iv(90_000, 0, 20_000));
         f.on_report(&iv(0, 1, 20_000)); // W_max = 100, cwnd = 70
-        f.on_report(&iv(0, 0, 60_000)); // leave recovery
+                                        // the 100 segments outstanding at the loss are acknowledged: recovery is over
+        f.on_report(&iv(100_000, 0, 60_000));
+        let cwnd = f.cwnd_segments();
+        assert!(cwnd < 100.0, "{cwnd}");
         f.on_report(&iv(0, 1, 20_000)); // loss below last W_max
-        assert!((f.w_max_segments() - 70.0 * 1.7 / 2.0).abs() < 1.0);
+        assert!((f.w_max_segments() - cwnd * 1.7 / 2.0).abs() < 1e-9);
     }
 
     #[test]
@@ -305,5 +321,20 @@ mod tests {
         }
         // 1 s at 40 ms RTT: W_est grows by 3·0.3/1.7·25 ≈ 13 segments
         assert!(f.cwnd_segments() - before > 10.0, "{}", f.cwnd_segments());
+    }
+
+    #[test]
+    fn a_timeout_inside_an_episode_keeps_w_max_and_ssthresh() {
+        let mut f = CubicFlow::new(CubicConfig::default(), &info());
+        f.on_report(&iv(90_000, 0, 20_000));
+        f.on_report(&iv(0, 1, 20_000)); // W_max = 100, ssthresh = cwnd = 70
+        let t = Interval {
+            timeout: true,
+            ..iv(0, 0, 20_000)
+        };
+        let a = f.on_report(&t);
+        assert_eq!(a.cwnd_bytes, Some(1000));
+        assert_eq!(f.w_max_segments(), 100.0);
+        assert!((f.ssthresh - 70.0).abs() < 1e-9);
     }
 }

@@ -114,7 +114,7 @@
 //!   **Off by default (κ = 0)**, measured trade-off (`cargo test --release -p ccp-agent --test
 //!   mocc -- --include-ignored`): with the shipped model, κ = 0.15 (cap 0.05) lifts Jain of
 //!   three staggered flows from 0.52 to 0.98, but the headline cellular run's p95 queueing
-//!   rises from 60.8 to 70.3 ms (Cubic 62.0): on paths of a few packets per RTT the term is a
+//!   rises from 60.8 to 70.3 ms (Cubic 65.0): on paths of a few packets per RTT the term is a
 //!   standing push. Policies trained under it learn to lean on it: on small training paths it
 //!   does the climbing, so on the 35–50 Mbit/s, 120–200 ms acceptance links (where it is
 //!   ~0.1 % per MI) a latency-heavy `w` starved at 10–35 % utilization (κ 0.1–0.5, fixed;
