@@ -4,19 +4,41 @@
 //!
 //! The shipped model meets the latency criterion and the headline command; the tests it does
 //! not meet yet stay ignored, each saying by how much (figures from the model in `models/`,
-//! `cargo test --release -p ccp-agent --test mocc -- --include-ignored --nocapture`). To
-//! check a candidate, copy its `mocc.onnx` and `mocc.json` into `models/` and run that.
+//! `cargo test --release -p ccp-agent --test mocc -- --include-ignored --nocapture`).
+//!
+//! To check a candidate without touching the checkout, point `CCP_MOCC_MODELS` at a directory
+//! holding its `mocc.onnx` and `mocc.json` (a training run's `--out`), and `CCP_MOCC_CONFIG` at
+//! a TOML file of `[algs.<name>]` knobs (as `ccp-agent --config`) to run the agent under other
+//! knobs than its defaults; every test here, the headline command included, then uses them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use ccp_agent::agent::load_config;
 use ccp_agent::simrun::{run_sim, IpcKind, RunOptions, SimRun};
 use ccp_agent::AgentOptions;
-use ccp_algs::Preference;
+use ccp_algs::{AlgsConfig, Preference};
 use ccp_sim::Scenario;
 
+/// The model directory: `CCP_MOCC_MODELS`, else the checkout's `models/`.
 fn models() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models")
+    match std::env::var_os("CCP_MOCC_MODELS") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models"),
+    }
+}
+
+/// The knobs file named by `CCP_MOCC_CONFIG`, if any.
+fn config_file() -> Option<PathBuf> {
+    std::env::var_os("CCP_MOCC_CONFIG").map(PathBuf::from)
+}
+
+/// The algorithms' knobs the agent runs under: the defaults, or `CCP_MOCC_CONFIG`'s.
+fn algs_config() -> AlgsConfig {
+    match config_file() {
+        Some(path) => load_config(&path).unwrap_or_else(|e| panic!("CCP_MOCC_CONFIG: {e}")),
+        None => AlgsConfig::default(),
+    }
 }
 
 fn run(text: &str, default_alg: &str) -> SimRun {
@@ -25,6 +47,7 @@ fn run(text: &str, default_alg: &str) -> SimRun {
         agent: AgentOptions {
             default_alg: default_alg.into(),
             models: Some(models()),
+            algs: algs_config(),
             ..Default::default()
         },
         ipc: IpcKind::Inline,
@@ -202,13 +225,14 @@ fn mocc_flows_share_fairly() {
 
 /// The shipped model was trained under the dynamics the agent runs by default: the additive
 /// increase in its card's `mocc_knobs` equals `MoccConfig::default()`'s (a card without the
-/// knobs predates them: eq. 1 alone, κ = 0); the cap matters only when κ > 0.
+/// knobs predates them: eq. 1 alone, κ = 0); the cap matters only when κ > 0. (Under
+/// `CCP_MOCC_CONFIG`, the knobs the tests run under.)
 #[test]
 fn shipped_model_was_trained_under_the_default_knobs() {
     let text = std::fs::read_to_string(models().join("mocc.json")).expect("models/mocc.json");
     let card: serde_json::Value = serde_json::from_str(&text).expect("card JSON");
     let knobs = &card["training"]["scenario_ranges"]["mocc_knobs"];
-    let d = ccp_algs::mocc::MoccConfig::default();
+    let d = algs_config().mocc;
     let kappa = knobs["additive_increase_pkts"].as_f64().unwrap_or(0.0);
     assert_eq!(kappa, d.additive_increase_pkts, "card {knobs}");
     if kappa > 0.0 {
@@ -227,10 +251,19 @@ fn shipped_model_was_trained_under_the_default_knobs() {
 #[test]
 fn headline_command_runs_the_shipped_model() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    // as typed: no --models / --config unless a candidate is being checked
+    let mut common: Vec<std::ffi::OsString> = vec![];
+    if let Some(dir) = std::env::var_os("CCP_MOCC_MODELS") {
+        common.extend(["--models".into(), dir]);
+    }
+    if let Some(path) = config_file() {
+        common.extend(["--config".into(), path.into_os_string()]);
+    }
     let run = |args: &[&str]| -> serde_json::Value {
         let out = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
             .current_dir(&root)
             .args(args)
+            .args(&common)
             .args(["--sim", "datapath/sim/scenarios/cellular.toml", "--json"])
             .output()
             .expect("run ccp-agent");
