@@ -96,10 +96,10 @@ pub(crate) enum Congestion {
 /// NewReno's recovery (RFC 6582) lasts until everything outstanding at the loss is
 /// acknowledged. Without per-packet state the episode lasts until the bytes acknowledged since
 /// it began reach the window at its start, and at least [`MIN_EPISODE_RTTS`] current RTTs, at
-/// most [`MAX_EPISODE_RTTS`]. The byte rule matters at
-/// slow-start exit: a window that overshot the pipe by half again loses packets for several
-/// RTTs, and a one-RTT episode would halve it two or three times (measured in the VM at
-/// 50 Mbit/s / 40 ms / 1 BDP: 567 → 83 segments and a 3 s climb back).
+/// most [`MAX_EPISODE_RTTS`]. The byte rule matters at slow-start exit: a window that
+/// overshot the pipe loses packets for several RTTs, and a one-RTT episode halved it two or
+/// three times (measured in the VM at 50 Mbit/s / 40 ms / 1 BDP: 567 → 83 segments, then a
+/// 3 s climb back).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LossClock {
     /// Datapath time elapsed since the flow started (µs), summed from report intervals.
