@@ -291,6 +291,16 @@ mod tests {
         }
     }
 
+    /// A flow slow-started to 100 kB that just lost `lost` packets: cwnd = ssthresh = 50 kB.
+    fn after_a_loss(lost: u64) -> RenoFlow {
+        let mut f = RenoFlow::new(RenoConfig::default(), &info());
+        f.on_report(&iv(90_000, 0, false));
+        assert_eq!(f.cwnd_bytes(), 100_000.0);
+        f.on_report(&iv(0, lost, false));
+        assert_eq!(f.cwnd_bytes(), 50_000.0);
+        f
+    }
+
     #[test]
     fn slow_start_doubles_per_window_then_halves_on_loss() {
         let mut f = RenoFlow::new(RenoConfig::default(), &info());
@@ -322,11 +332,7 @@ mod tests {
     #[test]
     fn one_reduction_until_the_window_at_the_loss_is_acknowledged() {
         // slow-start overshoot: cwnd 100 kB, losses keep arriving for three RTTs (40 ms)
-        let mut f = RenoFlow::new(RenoConfig::default(), &info());
-        f.on_report(&iv(90_000, 0, false));
-        assert_eq!(f.cwnd_bytes(), 100_000.0);
-        f.on_report(&iv(0, 5, false));
-        assert_eq!(f.cwnd_bytes(), 50_000.0);
+        let mut f = after_a_loss(5);
         // 100 ms later (2.5 RTTs) 60 kB of the 100 kB outstanding are acknowledged: same episode
         for _ in 0..5 {
             f.on_report(&iv(12_000, 2, false));
@@ -342,10 +348,7 @@ mod tests {
 
     #[test]
     fn an_episode_ends_after_four_rtts_even_without_acknowledgements() {
-        let mut f = RenoFlow::new(RenoConfig::default(), &info());
-        f.on_report(&iv(90_000, 0, false));
-        f.on_report(&iv(0, 5, false));
-        assert_eq!(f.cwnd_bytes(), 50_000.0);
+        let mut f = after_a_loss(5);
         // 7 × 20 ms = 140 ms < 4 RTTs (160 ms): still the same episode
         for _ in 0..7 {
             f.on_report(&iv(0, 1, false));
@@ -357,9 +360,7 @@ mod tests {
 
     #[test]
     fn a_timeout_inside_an_episode_keeps_ssthresh() {
-        let mut f = RenoFlow::new(RenoConfig::default(), &info());
-        f.on_report(&iv(90_000, 0, false));
-        f.on_report(&iv(0, 5, false));
+        let mut f = after_a_loss(5);
         let a = f.on_report(&iv(0, 0, true));
         assert_eq!(a.cwnd_bytes, Some(1000));
         assert_eq!(f.ssthresh_bytes(), 50_000.0);
@@ -372,10 +373,7 @@ mod tests {
     fn tail_losses_reported_just_after_one_rtt_are_the_same_episode() {
         // the VM case: the cumulative ACK passes the window at the reduction after one RTT,
         // and the window's lost tail is reported a few ms later (RACK's reordering window)
-        let mut f = RenoFlow::new(RenoConfig::default(), &info());
-        f.on_report(&iv(90_000, 0, false));
-        f.on_report(&iv(0, 4, false));
-        assert_eq!(f.cwnd_bytes(), 50_000.0);
+        let mut f = after_a_loss(4);
         f.on_report(&iv(101_000, 0, false)); // +20 ms
         f.on_report(&iv(0, 0, false)); // +40 ms: one RTT, window acknowledged
         let tail = Interval {
