@@ -922,6 +922,7 @@ def save_checkpoint(
     pool: Sequence[Pref],
     args: argparse.Namespace,
     onnx_sha256: str | None,
+    command: str | None = None,
 ) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(
@@ -935,10 +936,31 @@ def save_checkpoint(
             "pool": [list(w) for w in pool],
             "args": _jsonable(vars(args)),
             "onnx_sha256": onnx_sha256,
+            "command": command,
         },
         path,
     )
     return path
+
+
+def init_command(path: Path, ckpt: dict[str, Any]) -> str:
+    """The command (chain) that produced checkpoint ``path``: the one it stores, else the one
+    in the model card beside it when that card describes the checkpoint's ONNX model (older
+    checkpoints stored no command)."""
+    if ckpt.get("command"):
+        return str(ckpt["command"])
+    card_path = path.with_suffix(".json")
+    try:
+        card = json.loads(card_path.read_text())
+    except (OSError, ValueError):
+        card = {}
+    if card.get("sha256") and card.get("sha256") == ckpt.get("onnx_sha256"):
+        return str(card["training"]["command"])
+    raise SystemExit(
+        f"--init {path}: the checkpoint records no training command and no model card beside "
+        f"it ({card_path}) matches its ONNX sha256; a fine-tuned model's card must say how its "
+        "starting point was trained"
+    )
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
@@ -1064,9 +1086,12 @@ def cmd_train(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     set_seed(args.seed, args.threads)
     t_start = time.perf_counter()
     ranges = ranges_from_args(args)
+    command = "python -m ccp_train.mocc " + shlex.join(argv)
     if args.init:
         ckpt = load_checkpoint(Path(args.init))
         agent = agent_from_checkpoint(ckpt)
+        # the card's command reproduces the model: the starting point's chain, then this run
+        command = f"{init_command(Path(args.init), ckpt)} && {command}"
     else:
         ckpt = None
         agent = MoccAgent(args.pref_layers, args.hidden, args.log_std_init, args.gamma)
@@ -1082,7 +1107,7 @@ def cmd_train(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     logger.log(
         {
             "kind": "setup",
-            "command": "python -m ccp_train.mocc " + shlex.join(argv),
+            "command": command,
             "landmarks": len(lms),
             "order": [fmt_pref(w) for w in order],
             "rows": group.num_rows,
@@ -1144,7 +1169,7 @@ def cmd_train(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         )
         save_checkpoint(
             out / f"{ALG}.resume.pt", agent, tr.opt, iteration=tr.iteration, steps=tr.steps,
-            pool=lms, args=args, onnx_sha256=None,
+            pool=lms, args=args, onnx_sha256=None, command=command,
         )
         if cycle >= args.min_cycles and n_conv == len(lms):
             converged = True
@@ -1168,12 +1193,17 @@ def cmd_train(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         "cycles": cycles,
         "converged": converged,
     }
-    command = "python -m ccp_train.mocc " + shlex.join(argv)
+    start = (
+        f"from {args.init} (iteration {int(ckpt['iteration'])}, {int(ckpt['steps'])} "
+        "transitions; the command's first part), this run: "
+        if ckpt is not None
+        else ""
+    )
     notes = (
-        f"MOCC PPO with preference sub-network; bootstrap {args.bootstrap_iters} iterations, "
-        f"fast traversing {traverse_iters} iterations ({cycles} full cycles, "
+        f"MOCC PPO with preference sub-network; {start}bootstrap {args.bootstrap_iters} "
+        f"iterations, fast traversing {traverse_iters} iterations ({cycles} full cycles, "
         f"{'converged' if converged else 'not converged'}); {tr.iteration} iterations, "
-        f"{tr.steps} transitions, {tr.env_steps} env steps, wall {wall:.0f} s "
+        f"{tr.steps} transitions in all; this run {tr.env_steps} env steps, wall {wall:.0f} s "
         f"({tr.train_wall:.0f} s in training iterations)"
     )
     training = {
@@ -1187,7 +1217,7 @@ def cmd_train(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     onnx_path, card_path = export_model(agent, out, training, evaluation)
     ckpt_path = save_checkpoint(
         out / f"{ALG}.pt", agent, tr.opt, iteration=tr.iteration, steps=tr.steps, pool=lms,
-        args=args, onnx_sha256=_card.sha256_file(onnx_path),
+        args=args, onnx_sha256=_card.sha256_file(onnx_path), command=command,
     )
     summary = {
         "kind": "done",

@@ -369,6 +369,20 @@ def test_cycles_stop_once_every_landmark_converged_and_resume(tmp_path: Path) ->
         "--bootstrap-iters", "1", "--traverse-max-iters", "1", *quick,
     ])
     assert resumed["iterations"] == 2 * 36 + 2
+    # the fine-tuned card's command reproduces it: the starting point's command, then its own
+    first = json.loads((out / "mocc.json").read_text())["training"]["command"]
+    chained = json.loads((tmp_path / "b" / "mocc.json").read_text())["training"]["command"]
+    head, tail = chained.split(" && ")
+    assert head == first and tail.startswith("python -m ccp_train.mocc train") and "--init" in tail
+    # a checkpoint that stores no command: the card beside it names one only if it describes
+    # the checkpoint's model
+    ckpt = mocc.load_checkpoint(out / "mocc.pt")
+    assert ckpt["command"] == first
+    ckpt["command"] = None
+    assert mocc.init_command(out / "mocc.pt", ckpt) == first
+    ckpt["onnx_sha256"] = "0" * 64
+    with pytest.raises(SystemExit, match="records no training command"):
+        mocc.init_command(out / "mocc.pt", ckpt)
 
 
 def test_onnx_equals_the_torch_actor_mean(tiny: tuple[Path, dict]) -> None:
