@@ -113,12 +113,20 @@
 //!   policy's again. RTT-unfair as Reno is (the term is per RTT).
 //!   **Off by default (κ = 0)**, measured trade-off (`cargo test --release -p ccp-agent --test
 //!   mocc -- --include-ignored`): with the shipped model, κ = 0.15 (cap 0.05) lifts Jain of
-//!   three staggered flows from 0.52 to 0.98, but the headline cellular run's p95 queueing
-//!   rises from 60.8 to 70.3 ms (Cubic 65.0): on paths of a few packets per RTT the term is a
+//!   three staggered flows from 0.80 to 0.91, but the headline cellular run's p95 queueing
+//!   rises from 56.9 to 69.2 ms (Cubic 65.0): on paths of a few packets per RTT the term is a
 //!   standing push. Policies trained under it learn to lean on it: on small training paths it
 //!   does the climbing, so on the 35–50 Mbit/s, 120–200 ms acceptance links (where it is
 //!   ~0.1 % per MI) a latency-heavy `w` starved at 10–35 % utilization (κ 0.1–0.5, fixed;
 //!   drawing κ per episode from [0, 0.3] helped, not enough).
+//!   Flows with *different* `w` are a separate problem the term does not solve: next to a
+//!   `<0.8,0.1,0.1>` flow, whose own cycle drains and refills the queue every ~2 s, a
+//!   `<0.1,0.8,0.1>` flow backs off in every refill and decays to the minimum rate (0.1 of a
+//!   fair share at κ = 0.15: the term lifts the throughput flow as much). Tried and dropped:
+//!   a Copa-style competition detector (every `p` of the last 20 MIs above 1.1) adding 1–2
+//!   packets per RTT or asking the policy with `w_lat` lowered to 0.1. The throughput flow's
+//!   cycle empties the queue, so the detector rarely fires; where it fired it lifted every
+//!   flow alike (latency flow at 0.016 of a fair share).
 //! - **Timeouts** after start-up are not special: the policy sees an MI with `l = 4` and the
 //!   reward an `O_loss` of 0.
 //! - **Capacity estimate Ĉ** = the largest delivery-rate sample of the flow. A sample is
