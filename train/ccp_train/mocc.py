@@ -99,7 +99,9 @@ plain fine-tuning, for comparison.
 Outputs (``--out``): ``mocc.onnx`` + ``mocc.json`` (card: command, seed, steps, wall time,
 scenario ranges, per-landmark evaluation), ``mocc.pt`` (torch checkpoint for ``adapt``),
 ``mocc.resume.pt`` (weights after each cycle, for ``--init``), and the log
-(``mocc.train.jsonl`` / ``mocc.adapt.jsonl`` unless ``--log``).
+(``mocc.train.jsonl`` / ``mocc.adapt.jsonl`` unless ``--log``). Checkpoints store the command
+that produced them; ``train --init CKPT`` writes ``<CKPT's command> && <its own>`` into the
+card, so a fine-tuned model's card still says how to rebuild it from scratch.
 """
 
 from __future__ import annotations
@@ -954,8 +956,9 @@ def init_command(path: Path, ckpt: dict[str, Any]) -> str:
         card = json.loads(card_path.read_text())
     except (OSError, ValueError):
         card = {}
-    if card.get("sha256") and card.get("sha256") == ckpt.get("onnx_sha256"):
-        return str(card["training"]["command"])
+    command = card.get("training", {}).get("command") if isinstance(card, dict) else None
+    if command and card.get("sha256") and card.get("sha256") == ckpt.get("onnx_sha256"):
+        return str(command)
     raise SystemExit(
         f"--init {path}: the checkpoint records no training command and no model card beside "
         f"it ({card_path}) matches its ONNX sha256; a fine-tuned model's card must say how its "
