@@ -956,7 +956,8 @@ def init_command(path: Path, ckpt: dict[str, Any]) -> str:
         card = json.loads(card_path.read_text())
     except (OSError, ValueError):
         card = {}
-    command = card.get("training", {}).get("command") if isinstance(card, dict) else None
+    training = card.get("training") if isinstance(card, dict) else None
+    command = training.get("command") if isinstance(training, dict) else None
     if command and card.get("sha256") and card.get("sha256") == ckpt.get("onnx_sha256"):
         return str(command)
     raise SystemExit(
