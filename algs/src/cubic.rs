@@ -301,7 +301,8 @@ mod tests {
         let mut f = CubicFlow::new(CubicConfig::default(), &info());
         f.on_report(&iv(90_000, 0, 20_000));
         f.on_report(&iv(0, 1, 20_000)); // W_max = 100, cwnd = 70
-                                        // the 100 segments outstanding at the loss are acknowledged: recovery is over
+
+        // the 100 segments outstanding at the loss are acknowledged: recovery is over
         f.on_report(&iv(100_000, 0, 60_000));
         let cwnd = f.cwnd_segments();
         assert!(cwnd < 100.0, "{cwnd}");
