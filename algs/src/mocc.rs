@@ -127,6 +127,18 @@
 //!   packets per RTT or asking the policy with `w_lat` lowered to 0.1. The throughput flow's
 //!   cycle empties the queue, so the detector rarely fires; where it fired it lifted every
 //!   flow alike (latency flow at 0.016 of a fair share).
+//!   Also measured and not adopted: (1) the term only on decisions with `a ≥ 0` (AIMD-like),
+//!   at deploy time with the κ = 0 model: κ = 0.1 gives Jain 0.93 and the headline 59.7 ms,
+//!   but the landmark Spearman for queueing falls from −0.71 to −0.67, a 50 Mbit/s, 80 ms
+//!   path stays at 0.47 (the term is 0.09 % per MI there), and one cycle of fine-tuning under
+//!   it fails the 50 Mbit/s utilization test (0.898). (2) A fourth policy input that breaks
+//!   the flows' symmetry (feature_version 2, full retrains, seeds 4 and 1): the rate share
+//!   `log2(x/Ĉ)` lifts the latency flow to 0.9 of a fair share, but on a cellular trace `Ĉ`
+//!   is the peak, so every flow reads itself as starved and fills the buffer whatever `w`
+//!   (headline 82 ms, queueing Spearman ≈ 0); the flow's own queued packets
+//!   `x·(rtt̄ − D̂)/MSS` (Vegas's count) gives Jain 1.000, but packets are absolute and the
+//!   35–50 Mbit/s links outside the training range read as a large own queue
+//!   (utilization 0.34–0.87); the same in path BDPs, `x·(rtt̄ − D̂)/(Ĉ·D̂)`, fixed neither.
 //! - **Timeouts** after start-up are not special: the policy sees an MI with `l = 4` and the
 //!   reward an `O_loss` of 0.
 //! - **Capacity estimate Ĉ** = the largest delivery-rate sample of the flow. A sample is
