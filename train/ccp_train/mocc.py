@@ -953,7 +953,7 @@ def init_command(path: Path, ckpt: dict[str, Any]) -> str:
         return str(ckpt["command"])
     card_path = path.with_suffix(".json")
     try:
-        card = json.loads(card_path.read_text())
+        card = _card.read_card(card_path)
     except (OSError, ValueError):
         card = {}
     training = card.get("training") if isinstance(card, dict) else None
