@@ -232,6 +232,9 @@ pub struct MoccConfig {
     pub additive_increase_pkts: f64,
     /// The additive term is at most this fraction of the rate.
     pub additive_increase_cap: f64,
+    /// The additive term is added only to decisions with `a ≥` this: −5 (the action bound)
+    /// adds it to every decision; 0 only while the policy holds or increases (AIMD-like).
+    pub additive_increase_min_action: f64,
 }
 
 impl Default for MoccConfig {
@@ -249,6 +252,7 @@ impl Default for MoccConfig {
             initial_rate_mbps: None,
             additive_increase_pkts: 0.0,
             additive_increase_cap: 0.05,
+            additive_increase_min_action: -f64::from(ACTION_BOUND),
         }
     }
 }
@@ -726,7 +730,12 @@ impl LearnedCore for MoccCore {
             Some(a) if !a.is_nan() => f64::from(a.clamp(-ACTION_BOUND, ACTION_BOUND)),
             _ => 0.0,
         };
-        let x = rate_update(self.rate, a, self.config.alpha) + self.additive_increase();
+        let add = if a >= self.config.additive_increase_min_action {
+            self.additive_increase()
+        } else {
+            0.0
+        };
+        let x = rate_update(self.rate, a, self.config.alpha) + add;
         if x.is_finite() {
             self.rate = self.bound(x);
         }
@@ -1115,6 +1124,39 @@ mod tests {
         assert!(close(c.rate_bps(), x0 * 1.1));
         c.apply(&[-1.0]);
         assert!(close(c.rate_bps(), x0));
+    }
+
+    #[test]
+    fn additive_increase_can_skip_decreasing_decisions() {
+        let mut c = MoccCore::new(
+            MoccConfig {
+                additive_increase_pkts: 0.5,
+                additive_increase_cap: 0.1,
+                additive_increase_min_action: 0.0,
+                initial_rate_mbps: Some(8.0),
+                ..no_startup()
+            },
+            &info(),
+        );
+        observe(&mut c, &mi(40_000, 40_000, 40.0, 40.0));
+        let add = c.additive_increase();
+        assert!(close(add, 12_500.0));
+        let x0 = c.rate_bps();
+        // a decrease is eq. 1 alone
+        c.apply(&[-2.0]);
+        assert!(close(c.rate_bps(), x0 / 1.05));
+        // a hold or an increase gets the term
+        let x1 = c.rate_bps();
+        c.apply(&[0.0]);
+        assert!(close(c.rate_bps(), x1 + add));
+        let x2 = c.rate_bps();
+        c.apply(&[2.0]);
+        assert!(close(c.rate_bps(), x2 * 1.05 + add));
+        // the default adds it to every decision
+        assert_eq!(
+            MoccConfig::default().additive_increase_min_action,
+            -f64::from(ACTION_BOUND)
+        );
     }
 
     #[test]

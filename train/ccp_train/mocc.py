@@ -371,7 +371,7 @@ def ranges_from_args(args: argparse.Namespace) -> MoccRanges:
 
 #: MOCC knobs that change the dynamics a policy learns: flags of the same name, default the
 #: agent's (``MoccConfig::default()``), recorded in the card and set in every episode
-DYNAMICS_KNOBS = ("additive_increase_pkts", "additive_increase_cap")
+DYNAMICS_KNOBS = ("additive_increase_pkts", "additive_increase_cap", "additive_increase_min_action")
 
 
 def mocc_knobs(args: argparse.Namespace) -> tuple[tuple[str, float], ...]:
@@ -383,7 +383,7 @@ def mocc_knobs(args: argparse.Namespace) -> tuple[tuple[str, float], ...]:
     for k in DYNAMICS_KNOBS:
         v = getattr(args, k, None)
         v = defaults[k] if v is None else v
-        if not math.isfinite(v) or v < 0:
+        if not math.isfinite(v) or (v < 0 and k != "additive_increase_min_action"):
             raise SystemExit(f"--{k.replace('_', '-')} {v}: expected a finite value >= 0")
         out.append((k, float(v)))
     return tuple(out)
@@ -1439,6 +1439,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    "checkpoint's")
     g.add_argument("--additive-increase-cap", type=float, default=None,
                    help="its cap as a fraction of the rate; default: the agent's")
+    g.add_argument("--additive-increase-min-action", type=float, default=None,
+                   help="the term only on decisions with a >= this (0: AIMD-like); default: "
+                   "the agent's (-5: every decision)")
     g.add_argument("--additive-increase-range", type=_floats(2), default=None,
                    help="training episodes draw the additive increase from LOW,HIGH (domain "
                    "randomization: the policy cannot see it and must not lean on one value); "

@@ -235,12 +235,13 @@ def test_mocc_knobs_reach_every_episode_and_change_the_dynamics() -> None:
 
     args = mocc.build_parser().parse_args(
         ["train", "--additive-increase-pkts", "0.5", "--additive-increase-cap", "0.05",
-         "--policy-start-prob", "0.5"]
+         "--additive-increase-min-action", "0", "--policy-start-prob", "0.5"]
     )
     ranges = mocc.ranges_from_args(args)
     base = ranges.base_toml()
     assert base is not None and "additive_increase_pkts = 0.5" in base
     assert "additive_increase_cap = 0.05" in base
+    assert "additive_increase_min_action = 0.0" in base
     rng = random.Random(3)
     texts = [ranges.algs_toml(rng) for _ in range(40)]
     assert all(t is not None and t.startswith(base) for t in texts)
@@ -249,6 +250,7 @@ def test_mocc_knobs_reach_every_episode_and_change_the_dynamics() -> None:
     assert ranges.describe()["mocc_knobs"] == {
         "additive_increase_pkts": 0.5,
         "additive_increase_cap": 0.05,
+        "additive_increase_min_action": 0.0,
     }
     # unset flags take the agent's defaults, so the card always records the dynamics
     defaults = dict(mocc.ranges_from_args(mocc.build_parser().parse_args(["train"])).knobs)
