@@ -31,7 +31,8 @@ neutral): it learns to drift down there and starves, above all under a latency-h
 MOCC's additive increase (``--additive-increase-pkts``/``-cap``, ``algs/src/mocc.rs``
 "Fairness") changes the dynamics the policy learns, so it is set in every training and
 evaluation episode and recorded in the card (``mocc_knobs``); unset, it is the agent's default
-(off). ``--additive-increase-range`` draws it per training episode instead.
+(0.1 packet per RTT, only on decisions with ``a >= 0``: ``--additive-increase-min-action``).
+``--additive-increase-range`` draws it per training episode instead.
 A learner row is *active* while its observation carries a preference (rows of flows that
 have not started are all zeros); inactive rows are masked out of the loss.
 
