@@ -151,7 +151,12 @@
 //!   training; 6 and 4 cycles) left the latency flow at 0.016–0.07 and Jain at 0.35. The conflict behind
 //!   all five: from one flow's ACKs a capacity drop and a neighbour taking the link look
 //!   alike, unless the input is absolute (packets), which does not transfer across link
-//!   sizes.
+//!   sizes. Deterministic pushes meet the same conflict (shipped model, deploy time): the
+//!   additive term on every decision lifts the latency flow to 0.07 / 0.20 / 0.40 of a fair
+//!   share at κ = 0.1 / 0.3 / 1, but at 0.3 the headline run's p95 is 76 ms and at 1 the
+//!   same-`w` Jain falls to 0.80; a starvation guard (that term, 1 packet per RTT within the
+//!   5 % cap, whenever `x < Ĉ/4`) gives 0.21 and 0.26 of a fair share, but the trace's
+//!   capacity fades trigger it too (headline 80.2 ms, Cubic 65.0).
 //! - **Timeouts** after start-up are not special: the policy sees an MI with `l = 4` and the
 //!   reward an `O_loss` of 0.
 //! - **Capacity estimate Ĉ** = the largest delivery-rate sample of the flow. A sample is
