@@ -156,7 +156,10 @@
 //!   share at κ = 0.1 / 0.3 / 1, but at 0.3 the headline run's p95 is 76 ms and at 1 the
 //!   same-`w` Jain falls to 0.80; a starvation guard (that term, 1 packet per RTT within the
 //!   5 % cap, whenever `x < Ĉ/4`) gives 0.21 and 0.26 of a fair share, but the trace's
-//!   capacity fades trigger it too (headline 80.2 ms, Cubic 65.0).
+//!   capacity fades trigger it too (headline 80.2 ms, Cubic 65.0). Firing it only after the
+//!   flow's rate fell 30 % over 20–40 MIs without the mean `p` falling (its decreases did
+//!   not drain the queue) lifts the latency flow to 0.24 but still fires in the fades
+//!   (headline 81 ms): in a deepening fade a flow's decreases do not drain the queue either.
 //! - **Timeouts** after start-up are not special: the policy sees an MI with `l = 4` and the
 //!   reward an `O_loss` of 0.
 //! - **Capacity estimate Ĉ** = the largest delivery-rate sample of the flow. A sample is
