@@ -13,7 +13,7 @@
 //!   a_t ~ π(s_t)                                 one continuous value, clamped to [−5, 5]
 //!   x_{t+1} = x_t·(1 + α·a_t)      if a_t ≥ 0                            (eq. 1)
 //!           = x_t / (1 − α·a_t)    if a_t < 0,    α = 0.025
-//!   x_{t+1} ← x_{t+1} + min(κ·MSS/srtt, cap·x_t)  if a_t ≥ 0: additive increase (ours: "Fairness")
+//!   x_{t+1} ← x_{t+1} + min(κ·MSS/srtt, cap·x_t)  if a_t ≥ 0   additive increase ("Fairness")
 //!   r_t = w_thr·O_thr + w_lat·O_lat + w_loss·O_loss                       (eq. 2)
 //!     O_thr  = thr_t / Ĉ          thr_t = acked bytes / len_t,  Ĉ = max delivery rate seen
 //!     O_lat  = D̂ / rtt̄_t          D̂ = min RTT sample seen
@@ -126,8 +126,8 @@
 //!   69.2 ms, Cubic 65.0), and policies trained under it from scratch lean on it, so on the
 //!   large links a latency-heavy `w` starved at 10–35 % utilization (κ 0.1–0.5, fixed;
 //!   drawing κ per episode from [0, 0.3] helped, not enough). The fine-tune is touchy: of
-//!   eight one-cycle fine-tunes (seeds 4–7, κ 0.08–0.12, lr 1e-4–2e-4) only the shipped one
-//!   passed every asserted acceptance test; the others missed one by a little (50 Mbit/s
+//!   eight fine-tunes of 1–2 cycles (seeds 4–7, κ 0.08–0.12, lr 1e-4–2e-4) only the shipped
+//!   one passed every asserted acceptance test; the others missed one by a little (50 Mbit/s
 //!   utilization 0.898–0.899, the 10 Mbit/s, 10 ms landmark Spearman, or Jain 0.81–0.88).
 //!   Flows with *different* `w` are a separate problem the term does not solve: next to a
 //!   `<0.8,0.1,0.1>` flow, whose own cycle drains and refills the queue every ~2 s, a
@@ -138,23 +138,23 @@
 //!   cycle empties the queue, so the detector rarely fires; where it fired it lifted every
 //!   flow alike (latency flow at 0.016 of a fair share).
 //!   A policy input beyond `l`, `p`, `q` and `w` that breaks the flows' symmetry
-//!   (feature_version 2, retrains from scratch, seeds 4 and 1) was tried five ways: the rate share `log2(x/Ĉ)` lifts the latency flow
-//!   to 0.9 of a fair share, but on a cellular trace `Ĉ` is the peak, so every flow reads
-//!   itself as starved and fills the buffer whatever `w` (headline 82 ms, trace queueing
-//!   Spearman ≈ 0); only its starved end, `clamp(log2(x/Ĉ) + 3, −4, 0)`, lifts it to
-//!   0.07–0.11 with the same headline failure (76 ms); the flow's own queued packets
-//!   `x·(rtt̄ − D̂)/MSS` (Vegas's count) gives Jain 1.000, but packets are absolute and the
-//!   35–50 Mbit/s links outside the training range read as a large own queue
-//!   (utilization 0.34–0.87); the same in path BDPs, `x·(rtt̄ − D̂)/(Ĉ·D̂)`, fixed neither;
-//!   the flow's own rate change per MI (10 values beside the history, so the policy could
-//!   see that its decreases do not drain the queue, with or without a Cubic competitor in
-//!   training; 6 and 4 cycles) left the latency flow at 0.016–0.07 and Jain at 0.35. The conflict behind
-//!   all five: from one flow's ACKs a capacity drop and a neighbour taking the link look
-//!   alike, unless the input is absolute (packets), which does not transfer across link
-//!   sizes. Deterministic pushes meet the same conflict (shipped model, deploy time): the
-//!   additive term on every decision lifts the latency flow to 0.07 / 0.20 / 0.40 of a fair
-//!   share at κ = 0.1 / 0.3 / 1, but at 0.3 the headline run's p95 is 76 ms and at 1 the
-//!   same-`w` Jain falls to 0.80; a starvation guard (that term, 1 packet per RTT within the
+//!   (feature_version 2, retrains from scratch, seeds 4 and 1) was tried five ways: the
+//!   rate share `log2(x/Ĉ)` lifts the latency flow to 0.9 of a fair share, but on a cellular
+//!   trace `Ĉ` is the peak, so every flow reads itself as starved and fills the buffer
+//!   whatever `w` (headline 82 ms, trace queueing Spearman ≈ 0); only its starved end,
+//!   `clamp(log2(x/Ĉ) + 3, −4, 0)`, lifts it to 0.07–0.11 with the same headline failure
+//!   (76 ms); the flow's own queued packets `x·(rtt̄ − D̂)/MSS` (Vegas's count) gives Jain
+//!   1.000, but packets are absolute and the 35–50 Mbit/s links outside the training range
+//!   read as a large own queue (utilization 0.34–0.87); the same in path BDPs,
+//!   `x·(rtt̄ − D̂)/(Ĉ·D̂)`, fixed neither; the flow's own rate change per MI (10 values
+//!   beside the history, so the policy could see that its decreases do not drain the queue,
+//!   with or without a Cubic competitor in training; 6 and 4 cycles) left the latency flow
+//!   at 0.016–0.07 and Jain at 0.35. The conflict behind all five: from one flow's ACKs a
+//!   capacity drop and a neighbour taking the link look alike, unless the input is absolute
+//!   (packets), which does not transfer across link sizes. Deterministic pushes meet the
+//!   same conflict (shipped model, deploy time): the additive term on every decision lifts
+//!   the latency flow to 0.07 / 0.20 / 0.40 of a fair share at κ = 0.1 / 0.3 / 1, but at 0.3
+//!   the headline run's p95 is 76 ms and at 1 the same-`w` Jain falls to 0.80; a starvation guard (that term, 1 packet per RTT within the
 //!   5 % cap, whenever `x < Ĉ/4`) gives 0.21 and 0.26 of a fair share, but the trace's
 //!   capacity fades trigger it too (headline 80.2 ms, Cubic 65.0). Firing it only after the
 //!   flow's rate fell 30 % over 20–40 MIs without the mean `p` falling (its decreases did
