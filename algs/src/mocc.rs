@@ -553,9 +553,9 @@ impl MoccCore {
         }
     }
 
-    /// The additive term added to every decision's rate (bytes/s): `κ·MSS/srtt`, at most
-    /// `additive_increase_cap·rate`; 0 before the first RTT sample or when κ is not a
-    /// positive finite number.
+    /// The additive term (bytes/s) added to a decision's rate when its action is at least
+    /// `additive_increase_min_action`: `κ·MSS/srtt`, at most `additive_increase_cap·rate`; 0
+    /// before the first RTT sample or when κ is not a positive finite number.
     pub fn additive_increase(&self) -> f64 {
         let k = self.config.additive_increase_pkts;
         let srtt = self.metrics.srtt_us;

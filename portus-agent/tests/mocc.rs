@@ -281,9 +281,10 @@ fn shipped_model_was_trained_under_the_default_knobs() {
             Some(d.additive_increase_cap),
             "card {knobs}"
         );
+        let every_decision = -f64::from(ccp_algs::mocc::ACTION_BOUND);
         let gate = knobs["additive_increase_min_action"]
             .as_f64()
-            .unwrap_or(-5.0);
+            .unwrap_or(every_decision);
         assert_eq!(gate, d.additive_increase_min_action, "card {knobs}");
     }
 }

@@ -373,6 +373,8 @@ def ranges_from_args(args: argparse.Namespace) -> MoccRanges:
 #: MOCC knobs that change the dynamics a policy learns: flags of the same name, default the
 #: agent's (``MoccConfig::default()``), recorded in the card and set in every episode
 DYNAMICS_KNOBS = ("additive_increase_pkts", "additive_increase_cap", "additive_increase_min_action")
+#: the least value of each knob (an action threshold may be negative; the others may not)
+_KNOB_MIN = {"additive_increase_min_action": -math.inf}
 
 
 def mocc_knobs(args: argparse.Namespace) -> tuple[tuple[str, float], ...]:
@@ -384,8 +386,10 @@ def mocc_knobs(args: argparse.Namespace) -> tuple[tuple[str, float], ...]:
     for k in DYNAMICS_KNOBS:
         v = getattr(args, k, None)
         v = defaults[k] if v is None else v
-        if not math.isfinite(v) or (v < 0 and k != "additive_increase_min_action"):
-            raise SystemExit(f"--{k.replace('_', '-')} {v}: expected a finite value >= 0")
+        lo = _KNOB_MIN.get(k, 0.0)
+        if not math.isfinite(v) or v < lo:
+            bound = "" if lo == -math.inf else f" >= {lo:g}"
+            raise SystemExit(f"--{k.replace('_', '-')} {v}: expected a finite value{bound}")
         out.append((k, float(v)))
     return tuple(out)
 
