@@ -266,14 +266,12 @@ class MoccRanges(ScenarioRanges):
     #: `knobs`' value (domain randomization); None: `knobs`' value
     additive_increase_range: tuple[float, float] | None = None
 
-    def base_toml(self, overrides: dict[str, float] | None = None) -> str | None:
-        """The ``[algs.mocc]`` table of `knobs` (with `overrides`), or None without any."""
-        knobs = {**dict(self.knobs), **(overrides or {})}
-        if not knobs:
-            return None
+    def base_toml(self, overrides: dict[str, float] | None = None) -> str:
+        """The ``[algs.mocc]`` table: `TRAINING_OFF`, then `knobs` (with `overrides`)."""
+        knobs = {**TRAINING_OFF, **dict(self.knobs), **(overrides or {})}
         return "[algs.mocc]\n" + "".join(f"{k} = {v!r}\n" for k, v in knobs.items())
 
-    def algs_toml(self, rng: random.Random) -> str | None:
+    def algs_toml(self, rng: random.Random) -> str:
         """MOCC's knobs for one training episode (drawn after its scenario): `knobs` (the
         additive increase drawn from its range, if any), and start-up or a random policy
         start."""
@@ -287,7 +285,7 @@ class MoccRanges(ScenarioRanges):
         lo, hi = self.policy_start_mbps
         rate = math.exp(rng.uniform(math.log(lo), math.log(hi)))
         start = f"startup = false\ninitial_rate_mbps = {rate:.4f}\n"
-        return (base or "[algs.mocc]\n") + start
+        return base + start
 
     def sample(self, rng: random.Random, alg: str) -> str:
         lo, hi = self.buffer_bdp
@@ -373,6 +371,10 @@ def ranges_from_args(args: argparse.Namespace) -> MoccRanges:
 #: MOCC knobs that change the dynamics a policy learns: flags of the same name, default the
 #: agent's (``MoccConfig::default()``), recorded in the card and set in every episode
 DYNAMICS_KNOBS = ("additive_increase_pkts", "additive_increase_cap", "additive_increase_min_action")
+#: the agent's deploy-time fairness guards (algs/src/mocc.rs, "Fairness"), off in every
+#: training and evaluation episode: the policy learns the path, not the guards, and the
+#: shipped card's commands keep the dynamics they were run under
+TRAINING_OFF: dict[str, float] = {"min_rate_pkts": 0.0, "share_probe_every_mis": 0}
 #: the least value of each knob (an action threshold may be negative; the others may not)
 _KNOB_MIN = {"additive_increase_min_action": -math.inf}
 

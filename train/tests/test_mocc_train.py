@@ -202,7 +202,8 @@ def test_policy_start_episodes_skip_startup_at_a_drawn_rate() -> None:
         '[[flow]]\nalg = "mocc"\nrtt_ms = 40\nw = [0.4, 0.4, 0.2]\n'
     )
     never = mocc.MoccRanges(policy_start_prob=0.0)
-    assert never.algs_toml(random.Random(1)) is None
+    assert never.algs_toml(random.Random(1)) == never.base_toml()
+    assert "startup" not in never.base_toml()
     always = mocc.MoccRanges(policy_start_prob=1.0, policy_start_mbps=(0.5, 2.0))
     rng = random.Random(1)
     rates = []
@@ -242,6 +243,8 @@ def test_mocc_knobs_reach_every_episode_and_change_the_dynamics() -> None:
     assert base is not None and "additive_increase_pkts = 0.5" in base
     assert "additive_increase_cap = 0.05" in base
     assert "additive_increase_min_action = 0.0" in base
+    # the agent's deploy-time fairness guards stay out of training
+    assert "min_rate_pkts = 0.0" in base and "share_probe_every_mis = 0" in base
     rng = random.Random(3)
     texts = [ranges.algs_toml(rng) for _ in range(40)]
     assert all(t is not None and t.startswith(base) for t in texts)
@@ -281,7 +284,7 @@ def test_mocc_knobs_reach_every_episode_and_change_the_dynamics() -> None:
         "duration_s = 6\nseed = 4\n[link]\nrate_mbps = 4\nbuffer_bdp = 1\n"
         '[[flow]]\nalg = "mocc"\nrtt_ms = 40\nw = [0.4, 0.4, 0.2]\n'
     )
-    start = "[algs.mocc]\nstartup = false\ninitial_rate_mbps = 0.5\n"
+    start = mocc.MoccRanges().base_toml() + "startup = false\ninitial_rate_mbps = 0.5\n"
     thr = []
     for extra in ("additive_increase_pkts = 0.0\n", "additive_increase_pkts = 0.5\n"):
         env = _native.SimEnv(scenario, "mocc", algs_toml=start + extra)
