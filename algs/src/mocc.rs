@@ -722,7 +722,7 @@ impl MoccCore {
     fn action(&mut self) -> Action {
         let a = Action {
             cwnd_bytes: Some(self.cwnd_cap_bytes()),
-            rate_bps: Some(((self.rate * self.probe.factor.clamp(0.1, 10.0)) as u64).max(1)),
+            rate_bps: Some(((self.rate * self.probe_factor()) as u64).max(1)),
             report_interval_us: Some(self.mi_us()),
         };
         self.metrics.record(&a);
@@ -900,6 +900,17 @@ impl MoccCore {
         m.share = Some(avg);
         pr.guard = m.trials >= c.share_guard_min_trials && avg < c.share_guard_below;
         tracing::trace!(share, avg, guard = pr.guard, "mocc share trial");
+    }
+
+    /// The running trial's rate multiplier, within `[0.1, 10]`; 1 for a non-finite one (a
+    /// NaN `share_probe_delta` knob).
+    fn probe_factor(&self) -> f64 {
+        let f = self.probe.factor;
+        if f.is_finite() {
+            f.clamp(0.1, 10.0)
+        } else {
+            1.0
+        }
     }
 
     /// What the share probe measured so far.
