@@ -82,7 +82,9 @@
 //!   clip to the bounds for the environment and keep the unclipped sample's log-probability.
 //!   `apply` also maps NaN to 0 (hold) and clamps again, whatever the caller did.
 //! - **Rate bounds** `[min_rate_kbps, max_rate_mbps]` = [100 kbit/s, 10 Gbit/s]: 100 kbit/s
-//!   is ≈ 4 full-size packets per 500 ms MI, the least that still measures anything.
+//!   is ≈ 4 full-size packets per 500 ms MI, the least that still measures anything. The
+//!   agent also keeps `min_rate_pkts` = 4 packets per smoothed RTT ("Fairness"; off in
+//!   training).
 //! - **Window**: MOCC is rate-based; the cwnd is a cap that never binds a paced flow:
 //!   `2·x·rtt + cwnd_headroom_pkts·MSS` (10 MSS), at least 4 MSS, with `rtt` the larger of
 //!   the smoothed RTT and the last MI mean (1 s before any sample). The datapath collapses
@@ -1635,11 +1637,12 @@ mod tests {
     }
 
     /// A fluid FIFO bottleneck of capacity `cap` (B/s) with a neighbour sending `other` (B/s)
-    /// and a 40 ms base RTT, fed by one MOCC core that holds (a = 0) or cuts (a = -5): each
+    /// and a 40 ms base RTT, fed by one MOCC core whose policy holds (a = 0): each
     /// 40 ms MI reports the RTT its packets of the MI before met (base + queue / cap). The
     /// first 5 MIs run at 10x the rate on an empty queue (a past peak: `Ĉ` high, `p` = 1
-    /// at the base RTT); then the queue starts at `q0` bytes. Returns the core.
-    fn fifo_run(cap: f64, other: f64, q0: f64, a: f32, mis: usize) -> MoccCore {
+    /// at the base RTT); then the queue starts at `q0` bytes. Returns the core after `mis` MIs,
+    /// or at the first decision with the guard on if `until_guard`.
+    fn fifo_run(cap: f64, other: f64, q0: f64, mis: usize, until_guard: bool) -> MoccCore {
         let cfg = MoccConfig {
             share_probe_every_mis: MoccConfig::default().share_probe_every_mis,
             initial_rate_mbps: Some(1.0),
@@ -1658,7 +1661,10 @@ mod tests {
             let acked = (sent_rate * len) as u64;
             let (d, obs) = observe(&mut c, &mi(acked, 0, rtt_ms, 40.0));
             assert!(d && obs.iter().all(|v| v.is_finite()));
-            let act = c.apply(&[a]);
+            if until_guard && c.share_guard() {
+                break;
+            }
+            let act = c.apply(&[0.0]);
             sent_rate = act.rate_bps.unwrap_or(0) as f64;
             let q1 = (q + (sent_rate + other - cap) * len).max(0.0);
             rtt_ms = 40.0 + 1e3 * (q + q1) / 2.0 / cap;
@@ -1669,10 +1675,10 @@ mod tests {
 
     #[test]
     fn share_probe_tells_an_own_queue_from_a_neighbours() {
-        let x0 = 125_000.0; // 1 Mbit/s
-                            // alone in a capacity fade (cap = own rate, a 60 ms standing queue, deeper than a
-                            // trial's ±40 ms): the trials move the queue, the share is near 1, no guard
-        let alone = fifo_run(x0, 0.0, 0.06 * x0, 0.0, 200);
+        // 1 Mbit/s; alone in a capacity fade (cap = own rate, a 60 ms standing queue, deeper
+        // than a trial's ±40 ms): the trials move the queue, the share is near 1, no guard
+        let x0 = 125_000.0;
+        let alone = fifo_run(x0, 0.0, 0.06 * x0, 200, false);
         let m = alone.share_probe();
         assert!(m.trials >= 3, "{m:?}");
         assert!(m.share.is_some_and(|s| s > 0.6), "{m:?}");
@@ -1681,31 +1687,31 @@ mod tests {
         // the trials barely move it, the share is near 1/20, the guard comes on, adds its
         // packets per RTT (the policy holds: it would keep 1 Mbit/s) and bounds cuts
         let cap = 20.0 * x0;
-        let shared = fifo_run(cap, cap - x0, 0.02 * cap, 0.0, 200);
+        let shared = fifo_run(cap, cap - x0, 0.02 * cap, 200, false);
         let m = shared.share_probe();
         assert!(m.trials >= 3, "{m:?}");
         assert!(m.share.is_some_and(|s| s.abs() < 0.15), "{m:?}");
         assert!(m.guarded_decisions > 0, "{m:?}");
         assert!(shared.rate_bps() > 1.2 * x0, "{}", shared.rate_bps());
-        let mut cut = shared.clone();
-        if cut.share_guard() {
-            let x = cut.rate_bps();
-            cut.apply(&[-5.0]);
-            assert!(
-                cut.rate_bps() >= x / (1.0 + 0.025),
-                "a = -5 is raised to -1"
-            );
-        }
+        // at a decision with the guard on: a = -5 is raised to -1 (plus the guard's packets)
+        let guarded = fifo_run(cap, cap - x0, 0.02 * cap, 200, true);
+        assert!(guarded.share_guard());
+        let mut cut = guarded.clone();
+        let x = cut.rate_bps();
+        cut.apply(&[-5.0]);
+        assert!(
+            cut.rate_bps() >= x / (1.0 + 0.025),
+            "{x} -> {}",
+            cut.rate_bps()
+        );
         // a loss turns the guard off before the next decision
-        let mut lossy = shared.clone();
-        if lossy.share_guard() {
-            let iv = Interval {
-                lost_pkts: 3,
-                ..mi(5000, 0, 60.0, 40.0)
-            };
-            observe(&mut lossy, &iv);
-            assert!(!lossy.share_guard());
-        }
+        let mut lossy = guarded.clone();
+        let iv = Interval {
+            lost_pkts: 3,
+            ..mi(5000, 0, 60.0, 40.0)
+        };
+        observe(&mut lossy, &iv);
+        assert!(!lossy.share_guard());
     }
 
     #[test]
