@@ -180,7 +180,8 @@
 //!   trial's delivery over its sending this reads `thr/C` (`MoccCore::finish_trial`). Trials
 //!   with a loss are dropped (a full drop-tail buffer answers with drops, not delay). When
 //!   the moving average (gain 0.2) of at least 3 trials is below 0.1 the guard comes on,
-//!   and only a trial turns it off: the policy's actions are raised to `a ≥ +2` (×1.05 per
+//!   and only a trial ends it (one that reads 0.1 or more, or one dropped for a loss):
+//!   meanwhile the policy's actions are raised to `a ≥ +2` (×1.05 per
 //!   MI) plus 1 packet per RTT (within the 5 % cap), and a loss costs one cut to 0.7·x.
 //!   Why it is sticky: `Ĉ` is the flow's own delivery record, and a flow that starts into a
 //!   busy link measures it small, so a guard that ended at `Ĉ/2` held latecomers there
