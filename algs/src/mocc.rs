@@ -311,7 +311,8 @@ pub struct MoccConfig {
     pub share_probe_delta: f64,
     /// Share probe: MIs per half of a trial (1–4).
     pub share_probe_half_mis: u32,
-    /// Share probe: a trial starts only while the rate is below this fraction of `Ĉ`.
+    /// Share probe: a trial starts only while the rate is below this fraction of `Ĉ` (or the
+    /// guard is on).
     pub share_probe_below_capacity: f64,
     /// Share probe: a trial starts only while a standing queue holds the MI's smallest RTT
     /// sample above this multiple of `D̂`.
@@ -845,8 +846,9 @@ impl MoccCore {
     }
 
     /// The share probe after an observed MI of the policy phase: advances the running trial
-    /// (setting the next MI's rate multiplier) or starts one, and turns the guard off on
-    /// loss, a latency rise or a rate no longer starved ("Fairness").
+    /// (setting the next MI's rate multiplier) or starts one; a loss while guarded asks the
+    /// next decision for one cut ("Fairness"). Only a finished trial turns the guard on or
+    /// off.
     fn probe_step(&mut self, iv: &Interval) {
         let c = &self.config;
         let rate = self.rate;

@@ -1447,8 +1447,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--additive-increase-cap", type=float, default=None,
                    help="its cap as a fraction of the rate; default: the agent's")
     g.add_argument("--additive-increase-min-action", type=float, default=None,
-                   help="the term only on decisions with a >= this (0: AIMD-like); default: "
-                   "the agent's (-5: every decision)")
+                   help="the term only on decisions with a >= this (0, the agent's default: "
+                   "AIMD-like; -5: every decision); default: the agent's")
     g.add_argument("--additive-increase-range", type=_floats(2), default=None,
                    help="training episodes draw the additive increase from LOW,HIGH (domain "
                    "randomization: the policy cannot see it and must not lean on one value); "
