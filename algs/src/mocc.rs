@@ -215,10 +215,30 @@
 //!   (0.85–2.30 without the probe; the UMTS trace worst: its lone flow starts up early, and
 //!   single 60 s runs there move by ±30 % with any change of trajectory). Tried and dropped:
 //!   sign-balanced trial averages (each order averaged apart, or the order chosen to balance
-//!   them), the median of the last five trials instead of the moving average, keeping the
-//!   RTTs of lossy MIs, any flow's first three trials whatever its start-up, and a start-up
-//!   that ignores a latency rise while its delivery still grows: each made a screen or the
-//!   LTE trace worse. The previous probe (trigger on the
+//!   them), the median of the last five trials instead of the moving average, any flow's
+//!   first three trials whatever its start-up, a start-up that ignores a latency rise while
+//!   its delivery still grows, and a standing-queue test at 1.35 or 1.5·D̂: each made a
+//!   screen or the LTE trace worse. Counting lossy trials, with the RTT of lossy MIs and a
+//!   loss term (the trial's extra bytes that were dropped rather than queued), dropping
+//!   trials whose end MIs differ by more than an MI or that read below −0.5, and leaving
+//!   the guard alone on a dropped trial gave no run below 0.2 on screen B and 1 of 30 on a
+//!   third screen C (6 links of 5–70 Mbit/s, 25–120 ms, one with 0.5 % loss; 5 mixes;
+//!   never used to choose anything; this version: 4 of 30, median 0.46), but it locks a
+//!   crowd of 12 latency flows into a full buffer (below) that this version leaves alone.
+//!   **Known defect: crowds.** Six flows of one preference that keeps a standing queue
+//!   (<0.4,0.5,0.1> on 50 Mbit/s, 40 ms, 1.5 BDP, staggered 0.5 s) hold the buffer full:
+//!   p95 60 ms against 16 ms without the probe (8 flows of <0.6,0.3,0.1>: 60 against 36;
+//!   10 of <0.3,0.3,0.4>: 60 against 19; the version before the early start-up rule, and
+//!   the sticky guard's, the same). Each flow sends below half the `Ĉ` it measured before
+//!   the others came and sees a standing queue, so all of them run trials, at the same MIs;
+//!   every reading then carries the others' ±δ steps (noise ≈ 0.3 against a true share of
+//!   1/6), some averages dip below 0.1 and the guarded flows stop backing off. Still
+//!   locked: here with a guard threshold of 0.05, guarded actions of 0 or 1, or five trials
+//!   at gain 0.1 (releasing a guard that has not raised the flow's throughput 1.5× within
+//!   40 MIs never fires: the episodes are shorter); on the loss-aware variant with random
+//!   spacing of the trials or a release at every loss (with or without forgetting the
+//!   average). Asserted by an ignored test
+//!   (`same_preference_crowd_keeps_the_policys_queue`). The previous probe (trigger on the
 //!   mean `p`, `x/C` unscaled, the guard off at `Ĉ/2`, a loss or a `p` rise, cuts bounded
 //!   to `a ≥ −1`) passed the acceptance mix only when the three flows started together
 //!   (0.29; 0.12–0.13 with starts 0.3–0.7 s apart). The thresholds were chosen on screen A

@@ -42,12 +42,16 @@ fn algs_config() -> AlgsConfig {
 }
 
 fn run(text: &str, default_alg: &str) -> SimRun {
+    run_with(text, default_alg, algs_config())
+}
+
+fn run_with(text: &str, default_alg: &str, algs: AlgsConfig) -> SimRun {
     let scenario = Scenario::from_toml_str(text, Path::new(".")).expect("scenario");
     let opts = RunOptions {
         agent: AgentOptions {
             default_alg: default_alg.into(),
             models: Some(models()),
-            algs: algs_config(),
+            algs,
             ..Default::default()
         },
         ipc: IpcKind::Inline,
@@ -278,6 +282,39 @@ fn different_preference_flows_all_get_a_share() {
             );
         }
     }
+}
+
+/// Six flows with the headline preference, started 0.5 s apart on 50 Mbit/s, 40 ms
+/// (1.5 BDP): the share probe must not hold a queue the policy alone would not (p95 at most
+/// 1.5× the probe-off run's plus 5 ms). Known defect, so ignored: every flow sends below
+/// half of the `Ĉ` it measured alone and sees a standing queue, so all of them run trials,
+/// at the same MIs; each reading then carries the other flows' ±δ steps (noise ≈ 0.3 on a
+/// true share of 1/6), some averages fall below 0.1, guarded flows stop backing off and the
+/// buffer stays full: 60 ms against 16 ms without the probe (also with 8 flows of
+/// <0.6,0.3,0.1> on 40 Mbit/s and 10 of <0.3,0.3,0.4> on 30 Mbit/s; not with 6–12 flows of
+/// <0.1,0.8,0.1>, whose queue never stands).
+#[test]
+#[ignore = "known defect: a crowd of same-w flows locks the share guard on (60 ms vs 16 ms p95)"]
+fn same_preference_crowd_keeps_the_policys_queue() {
+    let mut text =
+        "duration_s = 40\nseed = 4\n[link]\nrate_mbps = 50\nbuffer_bdp = 1.5\n".to_string();
+    for i in 0..6 {
+        let start = 0.5 * f64::from(i);
+        text += &format!(
+            "[[flow]]\nalg = \"mocc\"\nrtt_ms = 40\nstart_s = {start}\nw = [0.4, 0.5, 0.1]\n"
+        );
+    }
+    let on = run(&text, "cubic").results.queue_delay_p95_ms;
+    let mut off = algs_config();
+    off.mocc.share_probe_every_mis = 0;
+    let off = run_with(&text, "cubic", off).results.queue_delay_p95_ms;
+    println!(
+        "six MOCC flows <0.4,0.5,0.1>: p95 queue {on:.1} ms, {off:.1} ms without the share probe"
+    );
+    assert!(
+        on <= 1.5 * off + 5.0,
+        "p95 {on} ms vs {off} ms without the probe"
+    );
 }
 
 /// The shipped model was trained under the dynamics the agent runs by default: the additive
