@@ -84,9 +84,7 @@ impl Registry {
 /// The learned algorithms, unwrapped (no policy): what training environments drive, and what
 /// the agent registers with a model ([`crate::learned::WithPolicy`]).
 pub fn learned(cfg: &AlgsConfig) -> Vec<Arc<dyn crate::learned::LearnedAlgorithm>> {
-    vec![Arc::new(crate::mocc::Mocc {
-        config: cfg.mocc.clone(),
-    })]
+    vec![Arc::new(crate::mocc::Mocc::new(cfg.mocc.clone()))]
 }
 
 #[cfg(test)]
