@@ -403,11 +403,12 @@ pub struct MoccConfig {
     /// the guard stays on.
     pub share_guard_loss_factor: f64,
     /// Local peers: no guard for a flow whose smoothed throughput is at least this fraction
-    /// of the mean over the agent's MOCC flows, while they carry `share_peers_busy` of the
-    /// largest `Ĉ` among them (0: ignore peers).
+    /// of the mean over the agent's MOCC flows, while they fill the link
+    /// (`share_peers_busy`); 0: ignore peers ("Fairness", crowds).
     pub share_peers_fair: f64,
     /// Local peers: the veto holds only while the flows' summed throughput is at least this
-    /// fraction of the largest `Ĉ` among them (they, not outsiders, fill the link).
+    /// fraction of the largest `Ĉ` among them, counting only flows whose start-up was not
+    /// early (they, not outsiders, fill the link).
     pub share_peers_busy: f64,
 }
 
