@@ -1100,12 +1100,11 @@ impl MoccCore {
             };
             if k == 2 * h + 2 {
                 pr.step = 0;
-                let peers_ok = self.peer.peers.not_starved(
-                    self.peer.id,
-                    c.share_peers_fair,
-                    c.share_peers_busy,
-                );
-                Self::finish_trial(c, pr, h, peers_ok);
+                let peer = &self.peer;
+                Self::finish_trial(c, pr, h, || {
+                    peer.peers
+                        .not_starved(peer.id, c.share_peers_fair, c.share_peers_busy)
+                });
             }
             return;
         }
@@ -1141,8 +1140,9 @@ impl MoccCore {
     /// the bottleneck's service: 1 alone behind a queue whatever the own rate (the link
     /// serves only this flow; on a varying link `x/C` alone reads small while a fade's queue
     /// drains at a recovered capacity), `≪ 1` beside others that keep the queue.
-    /// `peers_ok`: the local peers are not starving the flow ([`Peers`]): no guard.
-    fn finish_trial(c: &MoccConfig, pr: &mut Probe, h: usize, peers_ok: bool) {
+    /// `peers_ok`: the local peers are not starving the flow ([`Peers`]): no guard (asked
+    /// only when the average calls for one).
+    fn finish_trial(c: &MoccConfig, pr: &mut Probe, h: usize, peers_ok: impl FnOnce() -> bool) {
         let r = &pr.rtt[..2 * h + 2];
         let len = pr.len_us / r.len() as f64;
         let middle = r[1..=2 * h].iter().sum::<f64>() / (2 * h) as f64;
@@ -1163,11 +1163,12 @@ impl MoccCore {
             .map_or(share, |old| old + c.share_gain * (share - old));
         m.share = Some(avg);
         let low = m.trials >= c.share_guard_min_trials && avg < c.share_guard_below;
-        if low && peers_ok {
+        let vetoed = low && peers_ok();
+        if vetoed {
             m.peer_vetoes += 1;
         }
-        pr.guard = low && !peers_ok;
-        tracing::trace!(id = pr.id, share, avg, guard = pr.guard, peers_ok, sign = pr.sign, rtt = ?r, len, delivered, "mocc share trial");
+        pr.guard = low && !vetoed;
+        tracing::trace!(id = pr.id, share, avg, guard = pr.guard, vetoed, sign = pr.sign, rtt = ?r, len, delivered, "mocc share trial");
     }
 
     /// Shows the peers this MI's smoothed throughput and `Ĉ` (only while the probe and the
