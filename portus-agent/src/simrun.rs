@@ -165,12 +165,22 @@ pub fn summary_json(run: &SimRun) -> serde_json::Value {
                 "id": f.id,
                 "alg": alg,
                 "w": w,
+                "rtt_base_ms": f.rtt_base_ms,
+                "start_s": f.start_s,
+                "stop_s": f.stop_s,
                 "throughput_mbps": f.throughput_mbps,
                 "utilization": f.utilization,
                 "rtt_p50_ms": f.rtt_p50_ms,
                 "rtt_p95_ms": f.rtt_p95_ms,
+                "rtt_mean_ms": f.rtt_mean_ms,
+                "queue_delay_p50_ms": f.queue_delay_p50_ms,
                 "queue_delay_p95_ms": f.queue_delay_p95_ms,
+                "queue_delay_mean_ms": f.queue_delay_mean_ms,
                 "loss_rate": f.loss_rate,
+                "packets_sent": f.packets_sent,
+                "retransmits": f.retransmits,
+                "timeouts": f.timeouts,
+                "delivered_bytes": f.delivered_bytes,
             })
         })
         .collect();
@@ -179,6 +189,11 @@ pub fn summary_json(run: &SimRun) -> serde_json::Value {
         "utilization": r.utilization,
         "jain": r.jain,
         "queue_delay_p95_ms": r.queue_delay_p95_ms,
+        "duration_s": r.duration_s,
+        "seed": r.seed,
+        "buffer_pkts": r.buffer_pkts,
+        "sim_packets": r.sim_packets,
+        "wall_s": r.wall_s,
         "agent": {"messages_accepted": run.accepted, "messages_rejected": run.rejected},
     })
 }

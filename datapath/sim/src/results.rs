@@ -13,6 +13,8 @@ use serde::Serialize;
 pub(crate) struct Histogram {
     counts: Vec<u64>,
     total: u64,
+    /// Exact sum of the recorded values (for the mean).
+    sum: u128,
 }
 
 const SUB: u64 = 512;
@@ -46,6 +48,12 @@ impl Histogram {
         }
         self.counts[i] += 1;
         self.total += 1;
+        self.sum += u128::from(v);
+    }
+
+    /// The exact mean of the recorded values, `None` when empty.
+    pub fn mean(&self) -> Option<f64> {
+        (self.total > 0).then(|| self.sum as f64 / self.total as f64)
     }
 
     pub fn merge(&mut self, other: &Histogram) {
@@ -56,6 +64,7 @@ impl Histogram {
             *a += b;
         }
         self.total += other.total;
+        self.sum += other.sum;
     }
 
     /// The `q`-quantile (0..=1), `None` when empty.
@@ -134,8 +143,14 @@ pub struct FlowResult {
     pub utilization: f64,
     pub rtt_p50_ms: f64,
     pub rtt_p95_ms: f64,
+    /// Mean RTT sample (ms).
+    pub rtt_mean_ms: f64,
+    /// Median bottleneck sojourn time of the flow's delivered packets (ms).
+    pub queue_delay_p50_ms: f64,
     /// 95th percentile of the bottleneck sojourn time of the flow's delivered packets (ms).
     pub queue_delay_p95_ms: f64,
+    /// Mean bottleneck sojourn time of the flow's delivered packets (ms).
+    pub queue_delay_mean_ms: f64,
     /// 95th percentile one-way delay of the flow's delivered packets (ms): bottleneck
     /// sojourn plus half the base RTT (the forward propagation delay).
     pub one_way_delay_p95_ms: f64,
@@ -170,7 +185,10 @@ impl PartialEq for FlowResult {
             && same(self.utilization, o.utilization)
             && same(self.rtt_p50_ms, o.rtt_p50_ms)
             && same(self.rtt_p95_ms, o.rtt_p95_ms)
+            && same(self.rtt_mean_ms, o.rtt_mean_ms)
+            && same(self.queue_delay_p50_ms, o.queue_delay_p50_ms)
             && same(self.queue_delay_p95_ms, o.queue_delay_p95_ms)
+            && same(self.queue_delay_mean_ms, o.queue_delay_mean_ms)
             && same(self.one_way_delay_p95_ms, o.one_way_delay_p95_ms)
             && same(self.loss_rate, o.loss_rate)
             && self.packets_sent == o.packets_sent
@@ -345,6 +363,8 @@ mod tests {
         small.record(7);
         assert_eq!(small.quantile(0.95), Some(7));
         assert!(Histogram::default().quantile(0.5).is_none());
+        assert!((h.mean().unwrap() - 50_000.5).abs() < 1e-9);
+        assert_eq!(Histogram::default().mean(), None);
         for v in [1023u64, 1024, 1025, 40_000_000, u32::MAX as u64] {
             let i = Histogram::index(v);
             let back = Histogram::value(i) as f64;

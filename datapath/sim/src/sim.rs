@@ -1063,7 +1063,10 @@ impl<H: IpcHolder> World<H> {
                 },
                 rtt_p50_ms: ms(f.rtt_hist.quantile(0.5)),
                 rtt_p95_ms: ms(f.rtt_hist.quantile(0.95)),
+                rtt_mean_ms: f.rtt_hist.mean().map_or(f64::NAN, |us| us / 1e3),
+                queue_delay_p50_ms: ms(f.qdelay_hist.quantile(0.5)),
                 queue_delay_p95_ms: ms(f.qdelay_hist.quantile(0.95)),
+                queue_delay_mean_ms: f.qdelay_hist.mean().map_or(f64::NAN, |us| us / 1e3),
                 one_way_delay_p95_ms: ms(f.qdelay_hist.quantile(0.95)) + spec.rtt_ms / 2.0,
                 loss_rate: if f.sent > 0 {
                     dropped as f64 / f.sent as f64
