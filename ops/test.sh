@@ -26,8 +26,11 @@ suite fmt cargo fmt --all -- --check
 suite clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 suite rust cargo test --workspace --no-fail-fast
 suite python-build .venv/bin/maturin develop --release --quiet
+suite agent-build cargo build --release --quiet -p ccp-agent
 suite ruff .venv/bin/ruff check train ops/bench
 suite python .venv/bin/python -m pytest train/tests -q
+# the evaluation harness's CI subset (eval scenarios marked quick, 2 seeds): every run must work
+suite harness-quick .venv/bin/python -m ccp_train.harness --quick --no-plots --out target/eval-quick
 if [ -x ops/vm/test.sh ] && [ -z "${SKIP_VM:-}" ]; then
     suite kernel-vm bash ops/vm/test.sh
 fi

@@ -1,0 +1,152 @@
+"""The harness's command line and its library entry point :func:`evaluate`.
+
+```
+python -m ccp_train.harness --out results/eval                     # eval split, all suites
+python -m ccp_train.harness --quick --out /tmp/q                   # the CI subset (2 seeds)
+python -m ccp_train.harness --split tune --suites links,cellular --algs mocc,cubic,bbr
+python -m ccp_train.harness --traces ~/my-traces --suites cellular  # a user's own traces
+python -m ccp_train.harness --ray auto --out /shared/eval           # over a Ray cluster
+```
+Exit codes: 0 every run succeeded, 1 some run failed (the report lists them), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from . import plots as plotting
+from .matrix import DEFAULT_DIR, SPLITS, SUITES, MatrixError, load_matrix, select
+from .report import headline, markdown, rows, write_summary_csv
+from .runner import ROOT, expand, run_local, run_ray
+
+#: algorithms the default sweep compares (the agent must run each: learned ones need models)
+DEFAULT_ALGS = ("reno", "cubic", "bbr", "iris", "mocc")
+
+
+def evaluate(out: Path, *, split: str, algs: list[str], seeds: list[int],
+             suites: list[str] | None = None, quick: bool = False, jobs: int | None = None,
+             ray: str | None = None, matrix_dir: Path = DEFAULT_DIR,
+             traces: Path | None = None, traces_split: str = "eval",
+             purpose: str = "selection", agent: str | None = None,
+             models: str | None = None, config: str | None = None, plots: bool = True,
+             command: str = "") -> dict:
+    """Run a sweep and write every artifact into ``out``; returns ``{"records", "rows",
+    "failures", "meta"}``. The default ``purpose="selection"`` accepts only ``split="tune"``."""
+    scen = select(load_matrix(matrix_dir, suites, traces, traces_split), split, quick=quick,
+                  purpose=purpose)
+    if not scen:
+        raise MatrixError(f"no {split} scenarios in suites {suites or list(SUITES)}"
+                          + (" marked quick" if quick else ""))
+    kw: dict = {}
+    if agent:
+        kw["agent"] = agent
+    if models:
+        kw["models"] = models
+    if config:
+        kw["config"] = config
+    specs = expand(scen, algs, seeds, **kw)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    if ray:
+        records = run_ray(specs, str(out), ray)
+    else:
+        records = run_local(specs, str(out), jobs or os.cpu_count() or 1)
+    wall = time.monotonic() - t0
+    records.sort(key=lambda r: r["run_id"])
+    with (out / "results.jsonl").open("w") as fh:
+        for r in records:
+            fh.write(json.dumps(r, allow_nan=True) + "\n")
+    failures = [r for r in records if "error" in r]
+    rs = rows(records)
+    pkts = sum(r.get("sim_packets", 0) for r in records)
+    meta = {"split": split, "seeds": seeds, "algs": algs, "suites": suites or list(SUITES),
+            "quick": quick, "runs": len(records), "failed": len(failures), "wall_s": wall,
+            "sim_packets": pkts, "packets_per_s": pkts / wall if wall > 0 else 0.0,
+            "command": command}
+    write_summary_csv(rs, out / "summary.csv")
+    (out / "report.md").write_text(markdown(rs, failures, meta))
+    (out / "headline.md").write_text(headline(rs))
+    made = plotting.all_plots(records, rs, out) if plots else []
+    meta["plots"] = [str(p.relative_to(out)) for p in made]
+    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return {"records": records, "rows": rs, "failures": failures, "meta": meta}
+
+
+def _list(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ccp_train.harness",
+        description="Evaluate congestion-control algorithms on the scenario matrix "
+                    "(ops/eval/*.toml) in the simulator: several seeds, mean and 95 % CI, "
+                    "results.jsonl, summary.csv, report.md and plots in --out.")
+    p.add_argument("--out", type=Path, required=True, help="output folder (created)")
+    p.add_argument("--split", choices=SPLITS, default="eval",
+                   help="which scenarios: eval (reports; default) or tune (training, "
+                        "selection and knob tuning use tune only)")
+    p.add_argument("--suites", type=_list, default=None,
+                   help=f"comma-separated subset of {','.join(SUITES)} (default: all)")
+    p.add_argument("--algs", type=_list, default=list(DEFAULT_ALGS),
+                   help=f"algorithms to compare (default: {','.join(DEFAULT_ALGS)})")
+    p.add_argument("--seeds", type=int, default=None,
+                   help="seeds per scenario, 1..N (default 5; 2 with --quick)")
+    p.add_argument("--quick", action="store_true",
+                   help="only the scenarios marked quick (the CI subset)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="parallel runs on this machine (default: all cores)")
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="run on a Ray cluster (`auto`, `ray://host:10001`, or `local`)")
+    p.add_argument("--matrix", type=Path, default=DEFAULT_DIR,
+                   help="folder of suite files (default: ops/eval)")
+    p.add_argument("--traces", type=Path, default=None,
+                   help="cellular suite over the mahimahi traces in this folder instead")
+    p.add_argument("--traces-split", choices=SPLITS, default="eval",
+                   help="split of the traces given with --traces (default eval)")
+    p.add_argument("--agent", default=str(ROOT / "target" / "release" / "ccp-agent"),
+                   help="ccp-agent binary (default: target/release/ccp-agent)")
+    p.add_argument("--models", default=str(ROOT / "models"), help="models folder")
+    p.add_argument("--config", default=None, help="algorithm knobs (TOML) for every run")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    n = args.seeds if args.seeds is not None else (2 if args.quick else 5)
+    if not 1 <= n <= 100:
+        print(f"error: --seeds is {n}: use 1 to 100", file=sys.stderr)
+        return 2
+    if args.jobs is not None and args.jobs < 1:
+        print(f"error: --jobs is {args.jobs}: use at least 1", file=sys.stderr)
+        return 2
+    if not args.ray and not Path(args.agent).is_file():
+        print(f"error: no agent binary at {args.agent}: build it with `cargo build --release "
+              "-p ccp-agent` (or pass --agent)", file=sys.stderr)
+        return 2
+    cmd = "python -m ccp_train.harness " + shlex.join(sys.argv[1:] if argv is None else argv)
+    try:
+        res = evaluate(args.out, split=args.split, algs=args.algs, seeds=list(range(1, n + 1)),
+                       suites=args.suites, quick=args.quick, jobs=args.jobs, ray=args.ray,
+                       matrix_dir=args.matrix, traces=args.traces,
+                       traces_split=args.traces_split, purpose="report", agent=args.agent,
+                       models=args.models, config=args.config, plots=not args.no_plots,
+                       command=cmd)
+    except MatrixError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    meta = res["meta"]
+    print(f"{meta['runs']} runs ({meta['failed']} failed) in {meta['wall_s']:.1f} s, "
+          f"{meta['packets_per_s'] / 1e6:.2f} M simulated packets/s; report: "
+          f"{args.out / 'report.md'}")
+    print((args.out / "headline.md").read_text(), end="")
+    for f in res["failures"][:10]:
+        print(f"FAILED {f['run_id']}: {f['error']}", file=sys.stderr)
+    return 1 if res["failures"] else 0

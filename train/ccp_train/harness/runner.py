@@ -1,0 +1,250 @@
+"""Runs: one (scenario, algorithm, seed[, w]) through ``ccp-agent --sim``, locally in parallel or on
+a Ray cluster.
+
+Each run writes the simulator scenario it ran (TOML) and its 100 ms series (CSV) under
+``OUT/runs/`` and returns one record (a line of ``results.jsonl``). What a seed changes: the
+simulator's seed (random loss), every flow's start by up to 100 ms, and on a trace link the
+point of the trace's period the run starts at (seed 1 starts at the trace's beginning). All of it
+is derived from the scenario's key and the seed, so a run is reproducible and identical locally
+and on Ray.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .matrix import Scenario, repo_root
+from .metrics import Series, run_metrics
+
+#: the repository root (the agent binary and models are found relative to it by default)
+ROOT = repo_root()
+#: longest a single run may take (s)
+RUN_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the sweep."""
+
+    scenario: Scenario
+    alg: str
+    seed: int
+    #: the preference the flows under test carry (preference algorithms in the preferences
+    #: suite); None: the agent's default
+    w: tuple[float, float, float] | None = None
+    agent: str = str(ROOT / "target" / "release" / "ccp-agent")
+    models: str = str(ROOT / "models")
+    config: str | None = None
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def run_id(self) -> str:
+        w = "" if self.w is None else "-w" + "_".join(f"{x:g}" for x in self.w)
+        return f"{self.scenario.suite}--{self.scenario.name}--{self.alg}{w}--s{self.seed}"
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        if not math.isfinite(float(v)):
+            raise ValueError(f"non-finite number {v} in a scenario")
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    raise ValueError(f"cannot write {v!r} as TOML")
+
+
+def rotated_trace(path: Path, frac: float, cache: Path) -> Path:
+    """The mahimahi trace ``path`` started ``frac`` of its period later (same period and
+    opportunities); written once into ``cache``."""
+    if frac <= 0.0:
+        return path
+    text = path.read_text()
+    times = [int(x) for x in text.split()]
+    period = times[-1]
+    # start at an opportunity (so the rotated file's last timestamp is the period again)
+    k = min(range(len(times)), key=lambda i: abs(times[i] - frac * period))
+    off = times[k]
+    if off <= 0 or off >= period:
+        return path
+    digest = hashlib.sha256(f"{path.resolve()}|{off}".encode()).hexdigest()[:12]
+    out = cache / f"{path.name}.{off}ms.{digest}"
+    if out.exists():
+        return out
+    new = sorted((t - off) % period or period for t in times)
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text("\n".join(str(t) for t in new) + "\n")
+    tmp.replace(out)
+    return out
+
+
+def scenario_toml(spec: RunSpec, trace_cache: Path) -> str:
+    """The simulator scenario of one run."""
+    sc = spec.scenario
+    rng = random.Random(f"{sc.key}|{spec.seed}")
+    lines = [f"duration_s = {_toml_value(sc.duration_s)}", f"seed = {spec.seed}", "[link]"]
+    link = dict(sc.link)
+    if "trace" in link:
+        frac = 0.0 if spec.seed == 1 else rng.random()
+        link["trace"] = str(rotated_trace(Path(link["trace"]), frac, trace_cache))
+    for k, v in link.items():
+        lines.append(f"{k} = {_toml_value(v)}")
+    for f in sc.flows:
+        g = dict(f)
+        start = float(g.get("start_s", 0.0)) + rng.uniform(0.0, 0.1)
+        stop = g.get("stop_s")
+        g["start_s"] = min(start, (float(stop) if stop is not None else sc.duration_s) - 0.01)
+        if "alg" not in g:
+            g["alg"] = spec.alg
+            if spec.w is not None:
+                g["w"] = list(spec.w)
+        lines.append("[[flow]]")
+        for k, v in g.items():
+            lines.append(f"{k} = {_toml_value(v)}")
+    return "\n".join(lines) + "\n"
+
+
+def read_series(path: Path) -> dict[int, Series]:
+    """The agent's ``--csv`` file as one :class:`Series` per flow."""
+    t: dict[int, list[float]] = {}
+    x: dict[int, list[float]] = {}
+    with path.open() as fh:
+        for row in csv.DictReader(fh):
+            i = int(row["flow"])
+            t.setdefault(i, []).append(float(row["t_s"]))
+            v = row["throughput_mbps"]
+            x.setdefault(i, []).append(float(v) if v else 0.0)
+    return {i: Series(t[i], x[i]) for i in t}
+
+
+def run_one(spec: RunSpec, out: str) -> dict:
+    """Run one spec; never raises: a failure is a record with ``error``."""
+    outp = Path(out)
+    runs = outp / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    sc = spec.scenario
+    rec: dict = {
+        "run_id": spec.run_id, "suite": sc.suite, "scenario": sc.name, "split": sc.split,
+        "alg": spec.alg, "seed": spec.seed, "w": list(spec.w) if spec.w else None,
+    }
+    t0 = time.monotonic()
+    try:
+        toml_path = runs / f"{spec.run_id}.toml"
+        csv_path = runs / f"{spec.run_id}.csv"
+        toml_path.write_text(scenario_toml(spec, outp / "traces"))
+        cmd = [spec.agent, "--sim", str(toml_path), "--json", "--csv", str(csv_path),
+               "--alg", spec.alg, "--models", spec.models, *spec.extra_args]
+        if spec.config:
+            cmd += ["--config", spec.config]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                           check=False)
+        if p.returncode != 0:
+            raise RuntimeError(f"ccp-agent exited {p.returncode}: "
+                               f"{p.stderr.strip()[-800:] or p.stdout.strip()[-800:]}")
+        summary = json.loads(p.stdout)
+        test = sc.test_flows()
+        for i in test:
+            got = summary["flows"][i]["alg"]
+            if got != spec.alg:
+                raise RuntimeError(f"flow {i} ran {got!r}, not {spec.alg!r} (is the model "
+                                   "missing?)")
+        series = read_series(csv_path)
+        prefs = sc.prefs if (sc.prefs and spec.w is None) else ()
+        rec["metrics"] = run_metrics(summary, series, sc.link, test, sc.duration_s, prefs)
+        rec["flows"] = summary["flows"]
+        rec["sim_packets"] = summary["sim_packets"]
+        rec["sim_wall_s"] = summary["wall_s"]
+    except (OSError, ValueError, RuntimeError, KeyError, IndexError, TypeError,
+            subprocess.TimeoutExpired) as e:
+        rec["error"] = f"{type(e).__name__}: {e}"
+    rec["wall_s"] = time.monotonic() - t0
+    return rec
+
+
+def expand(scenarios: Iterable[Scenario], algs: list[str], seeds: list[int],
+           **kw: object) -> list[RunSpec]:
+    """Every run of a sweep: each scenario × algorithm × seed, and × preference for the
+    preference algorithms of a scenario with ``prefs``."""
+    out = []
+    for sc in scenarios:
+        for alg in algs:
+            ws: list[tuple[float, float, float] | None] = [None]
+            if sc.prefs and alg in sc.preference_algs:
+                ws = list(sc.prefs)
+            for w in ws:
+                for s in seeds:
+                    out.append(RunSpec(sc, alg, s, w, **kw))  # type: ignore[arg-type]
+    return out
+
+
+def _progress(total: int) -> Callable[[], None]:
+    try:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True,
+                   disable=None)
+        return lambda: bar.update(1)
+    except ImportError:  # pragma: no cover - tqdm is in requirements.txt
+        done = [0]
+
+        def tick() -> None:
+            done[0] += 1
+            print(f"\r{done[0]}/{total} runs", end="", file=sys.stderr)
+        return tick
+
+
+def run_local(specs: list[RunSpec], out: str, jobs: int) -> list[dict]:
+    """Run specs over ``jobs`` worker threads (each drives an agent process)."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    tick = _progress(len(specs))
+    recs = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+        futs = [ex.submit(run_one, s, out) for s in specs]
+        for f in as_completed(futs):
+            recs.append(f.result())
+            tick()
+    return recs
+
+
+def run_ray(specs: list[RunSpec], out: str, address: str) -> list[dict]:
+    """Run specs as Ray tasks (one CPU each) on the cluster at ``address`` (``local`` starts
+    one on this machine). Every node needs this package and the agent binary at the same
+    path, and ``out`` on a shared file system (or the records only come back)."""
+    try:
+        import ray
+    except ImportError as e:
+        raise RuntimeError("--ray needs the `ray` package (pip install ray)") from e
+    if address == "local":
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(address=address, log_to_driver=False)
+    try:
+        task = ray.remote(num_cpus=1)(run_one)
+        pending = [task.remote(s, out) for s in specs]
+        tick = _progress(len(specs))
+        recs = []
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            recs.extend(ray.get(done))
+            tick()
+        return recs
+    finally:
+        ray.shutdown()

@@ -1,0 +1,282 @@
+"""The evaluation harness: metrics against hand-computed series, the matrix files and the
+tune/eval split, seeded run construction, and a tiny matrix end to end through the agent."""
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ccp_train.harness import MatrixError, evaluate, load_matrix, select
+from ccp_train.harness.matrix import SUITES, load_suite
+from ccp_train.harness.metrics import (
+    Series,
+    capacity_at,
+    convergence_time,
+    jain,
+    jain_bins,
+    mean_ci95,
+    percentile,
+    run_metrics,
+    utility,
+)
+from ccp_train.harness.runner import ROOT, RunSpec, rotated_trace, scenario_toml
+
+AGENT = ROOT / "target" / "release" / "ccp-agent"
+
+
+def flat(t0: float, t1: float, mbps: float) -> tuple[list[float], list[float]]:
+    n = round((t1 - t0) / 0.1)
+    return [round(t0 + 0.1 * (i + 1), 6) for i in range(n)], [mbps] * n
+
+
+# --- metrics ---------------------------------------------------------------------------
+
+
+def test_jain_and_confidence_interval_by_hand():
+    assert jain([5, 5, 5]) == 1.0
+    assert jain([1, 0]) == pytest.approx(0.5)
+    assert jain([3, 1]) == pytest.approx(16 / 20)
+    assert jain([]) is None
+    m, ci = mean_ci95([1.0, 2.0, 3.0])
+    # sd = 1, t(0.975, 2) = 4.303: half-width 4.303 / sqrt(3)
+    assert m == 2.0 and ci == pytest.approx(4.303 / math.sqrt(3))
+    assert math.isnan(mean_ci95([4.0])[1]) and mean_ci95([4.0])[0] == 4.0
+    assert percentile([1, 2, 3, 4, 5], 5) == pytest.approx(1.2)
+
+
+def test_jain_bins_of_two_flows_by_hand():
+    # flow a: 10 Mbit/s throughout; flow b: 0 for the first second, then 10
+    ta, xa = flat(0, 3, 10.0)
+    tb, xb = flat(0, 3, 10.0)
+    xb = [0.0 if t <= 1.0 + 1e-9 else 10.0 for t in tb]
+    jb = jain_bins([Series(ta, xa), Series(tb, xb)], 0.0, 3.0)
+    # six 500 ms bins: two with (10, 0) -> 0.5, four equal -> 1
+    assert jb == pytest.approx([0.5, 0.5, 1, 1, 1, 1])
+
+
+def test_convergence_needs_five_seconds_inside_the_band():
+    # fair share 10: the flow is at 5 until 4 s, at 9 (inside +-20 %) after
+    t, x = flat(0, 20, 0.0)
+    x = [5.0 if ti <= 4.0 + 1e-9 else 9.0 for ti in t]
+    c = convergence_time([Series(t, x)], lambda _t: 10.0, 0.0, 20.0)
+    assert c == pytest.approx(4.0)
+    # a dip at 7 s restarts the hold: converged from 7.5 s
+    x2 = [3.0 if 7.0 < ti <= 7.5 + 1e-9 else v for ti, v in zip(t, x, strict=True)]
+    assert convergence_time([Series(t, x2)], lambda _t: 10.0, 0.0, 20.0) == pytest.approx(7.5)
+    # never within 5 s of the end
+    x3 = [5.0 if ti <= 16.0 + 1e-9 else 10.0 for ti in t]
+    assert convergence_time([Series(t, x3)], lambda _t: 10.0, 0.0, 20.0) is None
+
+
+def test_utility_is_mocc_eq2_with_true_capacity_and_base_rtt():
+    # thr/C = 0.8, base/mean = 40/50, loss 1 %
+    u = utility([0.5, 0.3, 0.2], 0.8, 40.0, 50.0, 0.01)
+    assert u == pytest.approx(0.5 * 0.8 + 0.3 * 0.8 + 0.2 * 0.99)
+    assert utility([0, 1, 0], 0.5, 40.0, float("nan"), 0.0) == 0.0
+
+
+def test_capacity_schedule():
+    link = {"rate_mbps": 50, "rate_schedule": [{"at_s": 10, "rate_mbps": 25}]}
+    assert capacity_at(link, 9.99) == 50 and capacity_at(link, 10) == 25
+    assert capacity_at({"trace": "x"}, 1.0) is None
+
+
+def _flow(i: int, thr: float, **kw: float) -> dict:
+    f = {"id": i, "alg": "cubic", "w": [0.4, 0.5, 0.1], "rtt_base_ms": 40.0, "start_s": 0.0,
+         "stop_s": 20.0, "throughput_mbps": thr, "utilization": thr / 20.0,
+         "rtt_p50_ms": 50.0, "rtt_p95_ms": 60.0, "rtt_mean_ms": 50.0,
+         "queue_delay_p50_ms": 10.0, "queue_delay_p95_ms": 20.0, "queue_delay_mean_ms": 10.0,
+         "loss_rate": 0.01, "packets_sent": 1000}
+    f.update(kw)
+    return f
+
+
+def test_run_metrics_of_a_friendliness_run_by_hand():
+    summary = {"utilization": 0.9, "flows": [_flow(0, 6.0), _flow(1, 12.0, loss_rate=0.0)]}
+    t, x = flat(0, 20, 6.0)
+    ser = {0: Series(t, x), 1: Series(t, [12.0] * len(t))}
+    m = run_metrics(summary, ser, {"rate_mbps": 20}, [0], 20.0)
+    assert m["friendliness_ratio"] == pytest.approx(0.5)
+    assert m["share"] == pytest.approx(1 / 3)
+    assert m["utilization"] == pytest.approx(0.3)  # the flow under test only
+    assert m["loss_rate"] == pytest.approx(0.01)
+    assert m["jain_mean"] == pytest.approx((18**2) / (2 * (36 + 144)))
+    assert m["converged"] is False  # 6 and 12 vs a fair share of 10: never inside +-20 %
+    # the flow's own w, then a list of preferences
+    assert m["utility_by_w"] == {"0.4,0.5,0.1": pytest.approx(0.4 * 0.3 + 0.5 * 0.8 + 0.1 * 0.99)}
+    m2 = run_metrics(summary, ser, {"rate_mbps": 20}, [0], 20.0, prefs=[(1, 0, 0), (0, 0, 1)])
+    assert m2["utility_by_w"] == {"1,0,0": pytest.approx(0.3), "0,0,1": pytest.approx(0.99)}
+
+
+def test_step_convergence_per_step():
+    # capacity 20 -> 10 at 10 s; the flow follows at 12 s
+    link = {"rate_mbps": 20, "rate_schedule": [{"at_s": 10, "rate_mbps": 10}]}
+    t, _ = flat(0, 30, 0)
+    x = [20.0 if ti <= 10 + 1e-9 else (20.0 if ti <= 12 + 1e-9 else 10.0) for ti in t]
+    summary = {"utilization": 0.9, "flows": [_flow(0, 12.0, stop_s=30.0)]}
+    m = run_metrics(summary, {0: Series(t, x)}, link, [0], 30.0)
+    assert m["step_convergence_s"] == pytest.approx([2.0])  # one step, at 10 s
+    assert m["convergence_s"] == pytest.approx(2.0) and m["converged"]
+
+
+# --- matrix and split --------------------------------------------------------------------
+
+
+def test_shipped_matrix_has_every_suite_with_tune_eval_and_quick():
+    scen = load_matrix()
+    for s in SUITES:
+        mine = [x for x in scen if x.suite == s]
+        assert {x.split for x in mine} == {"tune", "eval"}, s
+        assert select(mine, "eval", quick=True), f"{s} has no quick eval scenario"
+    keys = [x.key for x in scen]
+    assert len(keys) == len(set(keys))
+    # the cellular suite covers every trace shipped, each at 2 RTTs x 2 buffers
+    traces = [p for p in (ROOT / "datapath/sim/scenarios/traces").iterdir() if p.name != "README"]
+    assert len([x for x in scen if x.suite == "cellular"]) == 4 * len(traces)
+
+
+def test_selection_refuses_eval(tmp_path):
+    scen = load_matrix(suites=["links"])
+    with pytest.raises(MatrixError, match="tune"):
+        select(scen, "eval", purpose="selection")
+    assert all(s.split == "tune" for s in select(scen, "tune", purpose="selection"))
+    # the library entry point defaults to selection: eval is refused before anything runs
+    with pytest.raises(MatrixError, match="tune"):
+        evaluate(tmp_path / "x", split="eval", algs=["cubic"], seeds=[1], suites=["links"])
+    assert not (tmp_path / "x").exists()
+
+
+def write(p: Path, text: str) -> Path:
+    p.write_text(text)
+    return p
+
+
+def test_bad_suite_files_name_the_problem(tmp_path):
+    good = ('suite = "links"\ndescription = "x"\nduration_s = 5\n[[scenario]]\nname = "a"\n'
+            'split = "eval"\nlink = { rate_mbps = 10 }\nflows = [{ rtt_ms = 20 }]\n')
+    assert len(load_suite(write(tmp_path / "links.toml", good))) == 1
+    cases = {
+        'split = "eval"': ('split = "test"', "tune"),
+        "rate_mbps = 10": ("rat_mbps = 10", "rat_mbps"),
+        "{ rtt_ms = 20 }": ('{ rtt_ms = 20, alg = "cubic" }', "under test"),
+        "rtt_ms = 20": ("rtt_ms = -1", "rtt_ms"),
+        'name = "a"': ('name = "a/b"', "name"),
+    }
+    for old, (new, needle) in cases.items():
+        with pytest.raises(MatrixError, match=needle):
+            load_suite(write(tmp_path / "links.toml", good.replace(old, new)))
+    with pytest.raises(MatrixError, match="file name"):
+        load_suite(write(tmp_path / "links.toml", good.replace('"links"', '"other"')))
+
+
+def test_cellular_trace_without_split_is_an_error(tmp_path):
+    d = tmp_path / "traces"
+    d.mkdir()
+    (d / "a.down").write_text("1\n2\n")
+    (d / "b.down").write_text("1\n")
+    cell = write(tmp_path / "cellular.toml",
+                 'suite = "cellular"\ndescription = "x"\nduration_s = 5\ntraces_dir = "traces"\n'
+                 'rtts_ms = [40]\nbuffers_bdp = [1.0]\n[trace_split]\n"a.down" = "tune"\n')
+    with pytest.raises(MatrixError, match="b.down"):
+        load_suite(cell)
+    # a user's folder: every trace takes --traces-split
+    got = load_suite(cell, traces_dir=d, traces_split="tune")
+    assert [s.split for s in got] == ["tune", "tune"]
+
+
+# --- runs --------------------------------------------------------------------------------
+
+
+def test_rotated_trace_keeps_period_and_opportunities(tmp_path):
+    src = write(tmp_path / "t.down", "\n".join(["0", "3", "3", "7", "10"]) + "\n")
+    out = rotated_trace(src, 0.35, tmp_path / "cache")
+    times = [int(x) for x in out.read_text().split()]
+    # starts at the opportunity at 3 ms: (t - 3) mod 10, 0 becomes the period
+    assert times == sorted([7, 10, 10, 4, 7])
+    assert times[-1] == 10 and len(times) == 5
+    assert rotated_trace(src, 0.0, tmp_path / "cache") == src
+
+
+def test_seeds_change_starts_and_loss_seed_deterministically(tmp_path):
+    sc = [s for s in load_matrix(suites=["fairness"]) if s.split == "eval"][0]
+    a = scenario_toml(RunSpec(sc, "cubic", 1), tmp_path)
+    assert a == scenario_toml(RunSpec(sc, "cubic", 1), tmp_path)
+    b = scenario_toml(RunSpec(sc, "cubic", 2), tmp_path)
+    assert a != b and "seed = 2" in b
+    assert a.count('alg = "cubic"') == 3
+
+
+@pytest.mark.skipif(not AGENT.is_file(), reason="needs target/release/ccp-agent "
+                    "(ops/test.sh builds it)")
+def test_tiny_matrix_end_to_end(tmp_path):
+    m = tmp_path / "matrix"
+    m.mkdir()
+    write(m / "links.toml",
+          'suite = "links"\ndescription = "x"\nduration_s = 6\n'
+          '[[scenario]]\nname = "20M-20ms"\nsplit = "tune"\n'
+          'link = { rate_mbps = 20, buffer_bdp = 1.0 }\nflows = [{ rtt_ms = 20 }]\n'
+          '[[scenario]]\nname = "e"\nsplit = "eval"\n'
+          'link = { rate_mbps = 20 }\nflows = [{ rtt_ms = 20 }]\n')
+    write(m / "fairness.toml",
+          'suite = "fairness"\ndescription = "x"\nduration_s = 12\n'
+          '[[scenario]]\nname = "staggered-20M"\nsplit = "tune"\n'
+          'link = { rate_mbps = 20, buffer_bdp = 1.0 }\n'
+          'flows = [{ rtt_ms = 20 }, { rtt_ms = 20, start_s = 4 }]\n')
+    write(m / "friendliness.toml",
+          'suite = "friendliness"\ndescription = "x"\nduration_s = 6\n'
+          '[[scenario]]\nname = "vs-cubic-20M"\nsplit = "tune"\n'
+          'link = { rate_mbps = 20 }\nflows = [{ rtt_ms = 20 }, { rtt_ms = 20, alg = "cubic" }]\n')
+    d = tmp_path / "traces"
+    d.mkdir()
+    shutil.copy(ROOT / "datapath/sim/scenarios/traces/ATT-LTE-driving-2016.down", d)
+    write(m / "cellular.toml",
+          'suite = "cellular"\ndescription = "x"\nduration_s = 6\ntraces_dir = "../traces"\n'
+          'rtts_ms = [40]\nbuffers_bdp = [2.0]\n[trace_split]\n'
+          '"ATT-LTE-driving-2016.down" = "tune"\n')
+    write(m / "dynamics.toml",
+          'suite = "dynamics"\ndescription = "x"\nduration_s = 20\n'
+          '[[scenario]]\nname = "steps-20-10"\nsplit = "tune"\n'
+          'link = { rate_mbps = 20, rate_schedule = [{ at_s = 8, rate_mbps = 10 }] }\n'
+          'flows = [{ rtt_ms = 20 }]\n')
+    write(m / "preferences.toml",
+          'suite = "preferences"\ndescription = "x"\nduration_s = 6\n'
+          'preference_algs = ["reno"]\nprefs = [[0.8, 0.1, 0.1], [0.1, 0.8, 0.1]]\n'
+          '[[scenario]]\nname = "p"\nsplit = "tune"\n'
+          'link = { rate_mbps = 20 }\nflows = [{ rtt_ms = 20 }]\n')
+    out = tmp_path / "out"
+    res = evaluate(out, split="tune", algs=["reno", "cubic"], seeds=[1, 2], matrix_dir=m,
+                   jobs=2)
+    assert not res["failures"], res["failures"]
+    lines = (out / "results.jsonl").read_text().splitlines()
+    # 5 one-per-alg scenarios x 2 algs x 2 seeds, + preferences: reno per w (2), cubic once
+    assert len(lines) == 5 * 2 * 2 + (2 + 1) * 2
+    recs = [json.loads(x) for x in lines]
+    assert {r["split"] for r in recs} == {"tune"}  # the eval scenario did not run
+    for r in recs:
+        assert 0.0 < r["metrics"]["utilization"] <= 1.05, r["run_id"]
+    fair = [r for r in recs if r["suite"] == "fairness"]
+    assert all(0.5 <= r["metrics"]["jain_mean"] <= 1.0 for r in fair)
+    friend = [r for r in recs if r["suite"] == "friendliness" and r["alg"] == "cubic"]
+    assert all(0.3 < r["metrics"]["share"] < 0.7 for r in friend)  # cubic vs cubic
+    steps = [r for r in recs if r["suite"] == "dynamics"]
+    assert all(len(r["metrics"]["step_convergence_s"]) == 1 for r in steps)
+    pref_cubic = [r for r in recs if r["suite"] == "preferences" and r["alg"] == "cubic"]
+    assert all(len(r["metrics"]["utility_by_w"]) == 2 for r in pref_cubic)
+    # seeds differ (start jitter), scenarios are written for replay
+    s1, s2 = (r for r in recs if r["run_id"].startswith("links--20M-20ms--reno"))
+    assert s1["flows"][0]["start_s"] != s2["flows"][0]["start_s"]
+    assert (out / "runs" / f"{s1['run_id']}.toml").is_file()
+    csv_head = (out / "summary.csv").read_text().splitlines()
+    assert csv_head[0].startswith("suite,scenario,split,alg,w,seeds")
+    assert len(csv_head) == 1 + 5 * 2 + 2 + 2  # per (scenario, alg[, w]); cubic's w rows too
+    report = (out / "report.md").read_text()
+    for suite in ("links", "cellular", "fairness", "friendliness", "dynamics", "preferences"):
+        assert f"## {suite}" in report
+    assert "± " in report and "**" in report
+    for p in res["meta"]["plots"]:
+        png = out / p
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert {"plots/scatter.png", "plots/jain_cdf.png", "plots/convergence.png",
+            "plots/fairness_staggered-20M.png"} <= set(res["meta"]["plots"])
