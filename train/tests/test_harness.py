@@ -280,3 +280,21 @@ def test_tiny_matrix_end_to_end(tmp_path):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     assert {"plots/scatter.png", "plots/jain_cdf.png", "plots/convergence.png",
             "plots/fairness_staggered-20M.png"} <= set(res["meta"]["plots"])
+
+
+@pytest.mark.skipif(not AGENT.is_file(), reason="needs target/release/ccp-agent "
+                    "(ops/test.sh builds it)")
+def test_ray_gives_the_same_results_as_local_threads(tmp_path):
+    pytest.importorskip("ray")
+    kw = {"split": "tune", "algs": ["cubic"], "seeds": [1, 2], "suites": ["links"],
+          "plots": False}
+    local = evaluate(tmp_path / "local", jobs=2, **kw)
+    ray = evaluate(tmp_path / "ray", ray="local", **kw)
+    assert not local["failures"] and not ray["failures"]
+
+    def key(res: dict) -> list:
+        return [(r["run_id"], r["metrics"], r["flows"]) for r in res["records"]]
+    assert key(local) == key(ray)
+    assert (tmp_path / "ray" / "results.jsonl").is_file()
+    assert (tmp_path / "ray" / "summary.csv").read_text() == (
+        tmp_path / "local" / "summary.csv").read_text()
