@@ -113,7 +113,7 @@ def scenario_toml(spec: RunSpec, trace_cache: Path) -> str:
         g["start_s"] = min(start, (float(stop) if stop is not None else sc.duration_s) - 0.01)
         if "alg" not in g:
             g["alg"] = spec.alg
-            if spec.w is not None:
+            if spec.w is not None and "w" not in g:
                 g["w"] = list(spec.w)
         lines.append("[[flow]]")
         for k, v in g.items():
