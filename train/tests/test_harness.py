@@ -298,3 +298,27 @@ def test_ray_gives_the_same_results_as_local_threads(tmp_path):
     assert (tmp_path / "ray" / "results.jsonl").is_file()
     assert (tmp_path / "ray" / "summary.csv").read_text() == (
         tmp_path / "local" / "summary.csv").read_text()
+
+
+def test_card_gets_eval_figures_only(tmp_path):
+    from ccp_train.harness.cli import write_card_section
+
+    card = tmp_path / "mocc.json"
+    card.write_text(json.dumps({"algorithm": "mocc", "evaluation": {"mean_reward": 1.0}}))
+    rs = [{"suite": "links", "scenario": sc, "split": "eval", "alg": alg, "seed": seed,
+           "w": "", "utilization": u, "queue_delay_p95_ms": 10.0}
+          for alg, u0 in (("mocc", 0.8), ("cubic", 0.9))
+          for sc in ("a", "b") for seed, u in ((1, u0), (2, u0 + 0.02))]
+    meta = {"split": "eval", "algs": ["mocc", "cubic"], "seeds": [1, 2], "runs": 8,
+            "failed": 0, "command": "x"}
+    write_card_section(card, rs, meta)
+    ev = json.loads(card.read_text())["evaluation"]
+    assert ev["mean_reward"] == 1.0  # kept
+    util = ev["harness"]["figures"]["links"]["utilization"]
+    assert util["mean"] == pytest.approx(0.81) and util["seeds"] == 2
+    assert ev["harness"]["baselines"]["cubic"]["links"]["utilization"]["mean"] == (
+        pytest.approx(0.91))
+    with pytest.raises(ValueError, match="eval"):
+        write_card_section(card, rs, dict(meta, split="tune"))
+    with pytest.raises(ValueError, match="--algs"):
+        write_card_section(card, rs, dict(meta, algs=["cubic"]))

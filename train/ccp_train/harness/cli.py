@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import plots as plotting
 from .matrix import DEFAULT_DIR, SPLITS, SUITES, MatrixError, load_matrix, select
-from .report import headline, markdown, rows, write_summary_csv
+from .report import card_summary, headline, markdown, rows, write_summary_csv
 from .runner import ROOT, expand, run_local, run_ray
 
 #: algorithms the default sweep compares (the agent must run each: learned ones need models)
@@ -78,6 +78,20 @@ def evaluate(out: Path, *, split: str, algs: list[str], seeds: list[int],
     return {"records": records, "rows": rs, "failures": failures, "meta": meta}
 
 
+def write_card_section(card: Path, rs: list[dict], meta: dict) -> None:
+    """Put the sweep's figures for the card's algorithm into ``evaluation.harness``."""
+    if meta["split"] != "eval":
+        raise ValueError("a model card records eval figures: run with --split eval")
+    data = json.loads(card.read_text())
+    alg = data["algorithm"]
+    if alg not in meta["algs"]:
+        raise ValueError(f"the sweep did not run {alg!r}: add it to --algs")
+    data.setdefault("evaluation", {})["harness"] = card_summary(rs, alg, meta)
+    tmp = card.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(card)
+
+
 def _list(s: str) -> list[str]:
     return [x.strip() for x in s.split(",") if x.strip()]
 
@@ -115,6 +129,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--models", default=str(ROOT / "models"), help="models folder")
     p.add_argument("--config", default=None, help="algorithm knobs (TOML) for every run")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--card", type=Path, action="append", default=[],
+                   help="model card (<alg>.json) whose evaluation.harness section gets this "
+                        "sweep's figures for its algorithm (eval split only; repeatable)")
     return p
 
 
@@ -143,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     meta = res["meta"]
+    for card in args.card:
+        try:
+            write_card_section(card, res["rows"], meta)
+        except (OSError, ValueError, KeyError) as e:
+            print(f"error: --card {card}: {e}", file=sys.stderr)
+            return 2
+        print(f"wrote the eval figures into {card}")
     print(f"{meta['runs']} runs ({meta['failed']} failed) in {meta['wall_s']:.1f} s, "
           f"{meta['packets_per_s'] / 1e6:.2f} M simulated packets/s; report: "
           f"{args.out / 'report.md'}")

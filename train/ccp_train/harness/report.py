@@ -215,3 +215,32 @@ def headline(rs: list[dict]) -> str:
             cells.append("–" if not math.isfinite(m) else f"{m * scale:.3g}")
         lines.append(f"| {a} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def card_summary(rs: list[dict], alg: str, meta: dict,
+                 baselines: tuple[str, ...] = ("cubic", "bbr")) -> dict:
+    """The ``evaluation.harness`` section of a model card: per suite (and group) each metric's
+    mean and 95 % CI over seeds for ``alg``, and the same for the baselines that ran."""
+
+    def figures(a: str) -> dict:
+        out: dict = {}
+        for suite in COLUMNS:
+            for (g, aa), vals in suite_table(rs, suite).items():
+                if aa != a:
+                    continue
+                key = f"{suite}/{g}" if g else suite
+                out[key] = {m: {"mean": _round(v[0]), "ci95": _round(v[1]), "seeds": v[2]}
+                            for m, v in vals.items() if math.isfinite(v[0])}
+        return out
+
+    ran = {r["alg"] for r in rs}
+    return {
+        "split": meta.get("split"), "command": meta.get("command"),
+        "seeds": meta.get("seeds"), "runs": meta.get("runs"), "failed": meta.get("failed"),
+        "figures": figures(alg),
+        "baselines": {b: figures(b) for b in baselines if b in ran and b != alg},
+    }
+
+
+def _round(x: float) -> float | None:
+    return None if not math.isfinite(x) else float(f"{x:.5g}")
