@@ -51,9 +51,14 @@ pub mod fields {
     pub const CWND_BYTES: &str = "cwnd_bytes";
     /// Σ `Ack.packets_misordered` (SACKed / out-of-order packets).
     pub const MISORDERED_PKTS: &str = "misordered_pkts";
+    /// max over the interval's ACKs of min(`Flow.rate_outgoing`, `Flow.rate_incoming`)
+    /// (bytes/s): the best delivery-rate sample, each sample taken over one packet's flight
+    /// (Linux `tcp_rate`: delivered / max(send interval, ack interval), which is exactly
+    /// BBR's bandwidth sample); 0 if no ACK carried a sample.
+    pub const DELIVERY_RATE_MAX: &str = "delivery_rate_max";
 
     /// Every canonical field, in the order [`super::Interval::from_fields`] understands.
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 18] = [
         ACKED_BYTES,
         ACKED_PKTS,
         LOST_PKTS,
@@ -71,6 +76,7 @@ pub mod fields {
         ECN_PKTS,
         CWND_BYTES,
         MISORDERED_PKTS,
+        DELIVERY_RATE_MAX,
     ];
 }
 
@@ -212,6 +218,14 @@ impl ProgramBuilder {
         if has(CWND_BYTES) {
             set(&mut s, CWND_BYTES, "Cwnd");
         }
+        if has(DELIVERY_RATE_MAX) {
+            // two operators deep: max(field, min(out, in))
+            set(
+                &mut s,
+                DELIVERY_RATE_MAX,
+                "(max Report.delivery_rate_max (min Flow.rate_outgoing Flow.rate_incoming))",
+            );
+        }
         set(&mut s, INTERVAL_US, "Micros");
         s.push_str("  (fallthrough))\n");
 
@@ -288,6 +302,9 @@ pub struct Interval {
     /// Length of the interval (µs); 0 means unknown.
     pub interval_us: u64,
     pub cwnd_bytes: Option<u64>,
+    /// Best per-ACK delivery-rate sample of the interval (bytes/s,
+    /// [`fields::DELIVERY_RATE_MAX`]); `None` if not declared or no ACK carried a sample.
+    pub delivery_rate_max_bps: Option<u64>,
 }
 
 impl Interval {
@@ -324,6 +341,7 @@ impl Interval {
             last_ack_us: get(LAST_ACK_US).filter(|&v| v > 0),
             interval_us: get(INTERVAL_US).unwrap_or(0),
             cwnd_bytes: get(CWND_BYTES),
+            delivery_rate_max_bps: get(DELIVERY_RATE_MAX).filter(|&v| v > 0),
         }
     }
 
@@ -366,6 +384,24 @@ mod tests {
         assert_eq!(iv.rtt_min_us, None);
         assert_eq!(iv.rtt_mean_us, None);
         assert_eq!(iv.delivery_rate_bps(), None);
+    }
+
+    #[test]
+    fn delivery_rate_max_folds_the_best_min_of_send_and_receive_rates() {
+        let p = ProgramBuilder::new("test_rate", 10_000)
+            .fields(&[fields::DELIVERY_RATE_MAX])
+            .build();
+        assert!(p.source.contains("(volatile delivery_rate_max 0)"));
+        assert!(p.source.contains(
+            "(:= Report.delivery_rate_max (max Report.delivery_rate_max (min Flow.rate_outgoing Flow.rate_incoming)))"
+        ));
+        let names = [fields::DELIVERY_RATE_MAX, fields::INTERVAL_US];
+        let iv = Interval::from_fields(&names, &[6_250_000, 10_000]);
+        assert_eq!(iv.delivery_rate_max_bps, Some(6_250_000));
+        // 0: no ACK of the interval carried a rate sample
+        let iv = Interval::from_fields(&names, &[0, 10_000]);
+        assert_eq!(iv.delivery_rate_max_bps, None);
+        assert!(fields::ALL.contains(&fields::DELIVERY_RATE_MAX));
     }
 
     #[test]
