@@ -90,7 +90,7 @@ pub(crate) enum Congestion {
     TimeoutInEpisode,
 }
 
-/// Loss-recovery bookkeeping shared by Reno and Cubic: elapsed datapath time and the end of
+/// Loss-recovery bookkeeping shared by Reno, Cubic and BBR: elapsed datapath time and the end of
 /// the current congestion event.
 ///
 /// NewReno's recovery (RFC 6582) lasts until everything outstanding at the loss is
@@ -123,11 +123,17 @@ pub(crate) const MIN_EPISODE_RTTS: f64 = 1.25;
 pub(crate) const MAX_EPISODE_RTTS: f64 = 4.0;
 
 impl LossClock {
+    /// Whether a recovery episode is still open at `now_us` (BBR restores its window when it
+    /// ends).
+    pub fn in_episode(&self) -> bool {
+        self.now_us < self.recovery_cap_us
+            && (self.now_us < self.recovery_until_us || self.recovery_left_bytes > 0.0)
+    }
+
     /// Advance time by one report; `window_bytes` is the window before any reduction.
     pub fn advance(&mut self, iv: &Interval, srtt_us: f64, window_bytes: f64) -> Congestion {
-        self.now_us += iv.interval_us;
-        let in_episode = self.now_us < self.recovery_cap_us
-            && (self.now_us < self.recovery_until_us || self.recovery_left_bytes > 0.0);
+        self.now_us = self.now_us.saturating_add(iv.interval_us);
+        let in_episode = self.in_episode();
         self.recovery_left_bytes -= iv.acked_bytes as f64;
         if !(iv.lost_pkts > 0 || iv.timeout) {
             return Congestion::None;
@@ -151,8 +157,8 @@ impl LossClock {
         .into_iter()
         .flatten()
         .fold(1.0, f64::max);
-        self.recovery_until_us = self.now_us + (MIN_EPISODE_RTTS * rtt) as u64;
-        self.recovery_cap_us = self.now_us + (MAX_EPISODE_RTTS * rtt) as u64;
+        self.recovery_until_us = self.now_us.saturating_add((MIN_EPISODE_RTTS * rtt) as u64);
+        self.recovery_cap_us = self.now_us.saturating_add((MAX_EPISODE_RTTS * rtt) as u64);
         self.recovery_left_bytes = if window_bytes.is_finite() {
             window_bytes.max(0.0)
         } else {
