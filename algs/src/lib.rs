@@ -7,8 +7,9 @@
 //! - [`learned`]: learned algorithms as features/actions/reward ([`learned::LearnedCore`]) plus a policy.
 //! - [`registry`]: names and the datapath name mapping.
 //! - [`config`]: every algorithm's knobs.
-//! - One module per algorithm: [`reno`], [`cubic`].
+//! - One module per algorithm: [`reno`], [`cubic`], [`bbr`], [`iris`], [`mocc`].
 
+pub mod bbr;
 pub mod config;
 pub mod controller;
 pub mod cubic;
@@ -21,6 +22,7 @@ pub mod registry;
 pub mod reno;
 pub mod signals;
 
+pub use bbr::{Bbr, BbrConfig};
 pub use config::AlgsConfig;
 pub use controller::{clamp_output, Action, Algorithm, Controller, FlowInfo, FlowMetrics};
 pub use iris::{Iris, IrisConfig};
