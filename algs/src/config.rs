@@ -2,6 +2,7 @@
 //! file holds under `[algs.<name>]`, and what tests and the simulator runner pass in code.
 //! Missing tables and keys take each paper's defaults; unknown keys are errors.
 
+use crate::bbr::BbrConfig;
 use crate::cubic::CubicConfig;
 use crate::iris::IrisConfig;
 use crate::mocc::MoccConfig;
@@ -13,6 +14,7 @@ use crate::reno::RenoConfig;
 pub struct AlgsConfig {
     pub reno: RenoConfig,
     pub cubic: CubicConfig,
+    pub bbr: BbrConfig,
     pub iris: IrisConfig,
     pub mocc: MoccConfig,
 }

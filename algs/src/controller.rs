@@ -17,7 +17,7 @@
 //! ```
 //!
 //! Window algorithms (Owl, Nuwa, Reno, Cubic) set `cwnd`; rate algorithms (MOCC, Iris) set the
-//! pacing `rate` and a cwnd cap large enough not to bind; Jury sets both. Decision clocks
+//! pacing `rate` and a cwnd cap large enough not to bind; Jury and BBR set both. Decision clocks
 //! differ (Jury 30 ms, Iris 50 ms, MOCC one monitor interval ≈ 1 RTT, Owl/Nuwa short
 //! intervals): a controller changes its own clock through `report_interval_us`.
 

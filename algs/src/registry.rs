@@ -16,7 +16,9 @@ use crate::config::AlgsConfig;
 use crate::controller::Algorithm;
 
 /// Every algorithm the portfolio ships, in registry order.
-pub const ALGORITHMS: [&str; 7] = ["reno", "cubic", "jury", "owl", "mocc", "iris", "nuwa"];
+pub const ALGORITHMS: [&str; 8] = [
+    "reno", "cubic", "bbr", "jury", "owl", "mocc", "iris", "nuwa",
+];
 
 /// Prefix the kernel module puts in front of algorithm names (`ccp_cubic`).
 pub const DATAPATH_PREFIX: &str = "ccp_";
@@ -74,6 +76,9 @@ impl Registry {
         r.register(Arc::new(crate::cubic::Cubic {
             config: cfg.cubic.clone(),
         }));
+        r.register(Arc::new(crate::bbr::Bbr {
+            config: cfg.bbr.clone(),
+        }));
         r.register(Arc::new(crate::iris::Iris {
             config: cfg.iris.clone(),
         }));
@@ -100,7 +105,10 @@ mod tests {
         assert!(r.get("ccp").is_none());
         assert!(r.get("").is_none());
         assert!(r.get("Cubic").is_none());
-        assert!(r.get("bbr").is_none());
+        assert_eq!(r.get("bbr").map(|a| a.name()), Some("bbr"));
+        assert_eq!(r.get("ccp_bbr").map(|a| a.name()), Some("bbr"));
+        assert!(r.get("BBR").is_none());
+        assert!(r.get("vegas").is_none());
     }
 
     #[test]

@@ -424,8 +424,14 @@ mod tests {
             "reno"
         );
         assert_eq!(
-            <Slot<4> as CongAlg<portus::ipc::chan::Socket<portus::ipc::Blocking>>>::name(),
+            <Slot<2> as CongAlg<portus::ipc::chan::Socket<portus::ipc::Blocking>>>::name(),
+            "bbr"
+        );
+        assert_eq!(
+            <Slot<5> as CongAlg<portus::ipc::chan::Socket<portus::ipc::Blocking>>>::name(),
             "mocc"
         );
+        // the agent registers one slot per name: Slot<0> ..= Slot<7>
+        assert_eq!(ALGORITHMS.len(), 8);
     }
 }

@@ -258,6 +258,7 @@ impl Agent {
             .additional_alg::<Slot<4>, _>(Slot::<4>::new(core))
             .additional_alg::<Slot<5>, _>(Slot::<5>::new(core))
             .additional_alg::<Slot<6>, _>(Slot::<6>::new(core))
+            .additional_alg::<Slot<7>, _>(Slot::<7>::new(core))
             .with_stop_handle(running.clone())
             .spawn_thread()
             .run()

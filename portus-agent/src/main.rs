@@ -28,7 +28,7 @@ enum IpcArg {
 #[command(
     name = "ccp-agent",
     version,
-    about = "CCP agent hosting Reno, Cubic and the learned algorithms (Jury, Owl, MOCC, Iris, Nuwa-RL) on portus",
+    about = "CCP agent hosting Reno, Cubic, BBR and the learned algorithms (Jury, Owl, MOCC, Iris, Nuwa-RL) on portus",
     long_about = "CCP agent hosting every registered congestion-control algorithm at once.\n\n\
         A flow is dispatched by the congestion-control name its datapath announces: \
         `ccp_<alg>` or `<alg>` runs <alg>; `ccp`, an unknown or an unavailable name runs --alg.\n\n\

@@ -41,10 +41,10 @@ fn bad_preference_vectors_exit_2_naming_the_problem() {
 
 #[test]
 fn unknown_algorithm_exits_2_and_lists_the_available_ones() {
-    let o = agent(&["--alg", "bbr", "--sim", &one_flow()]);
+    let o = agent(&["--alg", "vegas", "--sim", &one_flow()]);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
-    assert!(e.contains("unknown algorithm \"bbr\""), "{e}");
+    assert!(e.contains("unknown algorithm \"vegas\""), "{e}");
     assert!(e.contains("cubic") && e.contains("reno"), "{e}");
 }
 
@@ -62,8 +62,8 @@ fn bad_scenario_files_exit_2_naming_the_field() {
         ),
         (
             "badalg.toml",
-            Some("duration_s = 5\nseed = 1\n[link]\nrate_mbps = 10\nbuffer_bdp = 1\n[[flow]]\nalg = \"bbr\"\nrtt_ms = 40\n"),
-            "bbr",
+            Some("duration_s = 5\nseed = 1\n[link]\nrate_mbps = 10\nbuffer_bdp = 1\n[[flow]]\nalg = \"vegas\"\nrtt_ms = 40\n"),
+            "vegas",
         ),
         (
             "badw.toml",

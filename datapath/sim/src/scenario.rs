@@ -681,7 +681,7 @@ count = 2
             "flow[0].stop_s"
         );
         assert_eq!(field_of(&format!("{base}count = 0\n")), "flow[0].count");
-        assert_eq!(field_of(&format!("{base}alg = \"bbr\"\n")), "flow[0].alg");
+        assert_eq!(field_of(&format!("{base}alg = \"vegas\"\n")), "flow[0].alg");
         assert_eq!(field_of(&format!("{base}w = [1, 1, 1]\n")), "flow[0].w");
         assert_eq!(
             field_of(&base.replace("rate_mbps = 10", "rate_mbps = 10\nloss = 1.0")),
