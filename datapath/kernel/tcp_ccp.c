@@ -5,12 +5,13 @@
  * This module lets a user-space agent (ccp-agent, built on portus 0.9) run
  * the congestion control of Linux TCP flows.  It registers the congestion
  * control algorithms "ccp", "ccp_jury", "ccp_owl", "ccp_mocc", "ccp_iris",
- * "ccp_nuwa", "ccp_reno" and "ccp_cubic": all share the code below and
- * differ only in the name, which is sent to the agent as the congAlg of the
- * flow's CREATE message.  The agent maps "ccp_<alg>" to its algorithm <alg>
- * and "ccp" to its default, so a socket picks its controller with
- * setsockopt(TCP_CONGESTION) or the net.ipv4.tcp_congestion_control sysctl,
- * and sockets of one host may use different controllers at the same time.
+ * "ccp_nuwa", "ccp_reno", "ccp_cubic" and "ccp_bbr": all share the code
+ * below and differ only in the name, which is sent to the agent as the
+ * congAlg of the flow's CREATE message.  The agent maps "ccp_<alg>" to its
+ * algorithm <alg> and "ccp" to its default, so a socket picks its
+ * controller with setsockopt(TCP_CONGESTION) or the
+ * net.ipv4.tcp_congestion_control sysctl, and sockets of one host may use
+ * different controllers at the same time.
  *
  * The agent talks to the datapath through libccp (the C library shipped by
  * the libccp crate, compiled into this module): the agent installs "fold
@@ -704,6 +705,7 @@ static struct tcp_congestion_ops ccpk_ops[] __read_mostly = {
 	CCPK_OPS("ccp_nuwa"),
 	CCPK_OPS("ccp_reno"),
 	CCPK_OPS("ccp_cubic"),
+	CCPK_OPS("ccp_bbr"),
 };
 
 /* ---- module ------------------------------------------------------------- */
@@ -840,3 +842,4 @@ MODULE_ALIAS("tcp_ccp_iris");
 MODULE_ALIAS("tcp_ccp_nuwa");
 MODULE_ALIAS("tcp_ccp_reno");
 MODULE_ALIAS("tcp_ccp_cubic");
+MODULE_ALIAS("tcp_ccp_bbr");
