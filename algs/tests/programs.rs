@@ -30,6 +30,13 @@ fn programs_compile_within_libccp_limits() {
         total += 1;
     }
     assert!(total >= 2);
+    // the model-free algorithms are all covered
+    for name in ["reno", "cubic", "bbr", "iris"] {
+        assert!(
+            reg.get(name).is_some(),
+            "{name} not in the built-in registry"
+        );
+    }
     // libccp's program table holds 9 usable programs, shared by all algorithms
     assert!(total <= 9);
 }
