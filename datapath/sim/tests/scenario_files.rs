@@ -80,7 +80,7 @@ fn bad_files_name_the_field_and_the_fix() {
             format!("{BASE}w = [0.30000000000000004, 0.30000000000000004, 0.39999999999999997]\nalg = \"cubic\"\n"),
             "flow[0].w",
         ),
-        (format!("{BASE}alg = \"bbr\"\n"), "flow[0].alg"),
+        (format!("{BASE}alg = \"vegas\"\n"), "flow[0].alg"),
         (with("duration_s = 10", "duration_s = 0"), "duration_s"),
         (
             "duration_s = 10\n[link]\nrate_mbps = 10\n".to_string(),
@@ -97,7 +97,7 @@ fn bad_files_name_the_field_and_the_fix() {
     // the message says what to do
     let e = err(&d, &with("rate_mbps = 10", "rate_mbps = -5"));
     assert!(e.to_string().contains("e.g. rate_mbps = 50"), "{e}");
-    let e = err(&d, &format!("{BASE}alg = \"bbr\"\n"));
+    let e = err(&d, &format!("{BASE}alg = \"vegas\"\n"));
     assert!(e.to_string().contains("cubic"), "{e}");
 }
 

@@ -21,7 +21,7 @@ plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp
 if insmod $KO; then
 	avail=$(sysctl -n net.ipv4.tcp_available_congestion_control)
 	missing=
-	for a in ccp ccp_jury ccp_owl ccp_mocc ccp_iris ccp_nuwa ccp_reno ccp_cubic; do
+	for a in ccp ccp_jury ccp_owl ccp_mocc ccp_iris ccp_nuwa ccp_reno ccp_cubic ccp_bbr; do
 		[[ " $avail " == *" $a "* ]] || missing="$missing $a"
 	done
 	check module_load '[ -z "$missing" ] && [ -r /proc/net/ccp ]' \
