@@ -136,7 +136,7 @@ def read_series(path: Path) -> dict[int, Series]:
 
 def run_one(spec: RunSpec, out: str) -> dict:
     """Run one spec; never raises: a failure is a record with ``error``."""
-    outp = Path(out)
+    outp = Path(out).resolve()  # trace copies are referenced from the run's scenario file
     runs = outp / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     sc = spec.scenario
