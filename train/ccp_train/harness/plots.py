@@ -157,13 +157,17 @@ def convergence_bars(rs: list[dict], path: Path) -> Path | None:
                     per_seed[r["seed"]].append(c)
             m, ci = mean_ci95([sum(v) / len(v) for v in per_seed.values() if v])
             never = sum(1 for r in sel if r.get("converged", 1.0) == 0.0)
-            means.append(m if math.isfinite(m) else 0.0)
+            means.append(m)
             cis.append(ci if math.isfinite(ci) else 0.0)
             notes.append(f"{never}/{len(sel)} never" if sel else "")
         x = range(len(algs))
-        ax.bar(x, means, yerr=cis, capsize=4, color=[_colors(algs)[a] for a in algs])
+        # a CI never reaches below 0 s; an algorithm that never converged has no bar
+        lo = [min(c, m) if math.isfinite(m) else 0.0 for m, c in zip(means, cis, strict=True)]
+        ax.bar(x, [m if math.isfinite(m) else 0.0 for m in means], yerr=[lo, cis], capsize=4,
+               color=[_colors(algs)[a] for a in algs])
         for i, n in enumerate(notes):
-            ax.text(i, means[i] + cis[i], n, ha="center", va="bottom", fontsize=7)
+            top = (means[i] + cis[i]) if math.isfinite(means[i]) else 0.0
+            ax.text(i, top, n, ha="center", va="bottom", fontsize=7)
         ax.set_xticks(list(x), algs)
         ax.set_ylabel("convergence time (s)")
         ax.set_title(f"{suite}: {prefix} (±20 % of fair share for 5 s)", fontsize=10)
@@ -180,7 +184,8 @@ def all_plots(records: list[dict], rs: list[dict], out: Path) -> list[Path]:
     plots.mkdir(parents=True, exist_ok=True)
     made = [
         scatter(rs, ["links", "cellular"], plots / "scatter.png",
-                "throughput vs delay (mean ± sd per algorithm; faint: single runs)"),
+                "utilization vs p95 queueing delay: per algorithm the mean utilization and "
+                "geometric-mean delay, ± 1 sd (delay in log space); faint: single runs"),
         scatter(rs, ["dynamics", "preferences"], plots / "scatter_dynamics_preferences.png",
                 "dynamics and preferences"),
         jain_cdf(records, plots / "jain_cdf.png"),
