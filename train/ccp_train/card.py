@@ -25,7 +25,8 @@ Schema (``card_version`` 1)::
     normalization     null | {"kind": "baked_into_graph", "obs_mean", "obs_std", "clip_obs"}
                       (VecNormalize statistics; the exporter bakes them into the graph, the
                       runtime feeds raw observations — recorded for provenance only)
-    training          {"command", "library", "seed", "steps", "scenario_ranges", "notes"}
+    training          {"command", "library", "seed", "steps", "scenario_ranges", "notes"}, and
+                      optionally "wall_s" and "determinism" (ccp_train.rl.determinism.record)
     evaluation        free-form {name: figure}
 
 I/O convention: inputs ``obs`` [B, obs_dim], ``mask`` [B, obs_dim] iff masked, ``h_in``/``c_in``
@@ -124,6 +125,10 @@ def make_card(
         "scenario_ranges": dict(t.pop("scenario_ranges", {}) or {}),
         "notes": t.pop("notes", None),
     }
+    # optional: training wall time (s) and what determinism depends on (ccp_train.rl.determinism)
+    for key in ("wall_s", "determinism"):
+        if key in t:
+            training_full[key] = t.pop(key)
     if t:
         raise ValueError(f"unknown training fields: {sorted(t)}")
     card = {

@@ -127,6 +127,7 @@ from torch.distributions import Normal
 
 from ccp_train import card as _card
 from ccp_train.export import export_torch
+from ccp_train.rl import curves, determinism
 from ccp_train.scenarios import ScenarioRanges
 
 ALG = "mocc"
@@ -911,10 +912,8 @@ class Logger:
 
 
 def set_seed(seed: int, threads: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-    torch.set_num_threads(max(1, threads))
+    """Every source of randomness seeded, deterministic torch (ccp_train.rl.determinism)."""
+    determinism.seed_everything(seed, threads)
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
@@ -1224,6 +1223,8 @@ def cmd_train(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         "steps": tr.steps,
         "scenario_ranges": {**ranges.describe(), "learners_per_env": list(args.learners)},
         "notes": notes,
+        "wall_s": round(wall, 1),
+        "determinism": determinism.record(args.threads),
     }
     onnx_path, card_path = export_model(agent, out, training, evaluation)
     ckpt_path = save_checkpoint(
@@ -1247,6 +1248,8 @@ def cmd_train(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     }
     logger.log(summary)
     logger.close()
+    # this run's curves next to its card
+    curves.export(Path(args.log) if args.log else out / f"{ALG}.train.jsonl", out, ALG)
     return summary
 
 

@@ -181,6 +181,13 @@ pub struct Training {
     pub scenario_ranges: serde_json::Map<String, serde_json::Value>,
     #[serde(default)]
     pub notes: Option<String>,
+    /// Training wall time (s).
+    #[serde(default)]
+    pub wall_s: Option<f64>,
+    /// What the bytes of the model depend on besides command and seed (library versions,
+    /// threads, CPU, code version): `ccp_train.rl.determinism.record`.
+    #[serde(default)]
+    pub determinism: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A field that differs: (field, expected, found).
@@ -538,6 +545,8 @@ mod tests {
                 steps: None,
                 scenario_ranges: Default::default(),
                 notes: None,
+                wall_s: None,
+                determinism: Default::default(),
             },
             evaluation: Default::default(),
         }

@@ -1,0 +1,120 @@
+"""Regenerate a shipped model from its card's command and compare the bytes.
+
+    python -m ccp_train.reproduce models/mocc.json [--workdir DIR] [--keep]
+    bash ops/reproduce.sh models/mocc.json
+
+The card's ``training.command`` is one trainer command or a chain (``A && B && C``, a fine-tune
+chaining its starting point's command). Each part runs in order with this Python, every
+``--out DIR`` moved into the work folder (and every ``--init DIR/FILE`` that names an earlier
+part's output with it), so nothing outside the work folder is written. Exit 0 when the
+regenerated ONNX file's sha256 equals the card's, 1 when it differs (both printed, with the
+card's ``training.determinism`` and this machine's), 2 for a card that cannot be replayed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ccp_train.card import sha256_file
+from ccp_train.rl import determinism
+
+_TRAINER_PREFIX = "ccp_train."
+
+
+class ReplayError(ValueError):
+    """A card whose command cannot be replayed; the message says why."""
+
+
+def plan(command: str, work: Path) -> tuple[list[list[str]], Path]:
+    """The argument lists to run (without the interpreter) and the last part's output folder."""
+    parts = [p.strip() for p in command.split("&&") if p.strip()]
+    if not parts:
+        raise ReplayError("the card has no training command")
+    moved: dict[str, Path] = {}
+    runs: list[list[str]] = []
+    last_out: Path | None = None
+    for i, part in enumerate(parts):
+        argv = shlex.split(part)
+        if len(argv) < 3 or argv[0] not in ("python", "python3") or argv[1] != "-m" \
+                or not argv[2].startswith(_TRAINER_PREFIX):
+            raise ReplayError(f"part {i + 1} is not `python -m ccp_train.<trainer> ...`: {part!r}")
+        args = argv[1:]
+        out_dir = work / f"part{i + 1}"
+        for j, a in enumerate(args):
+            if a == "--out" and j + 1 < len(args):
+                moved[args[j + 1].rstrip("/")] = out_dir
+                args[j + 1] = str(out_dir)
+            elif a == "--init" and j + 1 < len(args):
+                src = Path(args[j + 1])
+                parent = str(src.parent).rstrip("/")
+                if parent not in moved:
+                    raise ReplayError(f"part {i + 1}: --init {src} is not an earlier part's "
+                                      "output: the chain cannot be replayed from the card alone")
+                args[j + 1] = str(moved[parent] / src.name)
+        if "--out" not in args:
+            args += ["--out", str(out_dir)]
+        runs.append(args)
+        last_out = out_dir
+    assert last_out is not None
+    return runs, last_out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ccp_train.reproduce", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("card", type=Path, help="the shipped model's card (<alg>.json)")
+    p.add_argument("--workdir", type=Path, default=None, help="work folder (default: a temp one)")
+    p.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = p.parse_args(argv)
+    try:
+        card = json.loads(args.card.read_text())
+        command = card["training"]["command"]
+        want = card["sha256"]
+        alg = card["algorithm"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"error: {args.card}: not a model card with training.command and sha256 ({e})",
+              file=sys.stderr)
+        return 2
+    work = args.workdir or Path(tempfile.mkdtemp(prefix=f"reproduce-{alg}-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        runs, final = plan(command, work)
+    except ReplayError as e:
+        print(f"error: {args.card}: {e}", file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+    for i, a in enumerate(runs):
+        print(f"[{i + 1}/{len(runs)}] python {shlex.join(a)}", flush=True)
+        r = subprocess.run([sys.executable, *a], stdout=subprocess.DEVNULL, check=False)
+        if r.returncode != 0:
+            print(f"error: part {i + 1} exited {r.returncode}", file=sys.stderr)
+            return 1
+    wall = time.monotonic() - t0
+    got = sha256_file(final / f"{alg}.onnx")
+    print(f"regenerated in {wall:.0f} s: {final / (alg + '.onnx')}")
+    print(f"  card    sha256 {want}")
+    print(f"  rerun   sha256 {got}")
+    same = got == want
+    if not same:
+        print("DIFFERENT. The card's determinism record and this machine's:")
+        print("  card:", json.dumps(card["training"].get("determinism", "(none recorded)")))
+        threads = card["training"].get("determinism", {}).get("threads", 1)
+        print("  here:", json.dumps(determinism.record(int(threads))))
+    else:
+        print("IDENTICAL")
+    if not args.keep and args.workdir is None and same:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Deterministic training and ``ccp_train.reproduce``: a tiny MOCC model trained twice, and a
+fine-tune chain replayed from its card alone, give byte-identical ONNX files; curves are
+written next to the card."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ccp_train import mocc, reproduce
+
+TINY = [
+    "train", "--bootstrap-iters", "2", "--bootstrap-switch", "1", "--traverse-max-iters", "2",
+    "--iters-per-landmark", "1", "--conv-scenarios", "1", "--eval-scenarios", "1",
+    "--n-steps", "32", "--learners", "1,2", "--duration-s", "1.5,1.5", "--stagger-s", "0,0.5",
+    "--num-minibatches", "2", "--update-epochs", "1",
+]
+
+
+@pytest.fixture(autouse=True)
+def _restore_torch() -> object:
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(False)
+
+
+def card(d: Path) -> dict:
+    return json.loads((d / "mocc.json").read_text())
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
+    for name, seed in (("a", "3"), ("b", "3"), ("c", "4")):
+        mocc.main([*TINY, "--seed", seed, "--out", str(tmp_path / name)])
+    a, b, c = (card(tmp_path / n) for n in "abc")
+    assert (tmp_path / "a/mocc.onnx").read_bytes() == (tmp_path / "b/mocc.onnx").read_bytes()
+    assert a["sha256"] == b["sha256"] != c["sha256"]
+    det = a["training"]["determinism"]
+    assert det["threads"] == 1 and det["deterministic_algorithms"] is True
+    assert det["torch"] == torch.__version__ and det["code"]
+    assert a["training"]["wall_s"] > 0
+    # curves next to the card: one row per iteration of the log
+    rows = list(csv.DictReader((tmp_path / "a/mocc.curves.csv").open()))
+    log = [json.loads(x) for x in (tmp_path / "a/mocc.train.jsonl").read_text().splitlines()]
+    assert len(rows) == sum(1 for r in log if r["kind"] == "iteration") > 0
+    assert {"iteration", "reward", "pg_loss", "v_loss", "entropy"} <= set(rows[0])
+    assert (tmp_path / "a/mocc.curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_fine_tune_chain_replays_from_its_card(tmp_path, capsys):
+    first = tmp_path / "first"
+    mocc.main([*TINY, "--seed", "5", "--out", str(first)])
+    tuned = tmp_path / "tuned"
+    mocc.main([*TINY, "--seed", "5", "--bootstrap-iters", "0", "--init",
+               str(first / "mocc.pt"), "--out", str(tuned)])
+    cmd = card(tuned)["training"]["command"]
+    assert cmd.count("&&") == 1, cmd
+    work = tmp_path / "work"
+    assert reproduce.main([str(tuned / "mocc.json"), "--workdir", str(work)]) == 0
+    assert "IDENTICAL" in capsys.readouterr().out
+    # nothing was written to the original output folders' paths by the replay
+    assert (work / "part1" / "mocc.pt").is_file() and (work / "part2" / "mocc.onnx").is_file()
+    # a card whose bytes do not match is reported, exit 1
+    bad = card(tuned)
+    bad["sha256"] = "0" * 64
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    assert reproduce.main([str(tmp_path / "bad.json"), "--workdir", str(tmp_path / "w2")]) == 1
+    assert "DIFFERENT" in capsys.readouterr().out
+
+
+def test_replay_plan_moves_outputs_and_refuses_foreign_inits(tmp_path):
+    runs, final = reproduce.plan(
+        "python -m ccp_train.mocc train --out /tmp/x/a --seed 4 && "
+        "python -m ccp_train.mocc train --out models --init /tmp/x/a/mocc.pt", tmp_path)
+    assert runs[0] == ["-m", "ccp_train.mocc", "train", "--out", str(tmp_path / "part1"),
+                       "--seed", "4"]
+    assert runs[1][runs[1].index("--init") + 1] == str(tmp_path / "part1" / "mocc.pt")
+    assert final == tmp_path / "part2"
+    with pytest.raises(reproduce.ReplayError, match="earlier part"):
+        reproduce.plan("python -m ccp_train.mocc train --init /elsewhere/mocc.pt", tmp_path)
+    with pytest.raises(reproduce.ReplayError, match="not `python -m ccp_train"):
+        reproduce.plan("rm -rf / && python -m ccp_train.mocc train", tmp_path)
+
+
+def test_seed_choice_rule_and_command_rewrite():
+    from ccp_train import seeds
+
+    assert seeds.with_seed("python -m ccp_train.mocc train --seed 4 --out a && "
+                           "python -m ccp_train.mocc train --init a/mocc.pt", 7) == (
+        "python -m ccp_train.mocc train --seed 7 --out a && "
+        "python -m ccp_train.mocc train --init a/mocc.pt --seed 7")
+    assert seeds.choose({1: 0.5, 2: 0.9, 3: 0.7}) == 3  # the median
+    assert seeds.choose({1: 0.5, 2: 0.9, 3: 0.7, 4: 0.1}) == 1  # lower median of four
+    assert seeds.choose({5: 0.7, 2: 0.7, 9: 0.1}) == 2  # tie: the smaller seed
+    recs = [{"split": "tune", "metrics": {"utility_by_w": {"0.4,0.5,0.1": 0.6}}},
+            {"split": "tune", "metrics": {"utility_by_w": {"1,0,0": 0.8, "0,1,0": 0.4}}},
+            {"split": "tune", "error": "x"}]
+    assert seeds.tune_score(recs) == pytest.approx(0.6)
+
+
+def test_seed_spread_end_to_end_on_a_tiny_recipe(tmp_path):
+    from ccp_train import seeds
+
+    base = tmp_path / "base"
+    mocc.main([*TINY, "--seed", "3", "--out", str(base)])
+    out = tmp_path / "spread"
+    assert seeds.main([str(base / "mocc.json"), "--seeds", "1,2,3", "--out", str(out),
+                       "--harness-seeds", "1", "--suites", "links", "--ship"]) == 0
+    rep = json.loads((out / "spread.json").read_text())
+    per = {int(k): v for k, v in rep["per_seed"].items()}
+    assert set(per) == {1, 2, 3} and all(v["failed_runs"] == 0 for v in per.values())
+    assert len({v["sha256"] for v in per.values()}) == 3  # three different draws
+    assert rep["chosen_seed"] == seeds.choose({s: v["tune_score"] for s, v in per.items()})
+    shipped = card(base)
+    assert shipped["sha256"] == per[rep["chosen_seed"]]["sha256"]
+    assert shipped["evaluation"]["seeds"]["chosen_seed"] == rep["chosen_seed"]
+    assert "--seed" in shipped["training"]["command"]
+    assert (out / "spread.md").read_text().count("(chosen)") == 1
