@@ -160,7 +160,7 @@ mkinitrd() { # KV
 	cp /bin/busybox "$d/bin/busybox"
 	cp "$HERE/guest/init" "$d/init"
 	chmod +x "$d/init"
-	for m in virtio_pci veth sch_netem sch_tbf inet_diag tcp_diag netfs 9pnet 9pnet_virtio 9p; do
+	for m in virtio_pci veth sch_netem sch_tbf inet_diag tcp_diag tcp_bbr netfs 9pnet 9pnet_virtio 9p; do
 		p=$(grep -oE "^[^:]*/$m\.ko(\.xz|\.zst)?:" "/lib/modules/$kv/modules.dep" | head -n1)
 		[ -n "$p" ] && add_ko "$kv" "${p%:}" "$d"
 	done

@@ -3,6 +3,9 @@
 """Small analyses for the guest tests (iperf3 JSON, agent flow logs, ss).
 
 check.py thr SRV.json                  received Mbit/s over the whole test
+check.py rtt CLI.json                  mean and p95 of the sender's smoothed RTT (ms) over
+                                       its iperf3 intervals, and the number of samples
+check.py retrans CLI.json              the sender's retransmitted segments
 check.py window SRV.json T0 T1         received Mbit/s in [T0, T1) (seconds)
 check.py gap SRV.json [T0 T1]          longest stretch without delivered data (s)
 check.py creates FLOWLOG               "sid requested alg" per create event
@@ -40,6 +43,37 @@ def thr(path):
         dur = iv[-1][1] - iv[0][0] if iv else 0
         bps = sum(b for _, _, b in iv) * 8 / dur if dur else 0
     return bps / 1e6
+
+
+def client(path):
+    """An iperf3 client's JSON (the file may carry stray stderr lines around it)."""
+    with open(path) as f:
+        text = f.read()
+    i = text.find("{")
+    if i < 0:
+        raise ValueError(f"{path}: no JSON object")
+    return json.JSONDecoder().raw_decode(text[i:])[0]
+
+
+def rtt(path):
+    """Mean and p95 (ms) of the sender's srtt (TCP_INFO) at each interval's end,
+    and the number of samples; zero samples (a flow that never got an ACK) are
+    left out."""
+    vals = []
+    for it in client(path).get("intervals", []):
+        for st in it.get("streams", []):
+            r = st.get("rtt")
+            if isinstance(r, (int, float)) and r > 0:
+                vals.append(r / 1000.0)
+    if not vals:
+        return None, None, 0
+    vals.sort()
+    k = min(len(vals) - 1, max(0, int(round(0.95 * (len(vals) - 1)))))
+    return sum(vals) / len(vals), vals[k], len(vals)
+
+
+def retrans(path):
+    return int(client(path).get("end", {}).get("sum_sent", {}).get("retransmits", 0))
 
 
 def window(path, t0, t1):
@@ -140,6 +174,12 @@ def main(a):
     cmd = a[0]
     if cmd == "thr":
         print(f"{thr(a[1]):.2f}")
+    elif cmd == "rtt":
+        m, p95, n = rtt(a[1])
+        print(f"{m:.2f}" if m is not None else "none",
+              f"{p95:.2f}" if p95 is not None else "none", n)
+    elif cmd == "retrans":
+        print(retrans(a[1]))
     elif cmd == "window":
         print(f"{window(a[1], float(a[2]), float(a[3])):.2f}")
     elif cmd == "gap":

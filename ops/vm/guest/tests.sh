@@ -13,9 +13,9 @@ SECS=10		# no-agent runs
 ASECS=20	# runs under the agent, and their native cubic references
 log "tests on $(uname -r), module $KO"
 plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp_cubic \
-	agent_start throughput_ccp_reno throughput_ccp_cubic two_algorithms sysctl_selection \
-	kill_no_gap kill_throughput kill_reattach malformed_messages module_unload \
-	module_reload kernel_log_clean
+	agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
+	sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
+	module_unload module_reload kernel_log_clean
 
 # ---------------------------------------------------------------- load
 if insmod $KO; then
@@ -59,7 +59,7 @@ cp /proc/net/ccp $T/after-noagent.ctr
 
 # ---------------------------------------------------------------- agent
 if ! agent_available; then
-	for t in agent_start throughput_ccp_reno throughput_ccp_cubic two_algorithms \
+	for t in agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
 		 sysctl_selection kill_restart malformed_messages; do
 		fail $t "no agent binary at $AGENT (cargo build --release -p ccp-agent failed?)"
 	done
@@ -89,6 +89,30 @@ else
 		check throughput_$cc 'fge $R 0.9 && [ $mode -ge 1 ] && [ $created -ge 1 ]' \
 			"$X Mbit/s = ${R}x native cubic ($B Mbit/s, run just before); flows under agent control: $mode; agent creates $cc->$alg: $created"
 	done
+
+	# ------------------------------------------------ ccp_bbr against Linux's bbr
+	# Linux's tcp_bbr (loaded by /init) and ccp_bbr under the agent, one
+	# transfer each of BSECS on the same link.  Rule: ccp_bbr's throughput
+	# (receiver) and its mean smoothed RTT (the sender's srtt at the end of
+	# every 100 ms iperf3 interval) are each within 15 % of native bbr's,
+	# and the flow ran under the agent's bbr.
+	BSECS=20
+	iperf_run 5201 bbr $BSECS $T/native-bbr.json -i 0.1
+	( nap 8; cat /proc/net/ccp_flows > $T/agent-ccp_bbr.flows ) &
+	bg=$!
+	iperf_run 5201 ccp_bbr $BSECS $T/agent-ccp_bbr.json -i 0.1
+	wait $bg
+	XN=$($CHECK thr $T/native-bbr.json)
+	XC=$($CHECK thr $T/agent-ccp_bbr.json)
+	read RN RN95 nn <<<"$($CHECK rtt $T/native-bbr.json.cli)"
+	read RC RC95 nc <<<"$($CHECK rtt $T/agent-ccp_bbr.json.cli)"
+	rx=$(calc "$XC / max($XN, 0.001)")
+	rr=none
+	[ "$RN" != none ] && [ "$RC" != none ] && rr=$(calc "$RC / max($RN, 0.001)")
+	mode=$(awk 'NR>1 && $2=="ccp_bbr" && $3=="ccp"' $T/agent-ccp_bbr.flows | wc -l)
+	created=$($CHECK creates $FL | awk '$2=="ccp_bbr" && $3=="bbr"' | wc -l)
+	check bbr_matches_native '[ "$rr" != none ] && fge $rx 0.85 && fle $rx 1.15 && fge $rr 0.85 && fle $rr 1.15 && [ $mode -ge 1 ] && [ $created -ge 1 ]' \
+		"ccp_bbr $XC Mbit/s, mean srtt $RC ms (p95 $RC95, $nc samples); native bbr $XN Mbit/s, mean srtt $RN ms (p95 $RN95, $nn samples); ratios ccp/native: throughput ${rx}x, rtt ${rr}x (rule: both in [0.85, 1.15]); flows under agent control: $mode; agent creates ccp_bbr->bbr: $created"
 
 	# ------------------------------------------------ two algorithms at once
 	# iperf3 -C sets TCP_CONGESTION with setsockopt on its sockets.
@@ -247,5 +271,5 @@ fi
 # ---------------------------------------------------------------- kernel log
 dmesg > $OUT/dmesg-tests.txt
 check kernel_log_clean kernel_log_clean "no BUG/WARNING/Oops/lockup in dmesg ($(grep -c 'ccp:' $OUT/dmesg-tests.txt) ccp lines, see work/out/dmesg-tests.txt)"
-cp $T/*.ss $T/*.flows $T/*.json $T/*.ctr $T/*.jsonl $T/*.samples $OUT/ 2>/dev/null
+cp $T/*.ss $T/*.flows $T/*.json $T/*.cli $T/*.ctr $T/*.jsonl $T/*.samples $OUT/ 2>/dev/null
 log "guest tests done"
