@@ -5,6 +5,16 @@
 #
 #   bash ops/vm/test.sh            full suite (Debian 6.12 guest) + 6.1 smoke
 #   bash ops/vm/test.sh --bench    benchmarks instead (see ops/vm/bench.sh)
+#   bash ops/vm/test.sh --eval LIST [SECONDS [ALGS]]
+#                                  kernel mode of the evaluation harness:
+#                                  the scenarios of LIST (one a line: name
+#                                  rate_mbps rtt_ms buffer_bdp loss) in the
+#                                  6.12 guest (ops/vm/guest/eval.sh), native
+#                                  cubic and bbr and ccp_<alg> for each of
+#                                  ALGS (default reno,cubic,bbr,iris,mocc),
+#                                  SECONDS (default 10) a transfer; one JSON
+#                                  line per run in ops/vm/work/out/eval.jsonl
+#                                  (train/ccp_train/harness/vm.py drives it)
 #
 # 1. installs the packages it needs (apt; Debian 12),
 # 2. builds ccp-kernel.ko for Debian's 6.12 and 6.1 kernels (warning-free),
@@ -34,8 +44,18 @@ case "${1:-}" in
 	MODE=guest
 	GUEST_SCRIPT=$(realpath "${2:?usage: $0 --guest SCRIPT [KERNEL-RELEASE]}")
 	GUEST_KV=${3:-} ;;
+--eval)
+	MODE=eval
+	EVAL_LIST=$(realpath "${2:?usage: $0 --eval LIST [SECONDS [ALGS]]}")
+	EVAL_SECONDS=${3:-10}
+	EVAL_ALGS=${4:-reno,cubic,bbr,iris,mocc}
+	[ -r "$EVAL_LIST" ] || { echo "$0: cannot read the scenario list $EVAL_LIST" >&2; exit 2; }
+	[[ $EVAL_SECONDS =~ ^[0-9]+$ ]] && [ "$EVAL_SECONDS" -ge 1 ] && [ "$EVAL_SECONDS" -le 600 ] ||
+		{ echo "$0: SECONDS is '$EVAL_SECONDS': give a whole number from 1 to 600" >&2; exit 2; }
+	[[ $EVAL_ALGS =~ ^[a-z0-9_]+(,[a-z0-9_]+)*$ ]] ||
+		{ echo "$0: ALGS is '$EVAL_ALGS': give comma-separated algorithm names" >&2; exit 2; } ;;
 "") ;;
-*) echo "usage: $0 [--bench | --guest SCRIPT [KERNEL-RELEASE]]" >&2; exit 2 ;;
+*) echo "usage: $0 [--bench | --eval LIST [SECONDS [ALGS]] | --guest SCRIPT [KERNEL-RELEASE]]" >&2; exit 2 ;;
 esac
 [ -d "$HOME/.cargo/bin" ] && PATH=$HOME/.cargo/bin:$PATH
 export PATH
@@ -61,6 +81,15 @@ finish() {
 }
 
 mkdir -p "$WORK" "$OUTD" "$BIN"
+if [ "$MODE" = eval ]; then
+	# the guest reads these from the (read-only) work share; copied before
+	# out/ is emptied, in case LIST lives there
+	rm -rf "$WORK/eval"
+	mkdir -p "$WORK/eval"
+	cp "$EVAL_LIST" "$WORK/eval/list.txt"
+	printf 'EVAL_SECONDS=%s\nEVAL_ALGS="%s"\n' "$EVAL_SECONDS" "${EVAL_ALGS//,/ }" > "$WORK/eval/params"
+	EVAL_N=$(grep -cvE '^[[:space:]]*(#|$)' "$WORK/eval/list.txt")
+fi
 rm -rf "${OUTD:?}"/*
 
 # ------------------------------------------------------------------ packages
@@ -209,6 +238,17 @@ boot() {
 if [ "$MODE" = guest ]; then
 	mkinitrd "$KV612"
 	boot "$KV612" "$GUEST_SCRIPT" 900
+	finish
+fi
+if [ "$MODE" = eval ]; then
+	if [ $ok612 = 0 ]; then
+		mkinitrd "$KV612"
+		# per run: the transfer, plus about 20 s of set-up in a TCG guest
+		nalgs=$(( $(tr -cd , <<<"$EVAL_ALGS" | wc -c) + 1 ))
+		boot "$KV612" eval.sh $(( EVAL_N * (nalgs + 2) * (EVAL_SECONDS + 20) + 180 ))
+		say "eval: $EVAL_N scenarios x (native cubic, native bbr, ccp_{${EVAL_ALGS}}), ${EVAL_SECONDS}s each"
+		echo "EVAL_RESULTS $OUTD/eval.jsonl"
+	fi
 	finish
 fi
 if [ "$MODE" = bench ]; then

@@ -13,6 +13,11 @@ check.py reports FLOWLOG SID           number of report events of a flow
 check.py backoff SAMPLES NAME          sid, median cwnd backoff, #samples of NAME's busiest flow
 check.py pct FILE COL P...             percentiles of column COL (0-based) of FILE
 check.py cpustat BEFORE AFTER          busy CPU seconds between two /proc/stat copies
+check.py evalrun SRV.json CLI.json SAMPLES FLOWLOG SKIP CC [key=value...]
+                                       one JSON line for the eval mode (guest/eval.sh): the
+                                       key=value fields, throughput, RTT, retransmissions and,
+                                       for CC ccp_*, attach status and the agent's algorithm
+                                       (flow-log lines after the first SKIP)
 """
 import json
 import statistics
@@ -100,10 +105,13 @@ def gap(path, t0=None, t1=None):
     return longest
 
 
-def flowlog(path):
+def flowlog(path, skip=0):
+    """The events of an agent flow log, after its first SKIP lines."""
     ev = []
     with open(path) as f:
-        for line in f:
+        for i, line in enumerate(f):
+            if i < skip:
+                continue
             line = line.strip()
             if not line:
                 continue
@@ -158,6 +166,77 @@ def pct(path, col, ps):
     return out
 
 
+def attach(samples, cc):
+    """Snapshots of sample lines ("uptime sid alg mode cwnd ...") in which a flow
+    named CC shows, and in how many of them its data flow (the largest cwnd) was
+    under agent control (mode ccp)."""
+    snaps = {}
+    try:
+        with open(samples) as f:
+            for line in f:
+                p = line.split()
+                if len(p) < 5 or p[2] != cc:
+                    continue
+                try:
+                    snaps.setdefault(p[0], []).append((int(p[4]), p[3]))
+                except ValueError:
+                    pass
+    except OSError:
+        return 0, 0
+    ccp = sum(1 for flows in snaps.values() if max(flows)[1] == "ccp")
+    return ccp, len(snaps)
+
+
+def evalrun(srv, cli, samples, flowlog_path, skip, cc, fields):
+    rec = {}
+    for kv in fields:
+        k, _, v = kv.partition("=")
+        if k == "error" and not v:
+            continue
+        try:
+            rec[k] = int(v)
+        except ValueError:
+            try:
+                rec[k] = float(v)
+            except ValueError:
+                rec[k] = v
+    rec["cc"] = cc
+    errs = [rec.pop("error")] if "error" in rec else []
+    try:
+        rec["throughput_mbps"] = round(thr(srv), 3)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        rec["throughput_mbps"] = None
+        errs.append(f"receiver JSON: {e}")
+    try:
+        m, p95, n = rtt(cli)
+        rec["rtt_mean_ms"] = None if m is None else round(m, 3)
+        rec["rtt_p95_ms"] = None if p95 is None else round(p95, 3)
+        rec["rtt_samples"] = n
+        rec["retransmits"] = retrans(cli)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        rec["rtt_mean_ms"] = rec["rtt_p95_ms"] = rec["retransmits"] = None
+        rec["rtt_samples"] = 0
+        errs.append(f"sender JSON: {e}")
+    if cc.startswith("ccp_"):
+        k, n = attach(samples, cc)
+        rec["attach_samples"] = [k, n]
+        # under agent control in at least 90 % of the snapshots that saw it
+        rec["attached"] = n > 0 and k >= 0.9 * n
+        algs = set()
+        try:
+            for e in flowlog(flowlog_path, int(skip)):
+                if e.get("event") == "create" and e.get("requested") == cc:
+                    algs.add(str(e.get("alg")))
+        except (OSError, ValueError):
+            pass
+        rec["agent_algs"] = sorted(algs)
+    else:
+        rec["attached"] = None
+    if errs:
+        rec["error"] = "; ".join(errs)
+    return rec
+
+
 def cpustat(before, after):
     def busy(path):
         with open(path) as f:
@@ -202,6 +281,8 @@ def main(a):
     elif cmd == "pct":
         print(" ".join(str(int(x)) if isinstance(x, float) else x
                        for x in pct(a[1], int(a[2]), [float(p) for p in a[3:]])))
+    elif cmd == "evalrun":
+        print(json.dumps(evalrun(a[1], a[2], a[3], a[4], a[5], a[6], a[7:])))
     elif cmd == "cpustat":
         print(f"{cpustat(a[1], a[2]):.2f}")
     else:

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # Helpers for the guest test scripts (sourced; runs chrooted in the guest).
 # Environment from /init: OUT (results dir, writable), KO (module path),
-# REPO (work tree), BIN (host-built helpers), MODE.
+# REPO (work tree), WORK (ops/vm/work, read-only), BIN (host-built
+# helpers), MODE.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 PY=/usr/bin/python3
 CHECK="$PY $REPO/ops/vm/guest/check.py"
@@ -33,13 +34,19 @@ fle() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a+0 <= b+0)}'; }
 calc() { awk "function max(a,b){return a>b?a:b} BEGIN{printf \"%.3f\n\", $1}"; }
 ctr() { awk -v k="$1" '$1==k{print $2}' /proc/net/ccp 2>/dev/null; }
 
-# setup_link RATE DELAY_MS BUFFER_BYTES [CC]: three namespaces,
+# setup_link RATE DELAY_MS BUFFER_BYTES [CC [LOSS_PCT]]: three namespaces,
 #   snd 10.0.1.1 -- 10.0.1.2 rtr 10.0.2.1 -- 10.0.2.2 rcv
 # The router shapes the data (snd->rcv) with a tbf of RATE and BUFFER
 # bytes of queue and delays the ACKs (rcv->snd) by DELAY_MS (the whole
 # base RTT) with netem.  Shaping in a middle namespace keeps the queue out
 # of the sender's own qdisc, where TCP small queues would throttle it.
-# CC: default congestion control of the end namespaces (default cubic).
+# CC: default congestion control of the end namespaces (default cubic;
+# "" leaves the namespaces' default alone).
+# LOSS_PCT (given, even 0): a per-packet link: the sender hands the stack
+# one segment per skb (gso_max_segs 1; a GSO skb would be lost as a
+# whole), and when LOSS_PCT > 0 a netem on the sender's veth drops that
+# percentage of the data packets at random (a drop there is silent: TCP
+# learns of it from the receiver, as of a loss on the wire).
 setup_link() {
 	local ns
 	for ns in snd rtr rcv; do ip netns del $ns 2>/dev/null; done
@@ -67,6 +74,10 @@ setup_link() {
 	done
 	tc -n rtr qdisc add dev vb root tbf rate $1 burst 32k limit $3
 	tc -n rtr qdisc add dev va root netem delay ${2}ms limit 100000
+	if [ -n "${5-}" ]; then
+		ip -n snd link set dev vs gso_max_segs 1
+		fle "$5" 0 || tc -n snd qdisc add dev vs root netem loss ${5}% limit 100000
+	fi
 	if [ -n "${4-cubic}" ]; then
 		$NS_SND sysctl -qw net.ipv4.tcp_congestion_control=${4:-cubic}
 		$NS_RCV sysctl -qw net.ipv4.tcp_congestion_control=${4:-cubic}
