@@ -1,0 +1,374 @@
+"""Kernel mode of the harness: the constant-link scenarios in the QEMU guest (``ops/vm``).
+
+Each scenario of the ``links`` suite becomes a link in the guest (tbf rate, netem base RTT, a
+queue of ``buffer_bdp`` BDPs, per-packet random loss) on which Linux's native ``cubic`` and
+``bbr`` and ``ccp_<alg>`` under the agent (learned algorithms with the shipped models in
+``models/``) each run one iperf3 transfer. The guest is emulated (TCG), so absolute speeds are
+low and depend on the host's load: the report gives each algorithm's throughput and RTT as
+ratios to native cubic and native bbr on the same link, next to whether the flow was under
+agent control.
+
+```
+python -m ccp_train.harness.vm --out /tmp/vm --quick            # the quick eval scenarios
+python -m ccp_train.harness.vm --out /tmp/vm --algs mocc,bbr --seconds 20
+```
+Exit codes: 0 every run measured and every ccp flow attached to the algorithm it asked for,
+1 otherwise (the report says which), 2 bad input.
+
+Pieces: :func:`vm_scenarios` (which scenarios the guest can run, and why not the others),
+:func:`write_list` (the guest's scenario list), :func:`run_guest` (``ops/vm/test.sh --eval``),
+:func:`with_ratios` and :func:`markdown` (the analysis), :func:`run_vm` (all of it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .matrix import SPLITS, MatrixError, Scenario, load_matrix, repo_root, select
+
+#: the repository (ops/vm/test.sh, models/)
+ROOT = repo_root()
+#: the guest harness's host entry
+TEST_SH = ROOT / "ops" / "vm" / "test.sh"
+#: the fastest link the TCG guest emulates faithfully (veth + tbf top out near 185 Mbit/s)
+MAX_RATE_MBPS = 200.0
+#: Linux's own algorithms every ccp_<alg> is compared with
+NATIVE = ("cubic", "bbr")
+#: the agent's algorithms run by default
+DEFAULT_ALGS = ("reno", "cubic", "bbr", "iris", "mocc")
+#: the simulator's packet size (a ``buffer_pkts`` link's queue in bytes)
+PACKET_BYTES = 1500
+#: guest names travel in a whitespace-separated file and in file names
+_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")
+
+
+@dataclass(frozen=True)
+class VmScenario:
+    """One line of the guest's list: a constant link and one flow."""
+
+    name: str
+    rate_mbps: float
+    rtt_ms: float
+    buffer_bdp: float
+    loss: float
+
+    def line(self) -> str:
+        return (f"{self.name} {self.rate_mbps:g} {self.rtt_ms:g} {self.buffer_bdp:g} "
+                f"{self.loss:g}")
+
+
+def vm_scenarios(scenarios: Iterable[Scenario]) -> tuple[list[VmScenario], list[tuple[str, str]]]:
+    """The scenarios the guest runs, and ``(key, reason)`` for each it skips: a link that is
+    not a constant rate, anything but one flow under test, a rate above
+    :data:`MAX_RATE_MBPS`, a name the list cannot carry."""
+    out: list[VmScenario] = []
+    skipped: list[tuple[str, str]] = []
+    for sc in scenarios:
+        link = sc.link
+        flows = sc.expanded_flows()
+        if "rate_mbps" not in link or "trace" in link or "rate_schedule" in link:
+            skipped.append((sc.key, "not a constant-rate link"))
+            continue
+        if len(flows) != 1 or "alg" in flows[0]:
+            skipped.append((sc.key, "the guest runs one flow under test and no competitors"))
+            continue
+        rate = float(link["rate_mbps"])
+        if rate > MAX_RATE_MBPS:
+            skipped.append((sc.key, f"{rate:g} Mbit/s is above the {MAX_RATE_MBPS:g} Mbit/s an "
+                                    "emulated (TCG) guest carries"))
+            continue
+        if not _NAME.match(sc.name):
+            skipped.append((sc.key, "name has characters other than letters, digits and ._+-"))
+            continue
+        rtt = float(flows[0]["rtt_ms"])
+        if "buffer_pkts" in link:
+            bdp_bytes = rate * 1e6 / 8 * rtt / 1000
+            buf = float(link["buffer_pkts"]) * PACKET_BYTES / bdp_bytes
+        else:
+            buf = float(link.get("buffer_bdp", 1.0))
+        out.append(VmScenario(sc.name, rate, rtt, buf, float(link.get("loss", 0.0))))
+    return out, skipped
+
+
+def write_list(path: Path, scenarios: Iterable[VmScenario]) -> None:
+    """The guest's scenario list (``ops/vm/guest/eval.sh``): one scenario a line."""
+    lines = ["# name rate_mbps rtt_ms buffer_bdp loss (ops/vm/guest/eval.sh)"]
+    lines += [s.line() for s in scenarios]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def run_guest(list_path: Path, seconds: int, algs: list[str], log: Path,
+              test_sh: Path = TEST_SH, timeout_s: float | None = None) -> Path:
+    """Boot the guest on ``list_path`` (``test.sh --eval``), its output into ``log``; returns
+    the results file the guest wrote. Raises RuntimeError when the guest gave none."""
+    cmd = ["bash", str(test_sh), "--eval", str(list_path), str(seconds), ",".join(algs)]
+    with log.open("w") as fh:
+        fh.write("$ " + shlex.join(cmd) + "\n")
+        fh.flush()
+        p = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s,
+                           check=False)
+    text = log.read_text()
+    found = re.findall(r"^EVAL_RESULTS (\S+)$", text, re.MULTILINE)
+    if not found or not Path(found[-1]).is_file():
+        tail = "\n".join(text.splitlines()[-15:])
+        raise RuntimeError(f"{test_sh} --eval exited {p.returncode} without results "
+                           f"(log: {log}):\n{tail}")
+    return Path(found[-1])
+
+
+def read_results(path: Path) -> list[dict]:
+    """The guest's JSON lines (a line that is not JSON becomes an error record)."""
+    out = []
+    for i, line in enumerate(path.read_text().splitlines()):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            out.append({"error": f"line {i + 1} of {path} is not JSON: {line[:200]}"})
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)) or b <= 0:
+        return None
+    return a / b
+
+
+def problem(rec: dict) -> str | None:
+    """What is wrong with a run, or None: it must be measured, and a ccp run attached, with
+    the agent running the algorithm it asked for (not the default a missing model falls
+    back to)."""
+    if "error" in rec:
+        return str(rec["error"])
+    if rec.get("throughput_mbps") is None or rec.get("rtt_mean_ms") is None:
+        return "no throughput or RTT measured"
+    if rec.get("kind") == "ccp":
+        if not rec.get("attached"):
+            k, n = (rec.get("attach_samples") or [0, 0])[:2]
+            return f"not under agent control ({k} of {n} snapshots)"
+        if rec.get("agent_algs") != [rec.get("alg")]:
+            return f"the agent ran {rec.get('agent_algs')} for {rec.get('cc')}"
+    return None
+
+
+def run_ok(rec: dict) -> bool:
+    return problem(rec) is None
+
+
+def with_ratios(records: list[dict]) -> list[dict]:
+    """Every record with its throughput and mean/p95 RTT as ratios to native cubic's and
+    native bbr's on the same scenario (``thr_vs_cubic``, ``rtt_vs_bbr``, ``rtt_p95_vs_cubic``,
+    …; None where either side is missing) and ``ok`` (:func:`run_ok`)."""
+    native: dict[tuple[str, str], dict] = {}
+    for r in records:
+        if r.get("kind") == "native" and r.get("cc") in NATIVE and "error" not in r:
+            native[(str(r.get("scenario")), str(r["cc"]))] = r
+    out = []
+    for r in records:
+        g = dict(r)
+        for n in NATIVE:
+            ref = native.get((str(r.get("scenario")), n), {})
+            g[f"thr_vs_{n}"] = _ratio(r.get("throughput_mbps"), ref.get("throughput_mbps"))
+            g[f"rtt_vs_{n}"] = _ratio(r.get("rtt_mean_ms"), ref.get("rtt_mean_ms"))
+            g[f"rtt_p95_vs_{n}"] = _ratio(r.get("rtt_p95_ms"), ref.get("rtt_p95_ms"))
+        g["ok"] = run_ok(r)
+        out.append(g)
+    return out
+
+
+def _f(x: float | None, fmt: str) -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def _label(r: dict) -> str:
+    return f"native {r.get('cc')}" if r.get("kind") == "native" else str(r.get("cc"))
+
+
+def _attach(r: dict) -> str:
+    if r.get("kind") != "ccp":
+        return ""
+    k, n = (r.get("attach_samples") or [0, 0])[:2]
+    algs = r.get("agent_algs") or []
+    state = "yes" if r.get("attached") else "**no**"
+    ran = ",".join(algs) if algs else "none"
+    if algs != [r.get("alg")]:
+        ran = f"**{ran}**"
+    return f"{state} ({k}/{n}), ran {ran}"
+
+
+def _geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def markdown(rows: list[dict], skipped: list[tuple[str, str]], meta: dict) -> str:
+    """The report: per scenario and run, absolute figures and ratios; then per algorithm the
+    geometric mean of each ratio over the scenarios."""
+    out = ["# Kernel mode: the links scenarios in the QEMU guest", ""]
+    out.append(f"{meta.get('scenarios', 0)} scenarios ({meta.get('split')} split"
+               f"{', quick' if meta.get('quick') else ''}), {meta.get('seconds')} s per "
+               f"transfer, algorithms {', '.join(meta.get('algs', []))}; "
+               f"{meta.get('runs', 0)} runs in {meta.get('wall_s', 0.0):.0f} s wall, "
+               f"guest kernel {meta.get('kernel') or '?'}.")
+    out.append("")
+    out.append("The guest is emulated: absolute speeds are low and follow the host's load, so "
+               "compare the ratios, each to a native run on the same link minutes apart. "
+               "Throughput: iperf3 receiver; RTT: the sender's smoothed RTT every 100 ms "
+               "(TCP_INFO), mean and p95; attached: snapshots of /proc/net/ccp_flows (every "
+               "0.5 s) that showed the flow under agent control, and the algorithm the agent "
+               "created for it.")
+    out.append("")
+    if skipped:
+        out.append("Skipped: " + "; ".join(f"`{k}` ({why})" for k, why in skipped) + ".")
+        out.append("")
+    head = ("| run | Mbit/s | thr/cubic | thr/bbr | RTT ms | RTT/cubic | RTT/bbr | p95 RTT ms "
+            "| p95/cubic | p95/bbr | retrans | attached |")
+    sep = "|---|" + "---:|" * 10 + "---|"
+    scen: dict[str, list[dict]] = {}
+    for r in rows:
+        scen.setdefault(str(r.get("scenario", "?")), []).append(r)
+    for name, rs in scen.items():
+        r0 = rs[0]
+        out.append(f"## {name}")
+        out.append("")
+        if "rate_mbps" in r0:
+            out.append(f"{r0.get('rate_mbps'):g} Mbit/s, {r0.get('rtt_ms'):g} ms, "
+                       f"{r0.get('buffer_bdp'):g} BDP ({r0.get('buffer_bytes')} bytes), "
+                       f"loss {100 * float(r0.get('loss', 0)):g} %")
+            out.append("")
+        out.append(head)
+        out.append(sep)
+        for r in rs:
+            if "error" in r:
+                out.append(f"| {_label(r)} | error: {r['error']} |" + " |" * 10)
+                continue
+            out.append(
+                f"| {_label(r)} | {_f(r.get('throughput_mbps'), '.1f')} "
+                f"| {_f(r.get('thr_vs_cubic'), '.2f')} | {_f(r.get('thr_vs_bbr'), '.2f')} "
+                f"| {_f(r.get('rtt_mean_ms'), '.1f')} | {_f(r.get('rtt_vs_cubic'), '.2f')} "
+                f"| {_f(r.get('rtt_vs_bbr'), '.2f')} | {_f(r.get('rtt_p95_ms'), '.1f')} "
+                f"| {_f(r.get('rtt_p95_vs_cubic'), '.2f')} | {_f(r.get('rtt_p95_vs_bbr'), '.2f')} "
+                f"| {r.get('retransmits', '–')} | {_attach(r)} |")
+        out.append("")
+    ccp = [r for r in rows if r.get("kind") == "ccp" and "error" not in r]
+    if ccp:
+        out.append("## Over the scenarios (geometric mean of the ratios)")
+        out.append("")
+        out.append("| algorithm | scenarios | thr/cubic | thr/bbr | RTT/cubic | RTT/bbr "
+                   "| p95/cubic | p95/bbr | attached |")
+        out.append("|---|---:|" + "---:|" * 6 + "---|")
+        by: dict[str, list[dict]] = {}
+        for r in ccp:
+            by.setdefault(str(r.get("cc")), []).append(r)
+        for cc, rs in by.items():
+            cols = [_f(_geomean([r.get(k) for r in rs]), ".2f")
+                    for k in ("thr_vs_cubic", "thr_vs_bbr", "rtt_vs_cubic", "rtt_vs_bbr",
+                              "rtt_p95_vs_cubic", "rtt_p95_vs_bbr")]
+            att = sum(1 for r in rs if r.get("ok"))
+            out.append(f"| {cc} | {len(rs)} | " + " | ".join(cols) + f" | {att}/{len(rs)} |")
+        out.append("")
+    bad = [r for r in rows if not r.get("ok")]
+    if bad:
+        out.append("## Problems")
+        out.append("")
+        for r in bad:
+            out.append(f"- `{r.get('scenario')}` {_label(r)}: {problem(r)}")
+        out.append("")
+    return "\n".join(out)
+
+
+def run_vm(out: Path, scenarios: Iterable[Scenario], seconds: int, algs: list[str], *,
+           split: str = "eval", quick: bool = False, test_sh: Path = TEST_SH) -> list[dict]:
+    """Run ``scenarios`` (``links``-suite :class:`Scenario` objects) in the guest and write
+    ``OUT/vm_list.txt`` (what the guest got), ``OUT/vm_test.log`` (test.sh's output),
+    ``OUT/vm_results.jsonl`` (one line per run, with its ratios) and ``OUT/vm_report.md``.
+    Returns the records of ``vm_results.jsonl``."""
+    vms, skipped = vm_scenarios(scenarios)
+    for key, why in skipped:
+        print(f"skipping {key}: {why}", file=sys.stderr)
+    if not vms:
+        raise MatrixError("no scenario the guest can run (constant links up to "
+                          f"{MAX_RATE_MBPS:g} Mbit/s, one flow)")
+    out.mkdir(parents=True, exist_ok=True)
+    lst = out / "vm_list.txt"
+    write_list(lst, vms)
+    t0 = time.monotonic()
+    res = run_guest(lst, seconds, algs, out / "vm_test.log", test_sh)
+    wall = time.monotonic() - t0
+    kv = re.findall(r"kernels: (\S+) and", (out / "vm_test.log").read_text())
+    rows = with_ratios(read_results(res))
+    with (out / "vm_results.jsonl").open("w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")
+    meta = {"split": split, "quick": quick, "seconds": seconds, "algs": algs,
+            "scenarios": len(vms), "runs": len(rows), "wall_s": wall,
+            "kernel": kv[0] if kv else None,
+            "skipped": [list(s) for s in skipped]}
+    (out / "vm_report.md").write_text(markdown(rows, skipped, meta))
+    (out / "vm_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return rows
+
+
+def _list(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ccp_train.harness.vm",
+        description="Kernel mode: the links suite's constant-link scenarios in the QEMU guest "
+                    "(ops/vm/test.sh --eval): native cubic and bbr against ccp_<alg> under the "
+                    "agent; throughput and RTT as ratios to the native runs. Writes "
+                    "vm_results.jsonl and vm_report.md into --out.")
+    p.add_argument("--out", type=Path, required=True, help="output folder (created)")
+    p.add_argument("--split", choices=SPLITS, default="eval",
+                   help="which links scenarios (default eval; this is a report)")
+    p.add_argument("--quick", action="store_true", help="only the scenarios marked quick")
+    p.add_argument("--seconds", type=int, default=10,
+                   help="length of each transfer (default 10)")
+    p.add_argument("--algs", type=_list, default=list(DEFAULT_ALGS),
+                   help=f"the agent's algorithms (default: {','.join(DEFAULT_ALGS)})")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if not 1 <= args.seconds <= 600:
+        print(f"error: --seconds is {args.seconds}: use 1 to 600", file=sys.stderr)
+        return 2
+    bad = [a for a in args.algs if not re.fullmatch(r"[a-z0-9_]+", a)]
+    if bad or not args.algs:
+        print(f"error: --algs {','.join(args.algs)!r}: give algorithm names such as "
+              f"{','.join(DEFAULT_ALGS)}", file=sys.stderr)
+        return 2
+    try:
+        scen = select(load_matrix(suites=["links"]), args.split, quick=args.quick,
+                      purpose="report")
+        rows = run_vm(args.out, scen, args.seconds, args.algs, split=args.split,
+                      quick=args.quick)
+    except MatrixError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print((args.out / "vm_report.md").read_text(), end="")
+    bad_runs = [r for r in rows if not r.get("ok")]
+    print(f"{len(rows)} runs, {len(bad_runs)} with a problem; report: "
+          f"{args.out / 'vm_report.md'}")
+    return 1 if bad_runs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
