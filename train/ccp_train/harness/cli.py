@@ -6,6 +6,7 @@ python -m ccp_train.harness --quick --out /tmp/q                   # the CI subs
 python -m ccp_train.harness --split tune --suites links,cellular --algs mocc,cubic,bbr
 python -m ccp_train.harness --traces ~/my-traces --suites cellular  # a user's own traces
 python -m ccp_train.harness --ray auto --out /shared/eval           # over a Ray cluster
+python -m ccp_train.harness --vm --quick --out /tmp/vm              # kernel mode (QEMU guest)
 ```
 Exit codes: 0 every run succeeded, 1 some run failed (the report lists them), 2 bad input.
 """
@@ -129,6 +130,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--models", default=str(ROOT / "models"), help="models folder")
     p.add_argument("--config", default=None, help="algorithm knobs (TOML) for every run")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--vm", action="store_true",
+                   help="kernel mode: the links suite's constant links in the QEMU guest, "
+                        "native cubic/bbr against ccp_<alg> (ccp_train.harness.vm; uses --out, "
+                        "--split, --quick, --algs, --seconds)")
+    p.add_argument("--seconds", type=int, default=10,
+                   help="with --vm: length of each transfer (default 10)")
     p.add_argument("--card", type=Path, action="append", default=[],
                    help="model card (<alg>.json) whose evaluation.harness section gets this "
                         "sweep's figures for its algorithm (eval split only; repeatable)")
@@ -137,6 +144,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.vm:
+        from . import vm
+
+        return vm.main(["--out", str(args.out), "--split", args.split, "--seconds",
+                        str(args.seconds), "--algs", ",".join(args.algs)]
+                       + (["--quick"] if args.quick else []))
     n = args.seeds if args.seeds is not None else (2 if args.quick else 5)
     if not 1 <= n <= 100:
         print(f"error: --seeds is {n}: use 1 to 100", file=sys.stderr)
