@@ -91,28 +91,37 @@ else
 	done
 
 	# ------------------------------------------------ ccp_bbr against Linux's bbr
-	# Linux's tcp_bbr (loaded by /init) and ccp_bbr under the agent, one
-	# transfer each of BSECS on the same link.  Rule: ccp_bbr's throughput
-	# (receiver) and its mean smoothed RTT (the sender's srtt at the end of
-	# every 100 ms iperf3 interval) are each within 15 % of native bbr's,
-	# and the flow ran under the agent's bbr.
-	BSECS=20
-	iperf_run 5201 bbr $BSECS $T/native-bbr.json -i 0.1
-	( nap 8; cat /proc/net/ccp_flows > $T/agent-ccp_bbr.flows ) &
-	bg=$!
-	iperf_run 5201 ccp_bbr $BSECS $T/agent-ccp_bbr.json -i 0.1
-	wait $bg
-	XN=$($CHECK thr $T/native-bbr.json)
-	XC=$($CHECK thr $T/agent-ccp_bbr.json)
-	read RN RN95 nn <<<"$($CHECK rtt $T/native-bbr.json.cli)"
-	read RC RC95 nc <<<"$($CHECK rtt $T/agent-ccp_bbr.json.cli)"
+	# Linux's tcp_bbr (loaded by /init) and ccp_bbr under the agent, three
+	# alternating pairs of BSECS transfers on the same link (single runs in
+	# this emulated guest vary by 5-15 %: 2 of 13 single pairs missed 15 %).
+	# Rule: the median over the pairs of ccp_bbr's throughput (receiver) and
+	# of its mean smoothed RTT (the sender's srtt at the end of every 100 ms
+	# iperf3 interval) are each within 15 % of native bbr's medians, and the
+	# flows ran under the agent's bbr.
+	BSECS=12
+	med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR ? v[int((NR+1)/2)] : "none")}'; }
+	XNS= XCS= RNS= RCS=
+	for i in 1 2 3; do
+		iperf_run 5201 bbr $BSECS $T/native-bbr-$i.json -i 0.1
+		( nap 6; cat /proc/net/ccp_flows > $T/agent-ccp_bbr-$i.flows ) &
+		bg=$!
+		iperf_run 5201 ccp_bbr $BSECS $T/agent-ccp_bbr-$i.json -i 0.1
+		wait $bg
+		XNS="$XNS $($CHECK thr $T/native-bbr-$i.json)"
+		XCS="$XCS $($CHECK thr $T/agent-ccp_bbr-$i.json)"
+		read r _ _ <<<"$($CHECK rtt $T/native-bbr-$i.json.cli)"
+		[ "$r" != none ] && RNS="$RNS $r"
+		read r _ _ <<<"$($CHECK rtt $T/agent-ccp_bbr-$i.json.cli)"
+		[ "$r" != none ] && RCS="$RCS $r"
+	done
+	XN=$(echo $XNS | med) XC=$(echo $XCS | med) RN=$(echo $RNS | med) RC=$(echo $RCS | med)
 	rx=$(calc "$XC / max($XN, 0.001)")
 	rr=none
 	[ "$RN" != none ] && [ "$RC" != none ] && rr=$(calc "$RC / max($RN, 0.001)")
-	mode=$(awk 'NR>1 && $2=="ccp_bbr" && $3=="ccp"' $T/agent-ccp_bbr.flows | wc -l)
+	mode=$(cat $T/agent-ccp_bbr-*.flows | awk 'NR>1 && $2=="ccp_bbr" && $3=="ccp"' | wc -l)
 	created=$($CHECK creates $FL | awk '$2=="ccp_bbr" && $3=="bbr"' | wc -l)
-	check bbr_matches_native '[ "$rr" != none ] && fge $rx 0.85 && fle $rx 1.15 && fge $rr 0.85 && fle $rr 1.15 && [ $mode -ge 1 ] && [ $created -ge 1 ]' \
-		"ccp_bbr $XC Mbit/s, mean srtt $RC ms (p95 $RC95, $nc samples); native bbr $XN Mbit/s, mean srtt $RN ms (p95 $RN95, $nn samples); ratios ccp/native: throughput ${rx}x, rtt ${rr}x (rule: both in [0.85, 1.15]); flows under agent control: $mode; agent creates ccp_bbr->bbr: $created"
+	check bbr_matches_native '[ "$rr" != none ] && fge $rx 0.85 && fle $rx 1.15 && fge $rr 0.85 && fle $rr 1.15 && [ $mode -ge 3 ] && [ $created -ge 3 ]' \
+		"medians of 3 pairs: ccp_bbr $XC Mbit/s, mean srtt $RC ms; native bbr $XN Mbit/s, mean srtt $RN ms; ratios ccp/native: throughput ${rx}x, rtt ${rr}x (rule: both in [0.85, 1.15]); runs: ccp thr [$XCS ] rtt [$RCS ], native thr [$XNS ] rtt [$RNS ]; ccp_bbr snapshots under agent control: $mode; agent creates ccp_bbr->bbr: $created"
 
 	# ------------------------------------------------ two algorithms at once
 	# iperf3 -C sets TCP_CONGESTION with setsockopt on its sockets.
