@@ -138,6 +138,67 @@ impl Default for BbrConfig {
     }
 }
 
+impl BbrConfig {
+    /// Check every knob against its range (see `config`).
+    pub fn validate(&self) -> Result<(), crate::config::KnobError> {
+        use crate::config::{Knobs, Range, INTERVAL_US};
+        let k = Knobs("bbr");
+        k.real("high_gain", self.high_gain, Range::Closed(1.0, 10.0))?;
+        k.real("cwnd_gain", self.cwnd_gain, Range::Closed(0.5, 10.0))?;
+        k.real("probe_up_gain", self.probe_up_gain, Range::Closed(1.0, 4.0))?;
+        k.real(
+            "probe_down_gain",
+            self.probe_down_gain,
+            Range::AboveTo(0.0, 1.0),
+        )?;
+        k.real(
+            "pacing_margin_percent",
+            self.pacing_margin_percent,
+            Range::Closed(0.0, 49.0),
+        )?;
+        k.real(
+            "full_bw_thresh",
+            self.full_bw_thresh,
+            Range::AboveTo(1.0, 4.0),
+        )?;
+        k.int("full_bw_rounds", self.full_bw_rounds, 1, 100)?;
+        k.int("bw_window_rounds", self.bw_window_rounds, 1, 1024)?;
+        k.int(
+            "min_rtt_window_us",
+            self.min_rtt_window_us,
+            10_000,
+            3_600_000_000,
+        )?;
+        k.int(
+            "probe_rtt_duration_us",
+            self.probe_rtt_duration_us,
+            1_000,
+            60_000_000,
+        )?;
+        k.ordered(
+            "probe_rtt_duration_us",
+            self.probe_rtt_duration_us as f64,
+            "min_rtt_window_us",
+            self.min_rtt_window_us as f64,
+        )?;
+        k.int("min_cwnd_pkts", self.min_cwnd_pkts, 1, 1_000)?;
+        k.int("quantization_pkts", self.quantization_pkts, 0, 1_000)?;
+        k.int("reports_per_rtt", self.reports_per_rtt, 1, 100)?;
+        k.int(
+            "min_interval_us",
+            self.min_interval_us,
+            INTERVAL_US.0,
+            INTERVAL_US.1,
+        )?;
+        k.int(
+            "initial_interval_us",
+            self.initial_interval_us,
+            INTERVAL_US.0,
+            INTERVAL_US.1,
+        )
+    }
+}
+
 /// Fields BBR's program reports.
 const BBR_FIELDS: [&str; 9] = [
     fields::ACKED_BYTES,

@@ -217,6 +217,79 @@ impl Default for IrisConfig {
     }
 }
 
+impl IrisConfig {
+    /// Check every knob against its range (see `config`).
+    pub fn validate(&self) -> Result<(), crate::config::KnobError> {
+        use crate::config::{Knobs, Range};
+        let k = Knobs("iris");
+        const DAY_S: f64 = 86_400.0;
+        k.int("epoch_ms", self.epoch_ms, 1, 10_000)?;
+        k.real(
+            "queue_target_pkts",
+            self.queue_target_pkts,
+            Range::AboveTo(0.0, 1e6),
+        )?;
+        k.real("expansion", self.expansion, Range::AboveTo(0.0, 1e6))?;
+        k.real("delta_ms", self.delta_ms, Range::AboveTo(0.0, 1e4))?;
+        k.real(
+            "min_window_s",
+            self.min_window_s,
+            Range::AboveTo(0.0, DAY_S),
+        )?;
+        k.real(
+            "median_window_s",
+            self.median_window_s,
+            Range::AboveTo(0.0, DAY_S),
+        )?;
+        k.real(
+            "refit_interval_s",
+            self.refit_interval_s,
+            Range::AboveTo(0.0, DAY_S),
+        )?;
+        k.real("history_s", self.history_s, Range::AboveTo(0.0, DAY_S))?;
+        k.int("min_fit_samples", self.min_fit_samples as u64, 2, 1_000_000)?;
+        k.real(
+            "max_condition",
+            self.max_condition,
+            Range::Closed(1.0, 1e15),
+        )?;
+        k.real(
+            "min_fit_correlation",
+            self.min_fit_correlation,
+            Range::Closed(-1.0, 1.0),
+        )?;
+        k.real(
+            "initial_rate_kbps",
+            self.initial_rate_kbps,
+            Range::AboveTo(0.0, 1e9),
+        )?;
+        k.real(
+            "min_rate_kbps",
+            self.min_rate_kbps,
+            Range::AboveTo(0.0, 1e9),
+        )?;
+        k.real(
+            "max_rate_mbps",
+            self.max_rate_mbps,
+            Range::AboveTo(0.0, 1e6),
+        )?;
+        k.ordered(
+            "min_rate_kbps",
+            self.min_rate_kbps,
+            "max_rate_mbps (in kbit/s)",
+            self.max_rate_mbps * 1e3,
+        )?;
+        k.real("max_step", self.max_step, Range::AboveTo(0.0, 10.0))?;
+        k.real("drain_gain", self.drain_gain, Range::AboveTo(0.0, 1.0))?;
+        k.real("reprobe_gain", self.reprobe_gain, Range::AboveTo(1.0, 10.0))?;
+        k.real(
+            "max_random_loss",
+            self.max_random_loss,
+            Range::Closed(0.0, 0.99),
+        )
+    }
+}
+
 /// Report fields Iris reads.
 const IRIS_FIELDS: [&str; 10] = [
     fields::ACKED_BYTES,

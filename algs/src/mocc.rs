@@ -448,6 +448,106 @@ impl Default for MoccConfig {
 }
 
 impl MoccConfig {
+    /// Check every knob against its range (see `config`).
+    pub fn validate(&self) -> Result<(), crate::config::KnobError> {
+        use crate::config::{Knobs, Range};
+        let k = Knobs("mocc");
+        let pos = |hi| Range::AboveTo(0.0, hi);
+        let non_neg = |hi| Range::Closed(0.0, hi);
+        k.real("alpha", self.alpha, pos(1.0))?;
+        k.real("initial_rtt_ms", self.initial_rtt_ms, pos(1e5))?;
+        k.real("min_mi_ms", self.min_mi_ms, pos(1e5))?;
+        k.real("max_mi_ms", self.max_mi_ms, pos(1e5))?;
+        k.ordered("min_mi_ms", self.min_mi_ms, "max_mi_ms", self.max_mi_ms)?;
+        k.real("min_rate_kbps", self.min_rate_kbps, pos(1e9))?;
+        k.real("max_rate_mbps", self.max_rate_mbps, pos(1e6))?;
+        k.ordered(
+            "min_rate_kbps",
+            self.min_rate_kbps,
+            "max_rate_mbps (in kbit/s)",
+            self.max_rate_mbps * 1e3,
+        )?;
+        k.real(
+            "startup_exit_latency_ratio",
+            self.startup_exit_latency_ratio,
+            Range::Closed(1.0, 100.0),
+        )?;
+        k.real("cwnd_headroom_pkts", self.cwnd_headroom_pkts, non_neg(1e6))?;
+        if let Some(r) = self.initial_rate_mbps {
+            k.real("initial_rate_mbps", r, pos(1e6))?;
+        }
+        k.real(
+            "additive_increase_pkts",
+            self.additive_increase_pkts,
+            non_neg(1e6),
+        )?;
+        k.real(
+            "additive_increase_cap",
+            self.additive_increase_cap,
+            non_neg(1.0),
+        )?;
+        let action = Range::Closed(-1e3, 1e3);
+        k.real(
+            "additive_increase_min_action",
+            self.additive_increase_min_action,
+            action,
+        )?;
+        k.real("min_rate_pkts", self.min_rate_pkts, non_neg(1e6))?;
+        k.int(
+            "share_probe_every_mis",
+            self.share_probe_every_mis,
+            0,
+            1_000_000,
+        )?;
+        k.real(
+            "share_probe_delta",
+            self.share_probe_delta,
+            Range::Open(0.0, 1.0),
+        )?;
+        k.int("share_probe_half_mis", self.share_probe_half_mis, 1, 4)?;
+        let ratio = non_neg(100.0);
+        k.real(
+            "share_probe_below_capacity",
+            self.share_probe_below_capacity,
+            ratio,
+        )?;
+        k.real(
+            "share_probe_min_latency_ratio",
+            self.share_probe_min_latency_ratio,
+            ratio,
+        )?;
+        k.int(
+            "share_probe_early_doublings",
+            self.share_probe_early_doublings,
+            0,
+            64,
+        )?;
+        k.real("share_gain", self.share_gain, pos(1.0))?;
+        k.real("share_guard_below", self.share_guard_below, non_neg(1.0))?;
+        k.int(
+            "share_guard_min_trials",
+            self.share_guard_min_trials,
+            0,
+            1_000_000,
+        )?;
+        k.real(
+            "share_guard_min_action",
+            self.share_guard_min_action,
+            action,
+        )?;
+        k.real("share_guard_pkts", self.share_guard_pkts, non_neg(1e6))?;
+        let loss_factor = Range::Closed(0.1, 1.0);
+        k.real(
+            "share_guard_loss_factor",
+            self.share_guard_loss_factor,
+            loss_factor,
+        )?;
+        k.real("share_peers_fair", self.share_peers_fair, ratio)?;
+        k.real("share_peers_busy", self.share_peers_busy, ratio)
+    }
+}
+
+impl MoccConfig {
     /// `us` within `[min_mi_ms, max_mi_ms]`, at least 1 µs; never panics (NaN knobs or a
     /// NaN `us` fall to a bound).
     fn mi_within_bounds_us(&self, us: f64) -> u32 {

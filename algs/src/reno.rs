@@ -44,6 +44,26 @@ impl Default for RenoConfig {
     }
 }
 
+impl RenoConfig {
+    /// Check every knob against its range (see `config`).
+    pub fn validate(&self) -> Result<(), crate::config::KnobError> {
+        use crate::config::{Knobs, INTERVAL_US};
+        let k = Knobs("reno");
+        k.int(
+            "min_interval_us",
+            self.min_interval_us,
+            INTERVAL_US.0,
+            INTERVAL_US.1,
+        )?;
+        k.int(
+            "initial_interval_us",
+            self.initial_interval_us,
+            INTERVAL_US.0,
+            INTERVAL_US.1,
+        )
+    }
+}
+
 /// Fields Reno and Cubic need from the datapath.
 pub(crate) const WINDOW_FIELDS: [&str; 7] = [
     fields::ACKED_BYTES,
