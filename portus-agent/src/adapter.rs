@@ -25,7 +25,8 @@ use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
 use tracing::{debug, info, warn};
 
 use crate::flowlog::FlowLog;
-use crate::guard::FlowRequests;
+use crate::flows::{FlowKey, FlowTables};
+use crate::guard::{flow_params, FlowRequest, LogLimit};
 
 /// Smallest and largest report interval the agent will ask a datapath for (µs).
 pub const MIN_INTERVAL_US: u32 = 1_000;
@@ -49,14 +50,18 @@ pub struct AgentCore {
     pub registry: ccp_algs::Registry,
     pub default_alg: Arc<dyn Algorithm>,
     pub default_w: Preference,
-    pub requests: FlowRequests,
-    pub records: Arc<Mutex<HashMap<u32, FlowRecord>>>,
+    /// Requests and records of every flow (bounded, see [`crate::flows`]).
+    pub tables: Arc<FlowTables>,
     pub flow_log: Option<Arc<Mutex<FlowLog>>>,
 }
 
+static LOG_NO_PROGRAM: LogLimit = LogLimit::new(crate::guard::LOG_EVERY);
+
 impl AgentCore {
-    /// Start a flow of `alg` for socket `sid`: the driver and the fields of its first
-    /// CHANGE_PROG (initial cwnd/rate/interval).
+    /// Start a flow of `alg` for socket `sid` of the datapath portus is serving now: the
+    /// driver and the fields of its first CHANGE_PROG (initial cwnd/rate/interval). `mss`
+    /// and `init_cwnd` are clamped to the guard's documented ranges ([`flow_params`]) before
+    /// the controller sees them.
     pub fn start_flow(
         &self,
         alg: &Arc<dyn Algorithm>,
@@ -64,23 +69,24 @@ impl AgentCore {
         mss: u32,
         init_cwnd: u32,
     ) -> (FlowDriver, Vec<(&'static str, u32)>) {
-        let request = self.requests.lock().ok().and_then(|m| m.get(&sid).cloned());
-        let requested = request
-            .as_ref()
-            .map(|r| r.requested.clone())
-            .unwrap_or_default();
-        let w = request
-            .as_ref()
-            .and_then(|r| r.preference)
-            .unwrap_or(self.default_w);
-        let mss = mss.max(1);
-        // libccp's CREATE carries init_cwnd in bytes (kernel: snd_cwnd·mss); a value below one
-        // MSS can only be a packet count.
-        let init_cwnd_bytes = if init_cwnd < mss {
-            init_cwnd.max(1).saturating_mul(mss)
-        } else {
-            init_cwnd
+        let key = FlowKey {
+            peer: self.tables.current_peer(),
+            sid,
         };
+        let (gen, request) = match self.tables.request(key) {
+            Some((gen, r)) => (gen, r),
+            None => {
+                let r = FlowRequest {
+                    requested: String::new(),
+                    alg: String::new(),
+                    preference: None,
+                };
+                (self.tables.set_request(key, r.clone()), r)
+            }
+        };
+        let requested = request.requested.clone();
+        let w = request.preference.unwrap_or(self.default_w);
+        let (mss, init_cwnd_bytes) = flow_params(mss, init_cwnd);
         let flow_info = FlowInfo {
             sock_id: sid,
             mss,
@@ -108,21 +114,27 @@ impl AgentCore {
                 l.create(&record, &initial);
             }
         }
-        if let Ok(mut r) = self.records.lock() {
-            r.insert(sid, record);
+        if let Some(old) = self.tables.open(key, gen, record) {
+            // a flow replaced without a close (a second CREATE for its socket id)
+            if let Some(log) = &self.flow_log {
+                if let Ok(mut l) = log.lock() {
+                    l.close(&old);
+                }
+            }
         }
-        info!(sid, requested = %requested, alg = alg.name(), w = %w, "new flow");
+        info!(sid, requested = ?requested, alg = alg.name(), w = %w, "new flow");
         let driver = FlowDriver {
             program: program.name,
             fields: program.fields,
             has_interval,
             ctrl,
-            sid,
+            key,
+            gen,
+            closed: false,
             mss,
             w,
             last: initial,
-            requests: self.requests.clone(),
-            records: self.records.clone(),
+            tables: self.tables.clone(),
             flow_log: self.flow_log.clone(),
         };
         (driver, fields)
@@ -138,7 +150,10 @@ impl AgentCore {
         let scope = match control.set_program(driver.program, Some(&fields)) {
             Ok(sc) => Some(sc),
             Err(e) => {
-                warn!(sid = info.sock_id, program = driver.program, error = ?e, "could not start the flow's program");
+                if let Some(held) = LOG_NO_PROGRAM.allow() {
+                    warn!(sid = info.sock_id, program = driver.program, error = ?e,
+                        held_back = held, "could not start the flow's program");
+                }
                 None
             }
         };
@@ -199,13 +214,15 @@ pub struct FlowDriver {
     pub fields: Vec<&'static str>,
     has_interval: bool,
     ctrl: Box<dyn Controller>,
-    sid: u32,
+    key: FlowKey,
+    /// Generation of the flow's request (see [`crate::flows`]).
+    gen: u64,
+    closed: bool,
     mss: u32,
     w: Preference,
     /// The action in force: cwnd, rate and interval last sent.
     last: Action,
-    requests: FlowRequests,
-    records: Arc<Mutex<HashMap<u32, FlowRecord>>>,
+    tables: Arc<FlowTables>,
     flow_log: Option<Arc<Mutex<FlowLog>>>,
 }
 
@@ -216,10 +233,10 @@ impl FlowDriver {
         let decided = values.map(|v| {
             // a preference change for this flow takes effect at this decision
             if let Some(w) = self
-                .requests
-                .lock()
-                .ok()
-                .and_then(|r| r.get(&self.sid).and_then(|q| q.preference))
+                .tables
+                .request(self.key)
+                .filter(|(g, _)| *g == self.gen)
+                .and_then(|(_, q)| q.preference)
             {
                 if w != self.w {
                     self.w = w;
@@ -248,37 +265,44 @@ impl FlowDriver {
             fields.push(("Cwnd", self.last.cwnd_bytes.unwrap_or(10 * self.mss)));
         }
         let metrics = self.ctrl.metrics();
-        if let Ok(mut r) = self.records.lock() {
-            if let Some(rec) = r.get_mut(&self.sid) {
-                rec.metrics = metrics.clone();
-                rec.w = self.w;
-                if let Some(log) = &self.flow_log {
-                    if let Ok(mut l) = log.lock() {
-                        l.report(rec, &self.last);
-                    }
+        let (w, last, flow_log) = (self.w, &self.last, &self.flow_log);
+        self.tables.update(self.key, self.gen, |rec| {
+            rec.metrics = metrics.clone();
+            rec.w = w;
+            if let Some(log) = flow_log {
+                if let Ok(mut l) = log.lock() {
+                    l.report(rec, last);
                 }
             }
-        }
+        });
         fields
     }
 
-    /// The datapath closed the flow.
+    /// The datapath closed the flow (or portus dropped it): its request goes, its record
+    /// joins the closed ones. Idempotent.
     pub fn close(&mut self) {
-        if let Ok(mut r) = self.records.lock() {
-            if let Some(rec) = r.get_mut(&self.sid) {
-                rec.closed = true;
-                rec.metrics = self.ctrl.metrics().clone();
-                if let Some(log) = &self.flow_log {
-                    if let Ok(mut l) = log.lock() {
-                        l.close(rec);
-                    }
-                }
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        let metrics = self.ctrl.metrics().clone();
+        let rec = self
+            .tables
+            .close(self.key, self.gen, |rec| rec.metrics = metrics);
+        if let (Some(rec), Some(log)) = (rec, &self.flow_log) {
+            if let Ok(mut l) = log.lock() {
+                l.close(&rec);
             }
         }
-        if let Ok(mut q) = self.requests.lock() {
-            q.remove(&self.sid);
-        }
-        info!(sid = self.sid, "flow closed");
+        info!(sid = self.key.sid, "flow closed");
+    }
+}
+
+impl Drop for FlowDriver {
+    /// portus drops a datapath's flows without closing them (a second READY, a CREATE for a
+    /// live socket id, the end of the run loop): their records must not stay live.
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
@@ -301,7 +325,7 @@ impl<I: Ipc> PortusFlow<I> {
             match m.get_field(name, scope) {
                 Ok(v) => self.values.push(v),
                 Err(e) => {
-                    debug!(sid = self.driver.sid, field = %name, error = ?e, "report without the expected field");
+                    debug!(sid = self.driver.key.sid, field = %name, error = ?e, "report without the expected field");
                     return false;
                 }
             }
@@ -318,7 +342,7 @@ impl<I: Ipc> Flow for PortusFlow<I> {
             return;
         };
         if let Err(e) = self.control.update_field(scope, &fields) {
-            debug!(sid = self.driver.sid, error = ?e, "update to datapath failed");
+            debug!(sid = self.driver.key.sid, error = ?e, "update to datapath failed");
         }
     }
 

@@ -1,6 +1,5 @@
 //! Starting and stopping the portus run loop with every algorithm registered.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,6 +13,7 @@ use tracing::info;
 
 use crate::adapter::{AgentCore, DefaultAlg, FlowRecord, Slot};
 use crate::flowlog::FlowLog;
+use crate::flows::{FlowTables, TableSizes};
 use crate::guard::{GuardStats, Guarded};
 use crate::policy::ModelStore;
 
@@ -34,7 +34,13 @@ pub enum ConfigError {
     Models(#[from] crate::policy::PolicyLoadError),
     #[error("config file {path}: {msg}")]
     ConfigFile { path: PathBuf, msg: String },
+    /// A knob outside its range (algorithm options given in code).
+    #[error("config: {0}")]
+    Knob(#[from] ccp_algs::config::KnobError),
 }
+
+/// Largest `--config` file read (bytes).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// What an agent runs: algorithms, defaults, logging.
 #[derive(Debug, Clone)]
@@ -64,11 +70,14 @@ impl Default for AgentOptions {
     }
 }
 
-/// Read `[algs.<name>]` tables from a TOML file.
+/// Read `[algs.<name>]` tables from a TOML file (a regular file of at most
+/// [`MAX_CONFIG_BYTES`]) and check every knob's range.
 pub fn load_config(path: &std::path::Path) -> Result<AlgsConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::ConfigFile {
-        path: path.into(),
-        msg: format!("cannot read it: {e}"),
+    let text = crate::files::read_regular_to_string(path, MAX_CONFIG_BYTES).map_err(|e| {
+        ConfigError::ConfigFile {
+            path: path.into(),
+            msg: format!("cannot read it: {e}"),
+        }
     })?;
     algs_from_toml(&text).map_err(|msg| ConfigError::ConfigFile {
         path: path.into(),
@@ -76,7 +85,8 @@ pub fn load_config(path: &std::path::Path) -> Result<AlgsConfig, ConfigError> {
     })
 }
 
-/// Parse `[algs.<name>]` tables; the error names the offending key.
+/// Parse `[algs.<name>]` tables and check every knob's range; the error names the
+/// offending key (and, for a value out of range, the range).
 pub fn algs_from_toml(text: &str) -> Result<AlgsConfig, String> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -84,9 +94,11 @@ pub fn algs_from_toml(text: &str) -> Result<AlgsConfig, String> {
         #[serde(default)]
         algs: AlgsConfig,
     }
-    toml::from_str::<File>(text).map(|f| f.algs).map_err(|e| {
+    let algs = toml::from_str::<File>(text).map(|f| f.algs).map_err(|e| {
         format!("{e}(expected tables like [algs.cubic] with the fields of CubicConfig)")
-    })
+    })?;
+    algs.validate().map_err(|e| e.to_string())?;
+    Ok(algs)
 }
 
 /// A registry, its model store, and why each learned algorithm left out is unavailable.
@@ -100,6 +112,7 @@ pub type BuiltRegistry = (
 /// learned algorithm whose model loads from `opts.models`. Returns the model store (for
 /// reloads) and, per learned algorithm left out, why.
 pub fn build_registry(opts: &AgentOptions) -> Result<BuiltRegistry, ConfigError> {
+    opts.algs.validate()?;
     let mut registry = Registry::from_config(&opts.algs);
     let learned = ccp_algs::registry::learned(&opts.algs);
     let Some(dir) = &opts.models else {
@@ -163,6 +176,7 @@ impl Agent {
     /// An agent hosting exactly `registry` (e.g. with learned algorithms whose flows the
     /// training bindings drive).
     pub fn with_registry(opts: &AgentOptions, registry: Registry) -> Result<Self, ConfigError> {
+        opts.algs.validate()?;
         let programs = crate::programs::validate(&registry)?;
         let default_alg =
             registry
@@ -175,7 +189,7 @@ impl Agent {
                 })?;
         let flow_log = match &opts.flow_log {
             Some(p) => Some(Arc::new(Mutex::new(
-                FlowLog::create_file(p, Duration::from_millis(100)).map_err(|e| {
+                FlowLog::open(p, Duration::from_millis(100)).map_err(|e| {
                     ConfigError::ConfigFile {
                         path: p.clone(),
                         msg: format!("cannot create the flow log: {e}"),
@@ -188,8 +202,7 @@ impl Agent {
             registry,
             default_alg,
             default_w: opts.default_w,
-            requests: Arc::new(Mutex::new(HashMap::new())),
-            records: Arc::new(Mutex::new(HashMap::new())),
+            tables: Arc::new(FlowTables::default()),
             flow_log,
         });
         Ok(Self {
@@ -218,16 +231,15 @@ impl Agent {
         crate::inline::InlineAgent::new(self.core.clone(), self.stats.clone())
     }
 
-    /// Flow records so far, by socket id.
+    /// Records of the live flows and of the last [`crate::flows::CLOSED_KEPT`] closed ones,
+    /// by socket id.
     pub fn records(&self) -> Vec<FlowRecord> {
-        let mut v: Vec<FlowRecord> = self
-            .core
-            .records
-            .lock()
-            .map(|r| r.values().cloned().collect())
-            .unwrap_or_default();
-        v.sort_by_key(|r| r.sid);
-        v
+        self.core.tables.records()
+    }
+
+    /// Sizes of the agent's flow tables.
+    pub fn table_sizes(&self) -> TableSizes {
+        self.core.tables.sizes()
     }
 
     /// Start the portus run loop on its own thread over `ipc`.
@@ -244,7 +256,7 @@ impl Agent {
         let guarded = Guarded::new(
             ipc,
             self.stats.clone(),
-            self.core.requests.clone(),
+            self.core.tables.clone(),
             available,
             stop.clone(),
         );
@@ -268,7 +280,7 @@ impl Agent {
             handle: Some(handle),
             running,
             stop,
-            records: self.core.records.clone(),
+            tables: self.core.tables.clone(),
         })
     }
 }
@@ -278,7 +290,7 @@ pub struct RunningAgent {
     handle: Option<CCPHandle>,
     running: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
-    records: Arc<Mutex<HashMap<u32, FlowRecord>>>,
+    tables: Arc<FlowTables>,
 }
 
 impl RunningAgent {
@@ -314,14 +326,14 @@ impl RunningAgent {
         }
     }
 
-    /// Flow records so far, by socket id.
+    /// Records of the live flows and of the last [`crate::flows::CLOSED_KEPT`] closed ones,
+    /// by socket id.
     pub fn records(&self) -> Vec<FlowRecord> {
-        let mut v: Vec<FlowRecord> = self
-            .records
-            .lock()
-            .map(|r| r.values().cloned().collect())
-            .unwrap_or_default();
-        v.sort_by_key(|r| r.sid);
-        v
+        self.tables.records()
+    }
+
+    /// Sizes of the agent's flow tables.
+    pub fn table_sizes(&self) -> TableSizes {
+        self.tables.sizes()
     }
 }

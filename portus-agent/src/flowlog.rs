@@ -7,7 +7,9 @@
 //! {"event":"close","t":20.5,"sid":3,"alg":"reno","reports":1830,...}
 //! ```
 //! Report lines are written at most every `report_every` per flow (wall clock) to keep the
-//! file small at high report rates; create and close lines always.
+//! file small at high report rates; create and close lines always. The file is opened
+//! without blocking (a FIFO without a reader is an error, not a hang) and a line that
+//! cannot be written at once is dropped: a slow reader must not stop congestion control.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -27,10 +29,21 @@ pub struct FlowLog {
     last_report: HashMap<u32, Instant>,
 }
 
+/// Flows whose last report time is kept before old entries are pruned.
+const MAX_TRACKED: usize = 2 * crate::guard::MAX_FLOWS;
+
 impl FlowLog {
-    pub fn create_file(path: &Path, report_every: Duration) -> std::io::Result<Self> {
+    /// Create (truncate) `path` for writing, without blocking.
+    pub fn open(path: &Path, report_every: Duration) -> std::io::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)?;
         Ok(Self {
-            out: BufWriter::new(File::create(path)?),
+            out: BufWriter::new(f),
             start: Instant::now(),
             report_every,
             last_report: HashMap::new(),
@@ -60,6 +73,12 @@ impl FlowLog {
             if now.duration_since(*last) < self.report_every {
                 return;
             }
+        }
+        if self.last_report.len() >= MAX_TRACKED {
+            // entries older than `report_every` decide nothing: forget them
+            let every = self.report_every;
+            self.last_report
+                .retain(|_, t| now.duration_since(*t) < every);
         }
         self.last_report.insert(r.sid, now);
         let m = &r.metrics;

@@ -9,14 +9,34 @@
 //! datapath may send (CREATE, MEASURE, READY). Everything else is dropped, counted by reason
 //! in [`GuardStats`], and logged at most a few times per second.
 //!
+//! CREATE fields are checked before any controller sees them: `mss` must lie in
+//! `[1, MAX_MSS]` and ports in `[0, 65535]` (else the CREATE is refused, `bad_create`); the
+//! name must be NUL-terminated UTF-8 without control characters (else `bad_name`); the
+//! initial window is clamped to `[1 MSS, MAX_INIT_CWND_BYTES]` (a value below one MSS is a
+//! packet count, as before) and the clamp counted (`clamped_create`).
+//!
 //! The guard also reads the flow's request out of CREATE: the congAlg name is rewritten to
 //! the registry name portus dispatches on (`ccp_cubic` → `cubic`; `ccp`, unknown or
 //! unavailable → empty, i.e. the default algorithm), and an optional `;w=a,b,c` suffix (the
-//! simulator's way to carry a per-flow preference) is recorded in [`FlowRequests`] by socket
-//! id for the algorithm adapter to pick up.
+//! simulator's way to carry a per-flow preference) is recorded in the [`FlowTables`] for the
+//! algorithm adapter to pick up.
+//!
+//! Bounds. Live flows are tracked per datapath: at most [`MAX_FLOWS_PER_DATAPATH`] (libccp's
+//! table) and [`MAX_FLOWS`] in all; a CREATE beyond is refused (`too_many_flows`), and a
+//! report for a flow the datapath never created is ignored (`unknown_flow`). At most
+//! [`MAX_DATAPATHS`] datapaths are tracked (the least recently heard one without flows is
+//! forgotten first; `too_many_datapaths` otherwise).
+//!
+//! Sends never end or freeze the agent: a failed send is counted (`send_failed`), logged at
+//! most every half second and reported to portus as done. On unix sockets (many datapaths,
+//! each a path) a datapath whose send failed (gone, or not reading within the socket's send
+//! timeout) is dropped: its flows are closed (the guard hands portus a READY from it, which
+//! makes portus drop them), answers to it are discarded without a syscall (`send_dropped`),
+//! and its messages are ignored (`from_dead_peer`) for [`DEAD_BACKOFF`], doubling up to
+//! [`DEAD_BACKOFF_MAX`]; its next message after that brings it back (programs reinstalled).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -25,6 +45,8 @@ use ccp_algs::registry::strip_prefix;
 use ccp_algs::Preference;
 use portus::ipc::Ipc;
 use tracing::warn;
+
+use crate::flows::{FlowKey, FlowTables};
 
 /// Message types (portus `serialize`): datapath → agent.
 pub const CREATE: u16 = 0;
@@ -46,6 +68,30 @@ pub const MAX_FIELDS: usize = 16;
 /// portus's receive buffer; a longer datagram would be truncated or panic its chan backend.
 pub const PORTUS_BUF: usize = 1024;
 
+/// Largest MSS a CREATE may carry (a TCP MSS is a 16-bit value); 0 is refused too.
+pub const MAX_MSS: u32 = 65_535;
+/// Largest port a CREATE may carry.
+pub const MAX_PORT: u32 = 65_535;
+/// A CREATE's initial window is clamped to at most this many bytes (1 GiB).
+pub const MAX_INIT_CWND_BYTES: u32 = 1 << 30;
+/// Live flows per datapath (libccp's connection table holds 1024).
+pub const MAX_FLOWS_PER_DATAPATH: usize = 1024;
+/// Live flows over all datapaths.
+pub const MAX_FLOWS: usize = 4 * MAX_FLOWS_PER_DATAPATH;
+/// Datapaths tracked at once.
+pub const MAX_DATAPATHS: usize = 64;
+/// How long a dropped datapath's messages are ignored after its first failed send.
+pub const DEAD_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest such pause (it doubles with each failure).
+pub const DEAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// Byte offsets in a CREATE.
+const CREATE_INIT_CWND: usize = HDR_LEN;
+const CREATE_MSS: usize = HDR_LEN + 4;
+const CREATE_SRC_PORT: usize = HDR_LEN + 12;
+const CREATE_DST_PORT: usize = HDR_LEN + 20;
+const CREATE_NAME: usize = HDR_LEN + 24;
+
 /// Why a message was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reject {
@@ -57,10 +103,16 @@ pub enum Reject {
     BadLength,
     /// A type a datapath never sends.
     BadType,
-    /// CREATE with a name that is not NUL-terminated UTF-8.
+    /// CREATE with a name that is not NUL-terminated UTF-8, or holds control characters.
     BadName,
     /// MEASURE with more fields than libccp allows, or a count that disagrees with the length.
     BadFields,
+    /// CREATE with an MSS outside `[1, MAX_MSS]` or a port above 65535.
+    BadCreate,
+    /// CREATE beyond the live-flow caps.
+    TooManyFlows,
+    /// A message from a datapath beyond [`MAX_DATAPATHS`].
+    TooManyDatapaths,
 }
 
 /// Counters of what the guard saw. Shared with the rest of the agent (metrics, tests).
@@ -73,12 +125,35 @@ pub struct GuardStats {
     pub bad_type: AtomicU64,
     pub bad_name: AtomicU64,
     pub bad_fields: AtomicU64,
+    /// CREATE refused for its fields (MSS, ports).
+    pub bad_create: AtomicU64,
+    /// CREATE refused at the live-flow caps.
+    pub too_many_flows: AtomicU64,
+    /// Messages refused from datapaths beyond [`MAX_DATAPATHS`].
+    pub too_many_datapaths: AtomicU64,
+    /// CREATE whose initial window was clamped (flow kept).
+    pub clamped_create: AtomicU64,
     /// CREATE whose `;w=` suffix was not a valid preference (flow kept, default `w` used).
     pub bad_preference: AtomicU64,
+    /// Reports (and closes) for flows the datapath never created: ignored, as portus would.
+    pub unknown_flow: AtomicU64,
+    /// Sends that failed (the datapath was gone or not reading).
+    pub send_failed: AtomicU64,
+    /// Answers to a dropped datapath, discarded without trying.
+    pub send_dropped: AtomicU64,
+    /// Messages from a dropped datapath, ignored during its pause.
+    pub from_dead_peer: AtomicU64,
+    /// Datapaths dropped after a failed send.
+    pub dropped_datapaths: AtomicU64,
+    /// Gauge: live flows now, over all datapaths.
+    pub live_flows: AtomicU64,
+    /// Gauge: datapaths tracked now.
+    pub datapaths: AtomicU64,
 }
 
 impl GuardStats {
-    fn count(&self, r: Reject) {
+    /// Count one message dropped for `r`.
+    pub fn count(&self, r: Reject) {
         let c = match r {
             Reject::Truncated => &self.truncated,
             Reject::Oversized => &self.oversized,
@@ -86,11 +161,14 @@ impl GuardStats {
             Reject::BadType => &self.bad_type,
             Reject::BadName => &self.bad_name,
             Reject::BadFields => &self.bad_fields,
+            Reject::BadCreate => &self.bad_create,
+            Reject::TooManyFlows => &self.too_many_flows,
+            Reject::TooManyDatapaths => &self.too_many_datapaths,
         };
         c.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Messages dropped for any reason.
+    /// Messages dropped for any reason (malformed, refused fields, over a cap).
     pub fn rejected(&self) -> u64 {
         [
             &self.truncated,
@@ -99,6 +177,9 @@ impl GuardStats {
             &self.bad_type,
             &self.bad_name,
             &self.bad_fields,
+            &self.bad_create,
+            &self.too_many_flows,
+            &self.too_many_datapaths,
         ]
         .iter()
         .map(|c| c.load(Ordering::Relaxed))
@@ -117,9 +198,41 @@ pub struct FlowRequest {
     pub preference: Option<Preference>,
 }
 
-/// Requests by socket id, written by the guard and read by the algorithm adapter on the same
-/// (portus) thread. Socket ids are unique per datapath; one agent serves one datapath.
-pub type FlowRequests = Arc<Mutex<HashMap<u32, FlowRequest>>>;
+/// At most one log line per `every` from one call site; counts what it held back.
+#[derive(Debug)]
+pub struct LogLimit {
+    every: Duration,
+    state: Mutex<(Option<Instant>, u64)>,
+}
+
+impl LogLimit {
+    pub const fn new(every: Duration) -> Self {
+        Self {
+            every,
+            state: Mutex::new((None, 0)),
+        }
+    }
+
+    /// `Some(lines held back since the last one)` if a line may be written now.
+    pub fn allow(&self) -> Option<u64> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if st.0.is_none_or(|t| now.duration_since(t) >= self.every) {
+            let held = st.1;
+            *st = (Some(now), 0);
+            Some(held)
+        } else {
+            st.1 += 1;
+            None
+        }
+    }
+}
+
+/// Rate limit of the guard's (and the adapters') per-message warnings.
+pub const LOG_EVERY: Duration = Duration::from_millis(500);
+
+static LOG_UNAVAILABLE: LogLimit = LogLimit::new(LOG_EVERY);
+static LOG_BAD_PREFERENCE: LogLimit = LogLimit::new(LOG_EVERY);
 
 pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
@@ -135,6 +248,27 @@ pub fn split_request(name: &str) -> (&str, Option<&str>) {
         Some((alg, rest)) => (alg, rest.strip_prefix("w=")),
         None => (name, None),
     }
+}
+
+/// A flow's MSS and initial window (bytes) as a controller may see them: MSS within
+/// `[1, MAX_MSS]`; an initial window below one MSS is a packet count (libccp's CREATE
+/// carries bytes, the kernel's is `snd_cwnd·mss`), and the result lies in
+/// `[mss, MAX_INIT_CWND_BYTES]`.
+pub fn flow_params(mss: u32, init_cwnd: u32) -> (u32, u32) {
+    let (mss, bytes, _) = flow_params_clamped(mss, init_cwnd);
+    (mss, bytes)
+}
+
+/// [`flow_params`], and whether a value had to be clamped.
+fn flow_params_clamped(mss: u32, init_cwnd: u32) -> (u32, u32, bool) {
+    let m = mss.clamp(1, MAX_MSS);
+    let bytes = if init_cwnd < m {
+        init_cwnd.max(1).saturating_mul(m)
+    } else {
+        init_cwnd
+    };
+    let b = bytes.clamp(m, MAX_INIT_CWND_BYTES);
+    (m, b, m != mss || b != bytes)
 }
 
 /// Validate one message at the start of `buf`; on success return its length.
@@ -159,9 +293,19 @@ pub fn check_message(buf: &[u8]) -> Result<usize, Reject> {
             if len != CREATE_LEN {
                 return Err(Reject::BadLength);
             }
-            let name = &msg[HDR_LEN + 24..];
+            let name = &msg[CREATE_NAME..];
             let end = name.iter().position(|&c| c == 0).ok_or(Reject::BadName)?;
-            std::str::from_utf8(&name[..end]).map_err(|_| Reject::BadName)?;
+            let name = std::str::from_utf8(&name[..end]).map_err(|_| Reject::BadName)?;
+            if name.chars().any(char::is_control) {
+                return Err(Reject::BadName);
+            }
+            let mss = u32_at(msg, CREATE_MSS);
+            if mss == 0 || mss > MAX_MSS {
+                return Err(Reject::BadCreate);
+            }
+            if u32_at(msg, CREATE_SRC_PORT) > MAX_PORT || u32_at(msg, CREATE_DST_PORT) > MAX_PORT {
+                return Err(Reject::BadCreate);
+            }
         }
         MEASURE => {
             if len < MEASURE_MIN_LEN || !(len - MEASURE_MIN_LEN).is_multiple_of(8) {
@@ -182,17 +326,19 @@ pub fn check_message(buf: &[u8]) -> Result<usize, Reject> {
     Ok(len)
 }
 
-/// Rewrite a validated CREATE's name in place to the registry name portus dispatches on
-/// (`ccp_cubic;w=…` → `cubic`; `ccp`, unknown or unavailable → empty, i.e. the default) and
-/// record the flow's request, preference included.
-pub fn normalize_create(
-    msg: &mut [u8],
-    available: &[String],
-    requests: &FlowRequests,
-    stats: &GuardStats,
-) -> FlowRequest {
+/// Normalize a validated CREATE in place and return the flow's request: the name becomes the
+/// registry name portus dispatches on (`ccp_cubic;w=…` → `cubic`; `ccp`, unknown or
+/// unavailable → empty, i.e. the default), and the initial window is clamped (see
+/// [`flow_params`]; counted in `clamped_create`). The caller records the request.
+pub fn normalize_create(msg: &mut [u8], available: &[String], stats: &GuardStats) -> FlowRequest {
     let sid = u32_at(msg, 4);
-    let name_field = &mut msg[HDR_LEN + 24..CREATE_LEN];
+    let init_cwnd = u32_at(msg, CREATE_INIT_CWND);
+    let (_, init_bytes, clamped) = flow_params_clamped(u32_at(msg, CREATE_MSS), init_cwnd);
+    if clamped {
+        stats.clamped_create.fetch_add(1, Ordering::Relaxed);
+    }
+    msg[CREATE_INIT_CWND..CREATE_INIT_CWND + 4].copy_from_slice(&init_bytes.to_le_bytes());
+    let name_field = &mut msg[CREATE_NAME..CREATE_LEN];
     let end = name_field.iter().position(|&c| c == 0).unwrap_or(0);
     let requested = String::from_utf8_lossy(&name_field[..end]).into_owned();
     let (alg_part, w_text) = split_request(&requested);
@@ -201,7 +347,10 @@ pub fn normalize_create(
         wanted.to_owned()
     } else {
         if !wanted.is_empty() {
-            warn!(sid, requested = %requested, "algorithm not available in this agent, using the default");
+            if let Some(held) = LOG_UNAVAILABLE.allow() {
+                warn!(sid, requested = ?requested, held_back = held,
+                    "algorithm not available in this agent, using the default");
+            }
         }
         String::new()
     };
@@ -209,70 +358,98 @@ pub fn normalize_create(
         Ok(w) => Some(w),
         Err(e) => {
             stats.bad_preference.fetch_add(1, Ordering::Relaxed);
-            warn!(sid, requested = %requested, error = %e, "bad preference in flow request, using the default");
+            if let Some(held) = LOG_BAD_PREFERENCE.allow() {
+                warn!(sid, requested = ?requested, error = %e, held_back = held,
+                    "bad preference in flow request, using the default");
+            }
             None
         }
     });
     name_field.fill(0);
     name_field[..alg.len()].copy_from_slice(alg.as_bytes());
-    let req = FlowRequest {
+    FlowRequest {
         requested,
         alg,
         preference,
-    };
-    if let Ok(mut m) = requests.lock() {
-        m.insert(sid, req.clone());
     }
-    req
 }
 
-/// Rate limit for rejection logs.
-const LOG_EVERY: Duration = Duration::from_millis(500);
+/// What the guard knows of one datapath.
+#[derive(Debug)]
+struct Peer {
+    /// Number in the flow tables' keys.
+    id: u32,
+    /// Socket ids of its live flows (as portus has them).
+    live: HashSet<u32>,
+    /// Dropped after a failed send: its messages are ignored until then.
+    dead_until: Option<Instant>,
+    /// The next pause after a failure.
+    backoff: Duration,
+    /// When it came back after its last drop.
+    revived: Option<Instant>,
+    last_heard: Instant,
+}
 
-struct Inner {
+struct State<A> {
     buf: Vec<u8>,
     last_log: Option<Instant>,
     suppressed: u64,
+    peers: HashMap<A, Peer>,
+    next_peer: u32,
+    live_total: usize,
+    /// Dropped datapaths whose flows portus still holds.
+    evict: VecDeque<A>,
 }
 
-/// A portus [`Ipc`] that validates and normalizes every inbound message.
+/// A portus [`Ipc`] that validates and normalizes every inbound message, bounds the flows
+/// and datapaths it passes on, and survives failed sends (see the module docs).
 pub struct Guarded<I: Ipc> {
     inner: I,
-    state: RefCell<Inner>,
+    state: RefCell<State<I::Addr>>,
     stats: Arc<GuardStats>,
-    requests: FlowRequests,
+    tables: Arc<FlowTables>,
     /// Registry names of the algorithms this agent can run.
     available: Vec<String>,
     /// Set when the agent should stop; a recv then returns at once.
     stop: Arc<AtomicBool>,
+    /// Drop a datapath whose send failed (unix sockets).
+    drop_dead_peers: bool,
 }
 
 // The RefCell is only touched from the one portus thread that owns the socket.
 unsafe impl<I: Ipc> Send for Guarded<I> {}
 
+static LOG_SEND: LogLimit = LogLimit::new(LOG_EVERY);
+
 impl<I: Ipc> Guarded<I> {
     pub fn new(
         inner: I,
         stats: Arc<GuardStats>,
-        requests: FlowRequests,
+        tables: Arc<FlowTables>,
         available: Vec<String>,
         stop: Arc<AtomicBool>,
     ) -> Self {
+        let drop_dead_peers = I::name() == "unix";
         Self {
             inner,
-            state: RefCell::new(Inner {
+            state: RefCell::new(State {
                 buf: vec![0u8; 64 * 1024],
                 last_log: None,
                 suppressed: 0,
+                peers: HashMap::new(),
+                next_peer: 1,
+                live_total: 0,
+                evict: VecDeque::new(),
             }),
             stats,
-            requests,
+            tables,
             available,
             stop,
+            drop_dead_peers,
         }
     }
 
-    fn log_reject(&self, st: &mut Inner, r: Reject, bytes: &[u8]) {
+    fn log_reject(&self, st: &mut State<I::Addr>, r: Reject, bytes: &[u8]) {
         self.stats.count(r);
         let now = Instant::now();
         if st
@@ -281,13 +458,50 @@ impl<I: Ipc> Guarded<I> {
         {
             let head: Vec<u8> = bytes.iter().take(16).copied().collect();
             warn!(reason = ?r, len = bytes.len(), head = ?head, suppressed = st.suppressed,
-                "dropped malformed datapath message");
+                "dropped datapath message");
             st.last_log = Some(now);
             st.suppressed = 0;
         } else {
             st.suppressed += 1;
         }
     }
+
+    fn gauges(&self, st: &State<I::Addr>) {
+        self.stats
+            .live_flows
+            .store(st.live_total as u64, Ordering::Relaxed);
+        self.stats
+            .datapaths
+            .store(st.peers.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Make room for a new datapath: forget the least recently heard one without live flows.
+    fn admit(st: &mut State<I::Addr>) -> bool {
+        if st.peers.len() < MAX_DATAPATHS {
+            return true;
+        }
+        let victim = st
+            .peers
+            .iter()
+            .filter(|(a, p)| p.live.is_empty() && !st.evict.contains(a))
+            .min_by_key(|(_, p)| p.last_heard)
+            .map(|(a, _)| a.clone());
+        match victim {
+            Some(a) => {
+                st.peers.remove(&a);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A READY message (what the guard hands portus to make it drop a datapath's flows).
+fn ready_msg() -> [u8; READY_LEN] {
+    let mut m = [0u8; READY_LEN];
+    m[0..2].copy_from_slice(&READY.to_le_bytes());
+    m[2..4].copy_from_slice(&(READY_LEN as u16).to_le_bytes());
+    m
 }
 
 impl<I: Ipc> Ipc for Guarded<I> {
@@ -298,7 +512,48 @@ impl<I: Ipc> Ipc for Guarded<I> {
     }
 
     fn send(&self, msg: &[u8], to: &Self::Addr) -> portus::Result<()> {
-        self.inner.send(msg, to)
+        let mut st = self.state.borrow_mut();
+        if self.drop_dead_peers && st.peers.get(to).is_some_and(|p| p.dead_until.is_some()) {
+            self.stats.send_dropped.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        match self.inner.send(msg, to) {
+            Ok(()) => {
+                if let Some(p) = st.peers.get_mut(to) {
+                    // healthy for a while since its last drop: the next pause starts short
+                    if p.revived.is_some_and(|t| t.elapsed() >= DEAD_BACKOFF_MAX) {
+                        p.revived = None;
+                        p.backoff = DEAD_BACKOFF;
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.send_failed.fetch_add(1, Ordering::Relaxed);
+                let dropping = self.drop_dead_peers && st.peers.contains_key(to);
+                if let Some(held) = LOG_SEND.allow() {
+                    warn!(to = ?to, error = ?e, held_back = held, dropping_datapath = dropping,
+                        "send to datapath failed");
+                }
+                if dropping {
+                    let evict = {
+                        let Some(p) = st.peers.get_mut(to) else {
+                            return Ok(());
+                        };
+                        p.dead_until = Some(Instant::now() + p.backoff);
+                        p.backoff = (p.backoff * 2).min(DEAD_BACKOFF_MAX);
+                        self.stats.dropped_datapaths.fetch_add(1, Ordering::Relaxed);
+                        true
+                    };
+                    if evict && !st.evict.contains(to) {
+                        st.evict.push_back(to.clone());
+                    }
+                }
+                // portus ends its run loop on a failed send while installing programs
+                // (ccp-stack.md, defect 12): the failure stops here
+                Ok(())
+            }
+        }
     }
 
     fn recv(&self, out: &mut [u8]) -> portus::Result<(usize, Self::Addr)> {
@@ -308,44 +563,146 @@ impl<I: Ipc> Ipc for Guarded<I> {
             }
             let mut st = self.state.borrow_mut();
             let st = &mut *st;
+            // a dropped datapath's flows: a READY from it makes portus drop them
+            if let Some(addr) = st.evict.pop_front() {
+                if let Some(p) = st.peers.get_mut(&addr) {
+                    st.live_total -= p.live.len();
+                    p.live.clear();
+                    self.tables.set_current_peer(p.id);
+                }
+                self.gauges(st);
+                if out.len() >= READY_LEN {
+                    out[..READY_LEN].copy_from_slice(&ready_msg());
+                    return Ok((READY_LEN, addr));
+                }
+                continue;
+            }
             let (n, addr) = self.inner.recv(&mut st.buf)?;
             if self.stop.load(Ordering::SeqCst) {
                 // whatever woke us (possibly a wake-up datagram) is not for portus any more
                 return Err(portus::Error("agent stopping".into()));
             }
             let n = n.min(st.buf.len());
-            // validate every message in the datagram; keep the valid ones, in order
+            if n == 0 {
+                continue;
+            }
+            let now = Instant::now();
+            if !st.peers.contains_key(&addr) {
+                if !Self::admit(st) {
+                    let staged = std::mem::take(&mut st.buf);
+                    self.log_reject(st, Reject::TooManyDatapaths, &staged[..n]);
+                    st.buf = staged;
+                    continue;
+                }
+                let id = st.next_peer;
+                st.next_peer = st.next_peer.wrapping_add(1).max(1);
+                st.peers.insert(
+                    addr.clone(),
+                    Peer {
+                        id,
+                        live: HashSet::new(),
+                        dead_until: None,
+                        backoff: DEAD_BACKOFF,
+                        revived: None,
+                        last_heard: now,
+                    },
+                );
+            }
+            let Some(peer) = st.peers.get_mut(&addr) else {
+                continue;
+            };
+            peer.last_heard = now;
             let mut kept = 0usize;
+            if let Some(until) = peer.dead_until {
+                if now < until {
+                    self.stats.from_dead_peer.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                // back after its pause: portus reinstalls its programs first
+                peer.dead_until = None;
+                peer.revived = Some(now);
+                if u16_at(&st.buf, 0) != READY || n < 2 {
+                    out[..READY_LEN].copy_from_slice(&ready_msg());
+                    kept = READY_LEN;
+                }
+            }
+            let peer_id = peer.id;
+            self.tables.set_current_peer(peer_id);
+            // validate every message in the datagram; keep the valid ones, in order
             let mut at = 0usize;
             let mut staged = std::mem::take(&mut st.buf);
             while at < n {
-                match check_message(&staged[at..n]) {
-                    Ok(len) => {
-                        if kept + len > out.len() {
-                            self.log_reject(st, Reject::Oversized, &staged[at..at + len]);
-                        } else {
-                            if u16_at(&staged, at) == CREATE {
-                                normalize_create(
-                                    &mut staged[at..at + len],
-                                    &self.available,
-                                    &self.requests,
-                                    &self.stats,
-                                );
-                            }
-                            out[kept..kept + len].copy_from_slice(&staged[at..at + len]);
-                            kept += len;
-                            self.stats.accepted.fetch_add(1, Ordering::Relaxed);
-                        }
-                        at += len;
-                    }
+                let len = match check_message(&staged[at..n]) {
+                    Ok(len) => len,
                     Err(r) => {
                         // the rest of the datagram cannot be framed reliably: drop it
                         self.log_reject(st, r, &staged[at..n]);
                         break;
                     }
+                };
+                let msg_at = at;
+                at += len;
+                if kept + len > out.len() {
+                    self.log_reject(st, Reject::Oversized, &staged[msg_at..msg_at + len]);
+                    continue;
                 }
+                let typ = u16_at(&staged, msg_at);
+                let sid = u32_at(&staged, msg_at + 4);
+                let (known, flows) = match st.peers.get(&addr) {
+                    Some(p) => (p.live.contains(&sid), p.live.len()),
+                    None => break,
+                };
+                match typ {
+                    READY => {
+                        // portus drops every flow of this datapath
+                        if let Some(p) = st.peers.get_mut(&addr) {
+                            st.live_total -= p.live.len();
+                            p.live.clear();
+                        }
+                    }
+                    CREATE => {
+                        if !known && (flows >= MAX_FLOWS_PER_DATAPATH || st.live_total >= MAX_FLOWS)
+                        {
+                            self.log_reject(
+                                st,
+                                Reject::TooManyFlows,
+                                &staged[msg_at..msg_at + len],
+                            );
+                            continue;
+                        }
+                        if let Some(p) = st.peers.get_mut(&addr) {
+                            if p.live.insert(sid) {
+                                st.live_total += 1;
+                            }
+                        }
+                        let req = normalize_create(
+                            &mut staged[msg_at..msg_at + len],
+                            &self.available,
+                            &self.stats,
+                        );
+                        self.tables.set_request(FlowKey { peer: peer_id, sid }, req);
+                    }
+                    _ => {
+                        // MEASURE: portus ignores reports of flows it does not know
+                        if !known {
+                            self.stats.unknown_flow.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                        if u32_at(&staged, msg_at + HDR_LEN + 4) == 0 {
+                            if let Some(p) = st.peers.get_mut(&addr) {
+                                if p.live.remove(&sid) {
+                                    st.live_total -= 1;
+                                }
+                            }
+                        }
+                    }
+                }
+                out[kept..kept + len].copy_from_slice(&staged[msg_at..msg_at + len]);
+                kept += len;
+                self.stats.accepted.fetch_add(1, Ordering::Relaxed);
             }
-            st.buf = std::mem::take(&mut staged);
+            st.buf = staged;
+            self.gauges(st);
             if kept > 0 {
                 return Ok((kept, addr));
             }
@@ -366,6 +723,7 @@ mod tests {
         m[0..2].copy_from_slice(&CREATE.to_le_bytes());
         m[2..4].copy_from_slice(&(CREATE_LEN as u16).to_le_bytes());
         m[4..8].copy_from_slice(&sid.to_le_bytes());
+        m[CREATE_MSS..CREATE_MSS + 4].copy_from_slice(&1448u32.to_le_bytes());
         m[HDR_LEN + 24..HDR_LEN + 24 + name.len()].copy_from_slice(name.as_bytes());
         m
     }
@@ -431,5 +789,71 @@ mod tests {
             ("ccp_mocc", Some("0.4,0.5,0.1"))
         );
         assert_eq!(split_request("ccp;junk"), ("ccp", None));
+    }
+
+    fn with_fields(init: u32, mss: u32, sport: u32, dport: u32) -> Vec<u8> {
+        let mut m = create(1, "ccp_cubic");
+        m[CREATE_INIT_CWND..CREATE_INIT_CWND + 4].copy_from_slice(&init.to_le_bytes());
+        m[CREATE_MSS..CREATE_MSS + 4].copy_from_slice(&mss.to_le_bytes());
+        m[CREATE_SRC_PORT..CREATE_SRC_PORT + 4].copy_from_slice(&sport.to_le_bytes());
+        m[CREATE_DST_PORT..CREATE_DST_PORT + 4].copy_from_slice(&dport.to_le_bytes());
+        m
+    }
+
+    #[test]
+    fn create_fields_are_refused_outside_their_ranges() {
+        for mss in [0, MAX_MSS + 1, 1 << 31, u32::MAX] {
+            let m = with_fields(14480, mss, 1, 2);
+            assert_eq!(check_message(&m), Err(Reject::BadCreate), "mss {mss}");
+        }
+        for (s, d) in [(65536, 80), (80, 65536), (u32::MAX, 0)] {
+            let m = with_fields(14480, 1448, s, d);
+            assert_eq!(check_message(&m), Err(Reject::BadCreate), "ports {s} {d}");
+        }
+        for mss in [1, 1448, MAX_MSS] {
+            let m = with_fields(u32::MAX, mss, 65535, 0);
+            assert_eq!(check_message(&m), Ok(CREATE_LEN), "mss {mss}");
+        }
+        for name in ["a\nb", "x\r", "\u{1b}[2J", "tab\there", "\u{85}"] {
+            assert_eq!(
+                check_message(&create(1, name)),
+                Err(Reject::BadName),
+                "{name:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn initial_windows_are_clamped_to_the_documented_range() {
+        assert_eq!(flow_params(1448, 14480), (1448, 14480));
+        // below one MSS: a packet count
+        assert_eq!(flow_params(1448, 10), (1448, 14480));
+        assert_eq!(flow_params(1448, 0), (1448, 1448));
+        assert_eq!(flow_params(1448, u32::MAX), (1448, MAX_INIT_CWND_BYTES));
+        assert_eq!(
+            flow_params(MAX_MSS, MAX_MSS - 1),
+            (MAX_MSS, MAX_INIT_CWND_BYTES)
+        );
+        assert_eq!(flow_params(0, 0), (1, 1));
+        assert_eq!(flow_params(u32::MAX, 5), (MAX_MSS, 5 * MAX_MSS));
+        let stats = GuardStats::default();
+        let mut m = with_fields(u32::MAX, 1448, 0, 0);
+        let req = normalize_create(&mut m, &["cubic".to_string()], &stats);
+        assert_eq!(req.alg, "cubic");
+        assert_eq!(u32_at(&m, CREATE_INIT_CWND), MAX_INIT_CWND_BYTES);
+        assert_eq!(stats.clamped_create.load(Ordering::Relaxed), 1);
+        let mut m = with_fields(10, 1448, 0, 0);
+        normalize_create(&mut m, &[], &stats);
+        assert_eq!(u32_at(&m, CREATE_INIT_CWND), 14480);
+        assert_eq!(stats.clamped_create.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn log_limit_holds_back_and_counts() {
+        let l = LogLimit::new(Duration::from_secs(3600));
+        assert_eq!(l.allow(), Some(0));
+        for _ in 0..1000 {
+            assert_eq!(l.allow(), None);
+        }
     }
 }

@@ -21,9 +21,10 @@ use portus::serialize;
 use tracing::debug;
 
 use crate::adapter::{AgentCore, FlowDriver};
+use crate::flows::FlowKey;
 use crate::guard::{
-    check_message, normalize_create, u16_at, u32_at, FlowRequest, GuardStats, CREATE, HDR_LEN,
-    MEASURE, READY,
+    check_message, flow_params, normalize_create, u16_at, u32_at, FlowRequest, GuardStats, CREATE,
+    HDR_LEN, MAX_FLOWS_PER_DATAPATH, MEASURE, READY,
 };
 
 /// A program compiled once: its uid, scope and INSTALL message.
@@ -157,14 +158,49 @@ impl InlineAgent {
         self.installed = true;
     }
 
+    /// Drop every flow (closing its record) and every queued answer; the next CREATE or
+    /// READY installs the programs again. (Fuzzing runs one agent over many inputs.)
+    pub fn reset(&mut self) {
+        for (sid, flow) in self.flows.drain() {
+            match flow.driven {
+                Driven::Agent(mut d) => d.close(),
+                Driven::External => {
+                    if let Some(e) = self.external.as_mut() {
+                        e.close(sid);
+                    }
+                }
+            }
+        }
+        self.outbox.clear();
+        self.installed = false;
+    }
+
+    /// Flows this agent drives now.
+    pub fn live_flows(&self) -> usize {
+        self.flows.len()
+    }
+
     fn on_create(&mut self, msg: &mut [u8]) {
         if !self.installed {
             self.install_all();
         }
         let sid = u32_at(msg, 4);
+        if !self.flows.contains_key(&sid) && self.flows.len() >= MAX_FLOWS_PER_DATAPATH {
+            self.stats
+                .too_many_flows
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            debug!(sid, "live-flow cap reached: CREATE refused");
+            return;
+        }
+        let req = normalize_create(msg, &self.available, &self.stats);
+        // normalized: mss in range, init_cwnd in bytes and clamped
         let init_cwnd = u32_at(msg, HDR_LEN);
         let mss = u32_at(msg, HDR_LEN + 4);
-        let req = normalize_create(msg, &self.available, &self.core.requests, &self.stats);
+        self.core.tables.set_current_peer(0);
+        let gen = self
+            .core
+            .tables
+            .set_request(FlowKey { peer: 0, sid }, req.clone());
         let alg = self
             .core
             .registry
@@ -174,19 +210,16 @@ impl InlineAgent {
         let program = alg.program();
         let Some(compiled) = self.programs.get(program.name) else {
             debug!(sid, program = program.name, "no compiled program");
+            self.core.tables.drop_request(FlowKey { peer: 0, sid }, gen);
             return;
         };
         let index = report_index(&compiled.scope, &program.fields);
         let claimed = self.external.is_some() && {
-            let mss = mss.max(1);
+            let (mss, init_cwnd_bytes) = flow_params(mss, init_cwnd);
             let info = FlowInfo {
                 sock_id: sid,
                 mss,
-                init_cwnd_bytes: if init_cwnd < mss {
-                    init_cwnd.max(1).saturating_mul(mss)
-                } else {
-                    init_cwnd
-                },
+                init_cwnd_bytes,
                 preference: req.preference.unwrap_or(self.core.default_w),
             };
             self.external
@@ -199,6 +232,8 @@ impl InlineAgent {
                 .as_mut()
                 .map(|e| e.initial(sid))
                 .unwrap_or_default();
+            // an external flow keeps no agent record
+            self.core.tables.drop_request(FlowKey { peer: 0, sid }, gen);
             (Driven::External, fields)
         } else {
             let (driver, fields) = self.core.start_flow(&alg, sid, mss, init_cwnd);
@@ -278,6 +313,7 @@ impl InlineAgent {
             let len = match check_message(&msg[at..]) {
                 Ok(len) => len,
                 Err(r) => {
+                    self.stats.count(r);
                     debug!(reason = ?r, "dropped malformed datapath message");
                     break;
                 }

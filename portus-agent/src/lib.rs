@@ -8,16 +8,23 @@
 //! - [`simrun`]: `--sim`, the agent plus the simulated datapath in one process.
 //! - [`wire`]: datapath messages as a datapath writes them (tests, benchmarks, tools).
 //! - [`flowlog`]: the `--flow-log` JSON-lines writer.
+//! - [`flows`]: the agent's bounded flow tables (requests and records).
+//! - [`unix`]: the agent's unix datagram socket (`--ipc unix`): checked names, no stealing,
+//!   bounded sends.
+//! - [`files`]: reading operator files (models, cards, configs) without hanging.
 //! - [`policy`]: the learned-policy runtime (ONNX models, model cards, `--models DIR`).
 
 pub mod adapter;
 pub mod agent;
+pub mod files;
 pub mod flowlog;
+pub mod flows;
 pub mod guard;
 pub mod inline;
 pub mod policy;
 pub mod programs;
 pub mod simrun;
+pub mod unix;
 pub mod wire;
 
 pub use agent::{Agent, AgentOptions, ConfigError, RunningAgent};

@@ -76,7 +76,9 @@ struct Cli {
     #[arg(long, value_name = "DIR", default_value = "models")]
     models: PathBuf,
 
-    /// With --ipc unix: the agent's socket name under /tmp/ccp/.
+    /// With --ipc unix: the agent's socket name under /tmp/ccp/: 1 to 64 letters, digits,
+    /// '.', '_' or '-', not starting with '.'. A socket another live process holds is
+    /// refused (exit 1); a stale one is replaced.
     #[arg(long, value_name = "NAME", default_value = "portus")]
     unix_name: String,
 
@@ -109,6 +111,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // colour codes only for a terminal: a log file gets plain text
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -206,13 +210,10 @@ fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
             agent.spawn(s)
         }
         IpcArg::Unix => {
-            let s = portus::ipc::unix::Socket::<portus::ipc::Blocking>::new(&cli.unix_name)
-                .map_err(|e| {
-                    Failure::Runtime(anyhow::anyhow!(
-                        "cannot bind /tmp/ccp/{} ({e:?})",
-                        cli.unix_name
-                    ))
-                })?;
+            let s = ccp_agent::unix::UnixSocket::bind(&cli.unix_name).map_err(|e| match e {
+                ccp_agent::unix::BindError::BadName { .. } => Failure::Usage(e.into()),
+                other => Failure::Runtime(anyhow::Error::from(other).context("cannot serve")),
+            })?;
             agent.spawn(s)
         }
         IpcArg::Chan | IpcArg::Inline => {

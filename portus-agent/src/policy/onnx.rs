@@ -42,6 +42,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     s
 }
 
+/// Largest model file read (only regular files are read: a FIFO would block).
+pub const MAX_MODEL_BYTES: u64 = 1 << 30;
+/// Largest model card read.
+pub const MAX_CARD_BYTES: u64 = 16 << 20;
+
 impl OnnxModel {
     /// Load `model` with its `card`, checking (in this order) the card's schema, the card
     /// against `spec`, the card's sha256 against the file, that the file loads, the card's
@@ -53,13 +58,18 @@ impl OnnxModel {
         card: &Path,
         spec: &PolicySpec,
     ) -> Result<Arc<Self>, PolicyLoadError> {
-        let card_text = std::fs::read_to_string(card).map_err(|e| PolicyLoadError::Io {
-            path: card.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        let bytes = std::fs::read(model).map_err(|e| PolicyLoadError::Io {
-            path: model.to_path_buf(),
-            reason: e.to_string(),
+        let card_text =
+            crate::files::read_regular_to_string(card, MAX_CARD_BYTES).map_err(|e| {
+                PolicyLoadError::Io {
+                    path: card.to_path_buf(),
+                    reason: e.to_string(),
+                }
+            })?;
+        let bytes = crate::files::read_regular(model, MAX_MODEL_BYTES).map_err(|e| {
+            PolicyLoadError::Io {
+                path: model.to_path_buf(),
+                reason: e.to_string(),
+            }
         })?;
         Self::from_parts(model, card, &card_text, &bytes, spec)
     }

@@ -1,0 +1,171 @@
+//! The agent's flow tables: what each datapath asked for (the guard's [`FlowRequest`]s) and
+//! what the agent knows about each flow ([`FlowRecord`]s), bounded.
+//!
+//! Flows are keyed by datapath and socket id ([`FlowKey`]): socket ids are unique only per
+//! datapath, and one agent may serve several (unix sockets). The guard numbers datapaths
+//! ([`FlowTables::set_current_peer`]) as their messages pass; the adapter reads the number
+//! when portus hands it a new flow, on the same thread.
+//!
+//! Bounds: a live flow has one request and one record; the guard caps live flows
+//! (`guard::MAX_FLOWS_PER_DATAPATH`, `guard::MAX_FLOWS`). When a flow closes (or its
+//! datapath is dropped) its request goes and its record moves to a ring of the
+//! [`CLOSED_KEPT`] most recently closed flows (for `--sim` output and tests). Every request
+//! carries a generation, so a flow replaced by a new CREATE for the same socket id never
+//! removes its successor's request or record.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::adapter::FlowRecord;
+use crate::guard::FlowRequest;
+
+/// Records of closed flows kept (most recent first out of the ring).
+pub const CLOSED_KEPT: usize = 1024;
+
+/// A flow: its datapath (numbered by the guard; 0 for the in-process agent) and socket id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowKey {
+    pub peer: u32,
+    pub sid: u32,
+}
+
+/// Sizes of the tables (for tests and the soak benchmark).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TableSizes {
+    /// Records of live flows.
+    pub live: usize,
+    /// Records of closed flows kept.
+    pub closed: usize,
+    /// Requests of live (or just announced) flows.
+    pub requests: usize,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    requests: HashMap<FlowKey, (u64, FlowRequest)>,
+    live: HashMap<FlowKey, (u64, FlowRecord)>,
+    closed: VecDeque<FlowRecord>,
+}
+
+/// Requests and records of every flow, shared by the guard, the adapters and the agent.
+#[derive(Debug, Default)]
+pub struct FlowTables {
+    inner: Mutex<Inner>,
+    current_peer: AtomicU32,
+    next_gen: AtomicU64,
+}
+
+impl FlowTables {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // a panic elsewhere while holding the lock leaves consistent maps: keep going
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The datapath whose messages portus is handling now (set by the guard).
+    pub fn set_current_peer(&self, peer: u32) {
+        self.current_peer.store(peer, Ordering::Relaxed);
+    }
+
+    pub fn current_peer(&self) -> u32 {
+        self.current_peer.load(Ordering::Relaxed)
+    }
+
+    /// Record a flow's request (its CREATE); returns the request's generation.
+    pub fn set_request(&self, key: FlowKey, req: FlowRequest) -> u64 {
+        let gen = self.next_gen.fetch_add(1, Ordering::Relaxed) + 1;
+        self.lock().requests.insert(key, (gen, req));
+        gen
+    }
+
+    /// The request of `key` and its generation.
+    pub fn request(&self, key: FlowKey) -> Option<(u64, FlowRequest)> {
+        self.lock().requests.get(&key).cloned()
+    }
+
+    /// A new flow's record. A live record of an earlier flow with the same key (replaced
+    /// without a close) counts as closed.
+    pub fn open(&self, key: FlowKey, gen: u64, record: FlowRecord) -> Option<FlowRecord> {
+        let mut t = self.lock();
+        let displaced = t.live.insert(key, (gen, record)).map(|(_, mut r)| {
+            r.closed = true;
+            r
+        });
+        if let Some(r) = &displaced {
+            push_closed(&mut t.closed, r.clone());
+        }
+        displaced
+    }
+
+    /// Update the live record of `key` (generation `gen`); `f` sees it if present.
+    pub fn update<R>(
+        &self,
+        key: FlowKey,
+        gen: u64,
+        f: impl FnOnce(&mut FlowRecord) -> R,
+    ) -> Option<R> {
+        let mut t = self.lock();
+        match t.live.get_mut(&key) {
+            Some((g, rec)) if *g == gen => Some(f(rec)),
+            _ => None,
+        }
+    }
+
+    /// Close the flow `key` of generation `gen`: its request goes, its record (updated by
+    /// `f`) moves to the closed ring. Returns the record if this flow was still live.
+    pub fn close(
+        &self,
+        key: FlowKey,
+        gen: u64,
+        f: impl FnOnce(&mut FlowRecord),
+    ) -> Option<FlowRecord> {
+        let mut t = self.lock();
+        if t.requests.get(&key).is_some_and(|(g, _)| *g == gen) {
+            t.requests.remove(&key);
+        }
+        if t.live.get(&key).is_none_or(|(g, _)| *g != gen) {
+            return None;
+        }
+        let (_, mut rec) = t.live.remove(&key)?;
+        rec.closed = true;
+        f(&mut rec);
+        push_closed(&mut t.closed, rec.clone());
+        Some(rec)
+    }
+
+    /// Forget a request that never became a flow (a CREATE portus did not get).
+    pub fn drop_request(&self, key: FlowKey, gen: u64) {
+        let mut t = self.lock();
+        if t.requests.get(&key).is_some_and(|(g, _)| *g == gen) {
+            t.requests.remove(&key);
+        }
+    }
+
+    /// Live records, then the closed ones kept, sorted by socket id (stable).
+    pub fn records(&self) -> Vec<FlowRecord> {
+        let t = self.lock();
+        let mut live: Vec<(FlowKey, FlowRecord)> =
+            t.live.iter().map(|(k, (_, r))| (*k, r.clone())).collect();
+        live.sort_by_key(|(k, _)| *k);
+        let mut v: Vec<FlowRecord> = t.closed.iter().cloned().collect();
+        v.extend(live.into_iter().map(|(_, r)| r));
+        v.sort_by_key(|r| r.sid);
+        v
+    }
+
+    pub fn sizes(&self) -> TableSizes {
+        let t = self.lock();
+        TableSizes {
+            live: t.live.len(),
+            closed: t.closed.len(),
+            requests: t.requests.len(),
+        }
+    }
+}
+
+fn push_closed(ring: &mut VecDeque<FlowRecord>, r: FlowRecord) {
+    if ring.len() >= CLOSED_KEPT {
+        ring.pop_front();
+    }
+    ring.push_back(r);
+}
