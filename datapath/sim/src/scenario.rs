@@ -35,6 +35,18 @@ pub const PACKET_BYTES: u32 = 1500;
 pub const MAX_CONG_ALG_LEN: usize = 63;
 /// libccp's connection table holds 1024 connections.
 pub const MAX_FLOWS: usize = 1000;
+/// Highest link capacity (Mbit/s): a rate, each scheduled rate, and a trace's mean.
+pub const MAX_RATE_MBPS: f64 = 1e6;
+/// Most packets the link may carry over a scenario (its highest capacity × `duration_s`).
+pub const MAX_LINK_PACKETS: f64 = 1e9;
+/// Largest drop-tail buffer (packets), given or from `buffer_bdp`.
+pub const MAX_BUFFER_PKTS: u64 = 10_000_000;
+/// Latest trace timestamp (ms): one day.
+pub const MAX_TRACE_MS: u64 = 86_400_000;
+/// Most delivery opportunities (lines) a trace may hold.
+pub const MAX_TRACE_LINES: usize = 20_000_000;
+/// Largest trace file read (bytes); only regular files are read.
+pub const MAX_TRACE_BYTES: u64 = 256 << 20;
 
 /// Why a scenario was refused.
 #[derive(Debug, thiserror::Error)]
@@ -310,6 +322,61 @@ impl Scenario {
         for (i, f) in self.flows.iter().enumerate() {
             check_flow(i, f, self.duration_s)?;
         }
+        self.check_size()
+    }
+
+    /// What the simulator would have to carry: the link's packets over the run and the
+    /// buffer, both bounded.
+    fn check_size(&self) -> Result<(), ScenarioError> {
+        let (field, peak_bps) = match &self.link.capacity {
+            Capacity::Rate { steps } => (
+                "link.rate_mbps",
+                steps.iter().map(|s| s.1 * 1e6).fold(0.0, f64::max),
+            ),
+            Capacity::Trace { path, .. } => {
+                let mean = self.link.capacity.mean_bps();
+                if !(mean.is_finite() && mean <= MAX_RATE_MBPS * 1e6) {
+                    return Err(ScenarioError::Trace {
+                        path: path.clone(),
+                        message: format!(
+                            "its mean capacity (times trace_scale) is {:.0} Mbit/s, above \
+                             {MAX_RATE_MBPS} Mbit/s: too many opportunities per ms",
+                            mean / 1e6
+                        ),
+                    });
+                }
+                ("link.trace", mean)
+            }
+        };
+        let packets = peak_bps * self.duration_s / (8.0 * f64::from(PACKET_BYTES));
+        if !(packets <= MAX_LINK_PACKETS) {
+            return Err(field_err(
+                field,
+                format!(
+                    "the link carries {packets:.3e} packets in duration_s = {} s, more than \
+                     the simulator's {MAX_LINK_PACKETS:.0e}: shorten duration_s or lower the \
+                     capacity",
+                    self.duration_s
+                ),
+            ));
+        }
+        let (bfield, bpkts) = match self.link.buffer {
+            Buffer::Packets(n) => ("link.buffer_pkts", n as f64),
+            Buffer::Bdp(k) => (
+                "link.buffer_bdp",
+                k * self.min_rtt_s() * self.link.capacity.mean_bps()
+                    / (8.0 * f64::from(PACKET_BYTES)),
+            ),
+        };
+        if !(bpkts <= MAX_BUFFER_PKTS as f64) {
+            return Err(field_err(
+                bfield,
+                format!(
+                    "gives a buffer of {bpkts:.3e} packets, more than {MAX_BUFFER_PKTS}: use a \
+                     smaller buffer"
+                ),
+            ));
+        }
         Ok(())
     }
 }
@@ -568,8 +635,32 @@ pub fn load_trace(path: &Path) -> Result<Arc<[u64]>, ScenarioError> {
         path: path.to_path_buf(),
         message,
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| terr(format!("cannot read it: {e} (check the path; relative paths resolve against the scenario file's folder)")))?;
+    let unreadable = |e: std::io::Error| {
+        terr(format!(
+            "cannot read it: {e} (check the path; relative paths resolve against the scenario \
+             file's folder)"
+        ))
+    };
+    // only a regular file: a FIFO would block, /dev/zero would never end
+    let meta = std::fs::metadata(path).map_err(unreadable)?;
+    if !meta.is_file() {
+        return Err(terr("it is not a regular file".into()));
+    }
+    if meta.len() > MAX_TRACE_BYTES {
+        return Err(terr(format!(
+            "it is {} bytes, more than {MAX_TRACE_BYTES}",
+            meta.len()
+        )));
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(
+            std::fs::File::open(path).map_err(unreadable)?,
+            MAX_TRACE_BYTES,
+        ),
+        &mut text,
+    )
+    .map_err(unreadable)?;
     parse_trace(&text).map_err(terr)
 }
 
@@ -587,6 +678,19 @@ pub fn parse_trace(text: &str) -> Result<Arc<[u64]>, String> {
                 n + 1
             )
         })?;
+        if t > MAX_TRACE_MS {
+            return Err(format!(
+                "line {}: timestamp {t} ms is after {MAX_TRACE_MS} ms (one day): a trace \
+                 repeats, give one period of it",
+                n + 1
+            ));
+        }
+        if v.len() >= MAX_TRACE_LINES {
+            return Err(format!(
+                "more than {MAX_TRACE_LINES} delivery opportunities: use a shorter trace (or \
+                 trace_scale)"
+            ));
+        }
         if let Some(&last) = v.last() {
             if t < last {
                 return Err(format!(
@@ -697,5 +801,51 @@ count = 2
         let e = Scenario::from_toml_str(&base.replace("rate_mbps", "rat_mbps"), ".").unwrap_err();
         assert!(matches!(e, ScenarioError::Parse(_)), "{e}");
         assert!(e.to_string().contains("rat_mbps"), "{e}");
+    }
+
+    #[test]
+    fn absurd_traces_and_sizes_are_refused() {
+        // timestamps past a day (they overflowed the ns clock: utilization 51.0)
+        let e = parse_trace("1\n2\n18446744073709\n").unwrap_err();
+        assert!(e.contains("line 3") && e.contains("one day"), "{e}");
+        assert!(parse_trace(&format!("{MAX_TRACE_MS}\n")).is_ok());
+        let base = "duration_s = 10\n[link]\nrate_mbps = 10\n[[flow]]\nrtt_ms = 10\n";
+        // rate x duration
+        let big = base
+            .replace("rate_mbps = 10", "rate_mbps = 1000000")
+            .replace("duration_s = 10", "duration_s = 100000");
+        assert_eq!(field_of(&big), "link.rate_mbps");
+        let sched = base.replace(
+            "rate_mbps = 10",
+            "rate_mbps = 10\nrate_schedule = [{ at_s = 1, rate_mbps = 1000000 }]",
+        );
+        let sched = sched.replace("duration_s = 10", "duration_s = 100000");
+        assert_eq!(field_of(&sched), "link.rate_mbps");
+        // buffers
+        let b = base.replace("rate_mbps = 10", "rate_mbps = 10\nbuffer_pkts = 100000000");
+        assert_eq!(field_of(&b), "link.buffer_pkts");
+        let b = base
+            .replace("rate_mbps = 10", "rate_mbps = 100000\nbuffer_bdp = 1000")
+            .replace("rtt_ms = 10", "rtt_ms = 10000");
+        assert_eq!(field_of(&b), "link.buffer_bdp");
+        // a trace's mean capacity: many opportunities in one ms
+        let dir = std::env::temp_dir().join(format!("ccp-sc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("dense.trace"), "0\n".repeat(200_000) + "1\n").unwrap();
+        let t = "duration_s = 1\n[link]\ntrace = \"dense.trace\"\ntrace_scale = 100\n[[flow]]\nrtt_ms = 10\n";
+        let e = Scenario::from_toml_str(t, &dir).unwrap_err();
+        assert!(matches!(e, ScenarioError::Trace { .. }), "{e}");
+        assert!(e.to_string().contains("Mbit/s"), "{e}");
+        // not a regular file: refused at once (a FIFO used to block)
+        let fifo = dir.join("fifo.trace");
+        let _ = std::fs::remove_file(&fifo);
+        let st = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let e = load_trace(&fifo).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
