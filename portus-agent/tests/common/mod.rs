@@ -34,9 +34,14 @@ impl AgentProc {
     /// Start `ccp-agent --ipc unix --unix-name <name> <args>` and wait until its socket
     /// exists (up to 20 s).
     pub fn start(name: &str, args: &[&str], env: &[(&str, &str)]) -> AgentProc {
+        Self::start_bin(env!("CARGO_BIN_EXE_ccp-agent"), name, args, env)
+    }
+
+    /// [`AgentProc::start`] with another agent binary (e.g. an older build, to compare).
+    pub fn start_bin(bin: &str, name: &str, args: &[&str], env: &[(&str, &str)]) -> AgentProc {
         let stderr = std::env::temp_dir().join(format!("{name}.stderr"));
         let f = std::fs::File::create(&stderr).expect("stderr file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ccp-agent"));
+        let mut cmd = Command::new(bin);
         cmd.args(["--ipc", "unix", "--unix-name", name])
             .args(args)
             .stdin(Stdio::null())
