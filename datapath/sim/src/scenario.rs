@@ -349,7 +349,7 @@ impl Scenario {
             }
         };
         let packets = peak_bps * self.duration_s / (8.0 * f64::from(PACKET_BYTES));
-        if !(packets <= MAX_LINK_PACKETS) {
+        if packets.is_nan() || packets > MAX_LINK_PACKETS {
             return Err(field_err(
                 field,
                 format!(
@@ -368,7 +368,7 @@ impl Scenario {
                     / (8.0 * f64::from(PACKET_BYTES)),
             ),
         };
-        if !(bpkts <= MAX_BUFFER_PKTS as f64) {
+        if bpkts.is_nan() || bpkts > MAX_BUFFER_PKTS as f64 {
             return Err(field_err(
                 bfield,
                 format!(
