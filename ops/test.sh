@@ -25,6 +25,7 @@ suite() {
 suite fmt cargo fmt --all -- --check
 suite clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 suite rust cargo test --workspace --no-fail-fast
+suite fuzz bash ops/fuzz.sh
 suite python-build .venv/bin/maturin develop --release --quiet
 suite agent-build cargo build --release --quiet -p ccp-agent
 suite ruff .venv/bin/ruff check train ops/bench
