@@ -1,6 +1,8 @@
 //! Malformed, truncated and oversized datapath messages do not stop the agent: after each
 //! kind of junk, a well-formed flow is still created and answered.
 
+mod common;
+
 use std::time::Duration;
 
 use ccp_agent::guard::{CHANGE_PROG, HDR_LEN, INSTALL, MEASURE, UPDATE_FIELDS};
@@ -46,18 +48,7 @@ fn roundtrip(tx: &Sender<Vec<u8>>, rx: &Receiver<Vec<u8>>, s: u32) -> Vec<u8> {
     tx.send(create(s, "ccp_reno")).unwrap();
     let cp = expect(rx, CHANGE_PROG, s);
     let uid = wire::change_prog_uid(&cp).unwrap();
-    let prog = ccp_algs::Registry::builtin().get("reno").unwrap().program();
-    let fields = wire::report_fields(
-        &prog,
-        &[
-            ("acked_bytes", 14480),
-            ("acked_pkts", 10),
-            ("rtt_min_us", 40_000),
-            ("rtt_sum_us", 40_000),
-            ("rtt_cnt", 1),
-            ("interval_us", 20_000),
-        ],
-    );
+    let fields = common::reno_report();
     tx.send(measure(s, uid, &fields)).unwrap();
     expect(rx, UPDATE_FIELDS, s)
 }

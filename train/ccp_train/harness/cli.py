@@ -22,12 +22,18 @@ import time
 from pathlib import Path
 
 from . import plots as plotting
-from .matrix import DEFAULT_DIR, SPLITS, SUITES, MatrixError, load_matrix, select
+from .matrix import (
+    DEFAULT_ALGS,
+    DEFAULT_DIR,
+    SPLITS,
+    SUITES,
+    MatrixError,
+    comma_list,
+    load_matrix,
+    select,
+)
 from .report import card_summary, headline, markdown, rows, write_summary_csv
 from .runner import ROOT, expand, run_local, run_ray
-
-#: algorithms the default sweep compares (the agent must run each: learned ones need models)
-DEFAULT_ALGS = ("reno", "cubic", "bbr", "iris", "mocc")
 
 
 def evaluate(out: Path, *, split: str, algs: list[str], seeds: list[int],
@@ -93,10 +99,6 @@ def write_card_section(card: Path, rs: list[dict], meta: dict) -> None:
     tmp.replace(card)
 
 
-def _list(s: str) -> list[str]:
-    return [x.strip() for x in s.split(",") if x.strip()]
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m ccp_train.harness",
@@ -107,9 +109,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--split", choices=SPLITS, default="eval",
                    help="which scenarios: eval (reports; default) or tune (training, "
                         "selection and knob tuning use tune only)")
-    p.add_argument("--suites", type=_list, default=None,
+    p.add_argument("--suites", type=comma_list, default=None,
                    help=f"comma-separated subset of {','.join(SUITES)} (default: all)")
-    p.add_argument("--algs", type=_list, default=list(DEFAULT_ALGS),
+    p.add_argument("--algs", type=comma_list, default=list(DEFAULT_ALGS),
                    help=f"algorithms to compare (default: {','.join(DEFAULT_ALGS)})")
     p.add_argument("--seeds", type=int, default=None,
                    help="seeds per scenario, 1..N (default 5; 2 with --quick)")

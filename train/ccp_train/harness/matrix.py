@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 SPLITS = ("tune", "eval")
+#: algorithms a sweep compares by default (the agent must run each: learned ones need models)
+DEFAULT_ALGS = ("reno", "cubic", "bbr", "iris", "mocc")
 #: suites in report order
 SUITES = ("links", "cellular", "fairness", "friendliness", "dynamics", "preferences")
 
@@ -268,3 +270,8 @@ def select(scenarios: list[Scenario], split: str, *, quick: bool = False,
                           "only; `eval` is for reporting (see ops/eval/README.md)")
     out = [s for s in scenarios if s.split == split and (s.quick or not quick)]
     return out
+
+
+def comma_list(s: str) -> list[str]:
+    """A command-line list: ``"a, b,,c"`` -> ``["a", "b", "c"]``."""
+    return [x.strip() for x in s.split(",") if x.strip()]

@@ -34,7 +34,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .matrix import SPLITS, MatrixError, Scenario, load_matrix, repo_root, select
+from .matrix import (
+    DEFAULT_ALGS,
+    SPLITS,
+    MatrixError,
+    Scenario,
+    comma_list,
+    load_matrix,
+    repo_root,
+    select,
+)
 
 #: the repository (ops/vm/test.sh, models/)
 ROOT = repo_root()
@@ -45,7 +54,6 @@ MAX_RATE_MBPS = 200.0
 #: Linux's own algorithms every ccp_<alg> is compared with
 NATIVE = ("cubic", "bbr")
 #: the agent's algorithms run by default
-DEFAULT_ALGS = ("reno", "cubic", "bbr", "iris", "mocc")
 #: the simulator's packet size (a ``buffer_pkts`` link's queue in bytes)
 PACKET_BYTES = 1500
 #: guest names travel in a whitespace-separated file and in file names
@@ -320,10 +328,6 @@ def run_vm(out: Path, scenarios: Iterable[Scenario], seconds: int, algs: list[st
     return rows
 
 
-def _list(s: str) -> list[str]:
-    return [x.strip() for x in s.split(",") if x.strip()]
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m ccp_train.harness.vm",
@@ -337,7 +341,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="only the scenarios marked quick")
     p.add_argument("--seconds", type=int, default=10,
                    help="length of each transfer (default 10)")
-    p.add_argument("--algs", type=_list, default=list(DEFAULT_ALGS),
+    p.add_argument("--algs", type=comma_list, default=list(DEFAULT_ALGS),
                    help=f"the agent's algorithms (default: {','.join(DEFAULT_ALGS)})")
     return p
 
