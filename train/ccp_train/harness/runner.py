@@ -12,6 +12,7 @@ and on Ray.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import json
 import math
@@ -70,13 +71,18 @@ def _toml_value(v: object) -> str:
     raise ValueError(f"cannot write {v!r} as TOML")
 
 
+@functools.lru_cache(maxsize=32)
+def _trace_times(path: str) -> tuple[int, ...]:
+    """A trace's timestamps, parsed once per process (every seed of every run reuses them)."""
+    return tuple(int(x) for x in Path(path).read_text().split())
+
+
 def rotated_trace(path: Path, frac: float, cache: Path) -> Path:
     """The mahimahi trace ``path`` started ``frac`` of its period later (same period and
     opportunities); written once into ``cache``."""
     if frac <= 0.0:
         return path
-    text = path.read_text()
-    times = [int(x) for x in text.split()]
+    times = _trace_times(str(path.resolve()))
     period = times[-1]
     # start at an opportunity (so the rotated file's last timestamp is the period again)
     k = min(range(len(times)), key=lambda i: abs(times[i] - frac * period))
