@@ -47,12 +47,103 @@ pub trait LearnedCore: Send {
     fn metrics(&self) -> &FlowMetrics;
 }
 
+/// Every knob that shapes what a learned algorithm's policy observes or how its action is
+/// applied (α, bounds, additive increase, governors…), by knob name, as JSON values: the
+/// model card's `dynamics` section. Written by the trainer, checked by the agent on load.
+pub type Dynamics = std::collections::BTreeMap<String, serde_json::Value>;
+
 /// An algorithm whose flows are driven by a learned policy.
 pub trait LearnedAlgorithm: Algorithm {
     /// What its models must look like.
     fn spec(&self) -> PolicySpec;
     /// A new per-flow core (features/actions/reward), without a policy.
     fn new_core(&self, info: &FlowInfo) -> Box<dyn LearnedCore>;
+    /// The dynamics this algorithm, as configured, runs its policy under: every knob that
+    /// changes what an observation means or what an action does, so a model only runs under
+    /// the dynamics it was trained in ([`check_dynamics`]).
+    ///
+    /// Knobs that only set where a training episode *begins* (a start-up phase on or off, a
+    /// first rate) are left out: the trainer varies them per episode to cover the state
+    /// space, while the policy's map from observation to action is the same either way.
+    fn dynamics(&self) -> Dynamics;
+}
+
+/// A model card's dynamics differ from the ones the agent serves.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DynamicsError {
+    /// Both have the knob, with different values.
+    #[error(
+        "the {alg} model was trained with algs.{alg}.{knob} = {trained} but the agent runs \
+         {served}: set {knob} = {trained} under [algs.{alg}] in --config, or serve a model \
+         trained with {served}"
+    )]
+    Mismatch {
+        alg: String,
+        knob: String,
+        trained: serde_json::Value,
+        served: serde_json::Value,
+    },
+    /// The card lacks a knob the agent runs.
+    #[error(
+        "the {alg} model's card does not record algs.{alg}.{knob}, which this agent runs: \
+         retrain or re-export the model with a trainer that records every dynamics knob, or \
+         serve it with the agent version it was trained for"
+    )]
+    Missing { alg: String, knob: String },
+    /// The card has a knob this agent does not know.
+    #[error(
+        "the {alg} model was trained with algs.{alg}.{knob}, a knob this agent does not \
+         have: serve it with the agent version it was trained for, or retrain it with this one"
+    )]
+    Unknown { alg: String, knob: String },
+}
+
+/// Compare a card's dynamics with the served ones: same keys, equal values (numbers equal
+/// within 1e-9 relative, so f64 round trips through JSON pass). Reports the first knob
+/// (sorted by name) that differs.
+pub fn check_dynamics(
+    alg: &str,
+    trained: &Dynamics,
+    served: &Dynamics,
+) -> Result<(), DynamicsError> {
+    let knobs: std::collections::BTreeSet<&String> = trained.keys().chain(served.keys()).collect();
+    for knob in knobs {
+        let (alg, name) = (alg.to_string(), knob.clone());
+        match (trained.get(knob), served.get(knob)) {
+            (Some(t), Some(s)) if !same_value(t, s) => {
+                return Err(DynamicsError::Mismatch {
+                    alg,
+                    knob: name,
+                    trained: t.clone(),
+                    served: s.clone(),
+                })
+            }
+            (Some(_), Some(_)) => {}
+            (None, _) => return Err(DynamicsError::Missing { alg, knob: name }),
+            (_, None) => return Err(DynamicsError::Unknown { alg, knob: name }),
+        }
+    }
+    Ok(())
+}
+
+/// JSON equality, numbers within 1e-9 relative (recursively through arrays and objects).
+fn same_value(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()),
+            _ => x == y,
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+        }
+        _ => a == b,
+    }
 }
 
 /// A learned core driven by a policy: the agent-side controller of every learned algorithm.
@@ -179,5 +270,110 @@ impl Algorithm for WithPolicy {
             .policy(self.alg.name())
             .unwrap_or_else(|| Box::new(NoPolicy));
         Box::new(LearnedController::new(self.alg.new_core(info), policy))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn dyn_of(pairs: &[(&str, serde_json::Value)]) -> Dynamics {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn dynamics_survive_a_json_round_trip() {
+        let d = dyn_of(&[
+            ("alpha", json!(0.025)),
+            ("cap", json!(0.1 + 0.2)),
+            ("every", json!(10)),
+            ("on", json!(true)),
+            ("third", json!(1.0 / 3.0)),
+        ]);
+        let back: Dynamics = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
+        assert_eq!(check_dynamics("mocc", &back, &d), Ok(()));
+    }
+
+    #[test]
+    fn a_mismatch_names_the_knob_and_the_fix() {
+        let trained = dyn_of(&[("alpha", json!(0.05)), ("beta", json!(1)), ("z", json!(3))]);
+        let served = dyn_of(&[("alpha", json!(0.025)), ("beta", json!(1)), ("z", json!(4))]);
+        let e = check_dynamics("mocc", &trained, &served).unwrap_err();
+        assert!(matches!(&e, DynamicsError::Mismatch { knob, .. } if knob == "alpha"));
+        assert_eq!(
+            e.to_string(),
+            "the mocc model was trained with algs.mocc.alpha = 0.05 but the agent runs 0.025: \
+             set alpha = 0.05 under [algs.mocc] in --config, or serve a model trained with 0.025"
+        );
+    }
+
+    #[test]
+    fn missing_and_unknown_knobs_are_refused() {
+        let served = dyn_of(&[("alpha", json!(0.025)), ("kappa", json!(0.1))]);
+        let trained = dyn_of(&[("alpha", json!(0.025))]);
+        let e = check_dynamics("mocc", &trained, &served).unwrap_err();
+        assert_eq!(
+            e,
+            DynamicsError::Missing {
+                alg: "mocc".into(),
+                knob: "kappa".into()
+            }
+        );
+        assert!(e.to_string().contains("algs.mocc.kappa"), "{e}");
+        let trained = dyn_of(&[
+            ("alpha", json!(0.025)),
+            ("extra", json!(1)),
+            ("kappa", json!(0.1)),
+        ]);
+        let e = check_dynamics("mocc", &trained, &served).unwrap_err();
+        assert_eq!(
+            e,
+            DynamicsError::Unknown {
+                alg: "mocc".into(),
+                knob: "extra".into()
+            }
+        );
+        assert!(e.to_string().contains("algs.mocc.extra"), "{e}");
+        // the first differing knob by name wins
+        let trained = dyn_of(&[("a", json!(1)), ("alpha", json!(0.025))]);
+        let e = check_dynamics("mocc", &trained, &served).unwrap_err();
+        assert!(matches!(e, DynamicsError::Unknown { knob, .. } if knob == "a"));
+    }
+
+    #[test]
+    fn numbers_compare_within_a_relative_tolerance() {
+        let served = dyn_of(&[
+            ("x", json!(0.7)),
+            ("n", json!(10)),
+            ("v", json!([1.0, 2.0])),
+        ]);
+        let close = dyn_of(&[
+            ("x", json!(0.7 * (1.0 + 1e-12))),
+            ("n", json!(10.0)),
+            ("v", json!([1.0, 2.0 + 1e-13])),
+        ]);
+        assert_eq!(check_dynamics("mocc", &close, &served), Ok(()));
+        let far = dyn_of(&[
+            ("x", json!(0.7 * (1.0 + 1e-6))),
+            ("n", json!(10)),
+            ("v", json!([1.0, 2.0])),
+        ]);
+        assert!(check_dynamics("mocc", &far, &served).is_err());
+        let other_type = dyn_of(&[
+            ("x", json!("0.7")),
+            ("n", json!(10)),
+            ("v", json!([1.0, 2.0])),
+        ]);
+        assert!(check_dynamics("mocc", &other_type, &served).is_err());
+        let zero = dyn_of(&[("z", json!(0.0))]);
+        assert_eq!(
+            check_dynamics("mocc", &zero, &dyn_of(&[("z", json!(0))])),
+            Ok(())
+        );
+        assert!(check_dynamics("mocc", &zero, &dyn_of(&[("z", json!(1e-300))])).is_err());
     }
 }

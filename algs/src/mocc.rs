@@ -300,6 +300,11 @@
 //!   That is a safe fallback, not MOCC; the
 //!   agent only registers MOCC with a model, through `WithPolicy`.
 //!
+//! - **Dynamics** ([`crate::learned::LearnedAlgorithm::dynamics`], the model card's
+//!   `dynamics`): every [`MoccConfig`] knob but `startup` and `initial_rate_mbps`, which set
+//!   where a training episode begins, not how an action acts; a model runs only under the
+//!   dynamics it was trained in.
+//!
 //! Not here: the networks (actor/critic 64→32 tanh with a preference sub-network), PPO,
 //! two-phase training over 36 landmark preferences (Algorithm 1) and online adaptation with
 //! requirement replay (eq. 6) live in the Python trainer; this module is what it trains on.
@@ -663,7 +668,24 @@ impl LearnedAlgorithm for Mocc {
             Arc::clone(&self.peers),
         ))
     }
+
+    /// The whole [`MoccConfig`] but the episode-start knobs `startup` and
+    /// `initial_rate_mbps` (where a flow begins, not how actions act).
+    fn dynamics(&self) -> crate::learned::Dynamics {
+        let mut d: crate::learned::Dynamics = match serde_json::to_value(&self.config) {
+            Ok(serde_json::Value::Object(m)) => m.into_iter().collect(),
+            _ => unreachable!("MoccConfig serializes to a JSON object"),
+        };
+        for knob in EPISODE_START_KNOBS {
+            d.remove(knob);
+        }
+        d
+    }
 }
+
+/// [`MoccConfig`] knobs that set where a training episode begins, not how the policy's
+/// actions act: left out of [`Mocc`]'s dynamics.
+pub const EPISODE_START_KNOBS: [&str; 2] = ["startup", "initial_rate_mbps"];
 
 /// The fallback policy of a bare [`Mocc`]: `a = 0` (keep the rate).
 struct HoldRate;
@@ -2456,5 +2478,42 @@ mod tests {
                 assert!(core.objectives()[1] > 0.97);
             }
         }
+    }
+
+    #[test]
+    fn dynamics_are_the_config_but_the_episode_start() {
+        use crate::learned::{check_dynamics, DynamicsError};
+        let d = Mocc::default().dynamics();
+        assert_eq!(d["alpha"], serde_json::json!(0.025));
+        assert_eq!(d["share_probe_every_mis"], serde_json::json!(10));
+        assert!(!d.contains_key("startup") && !d.contains_key("initial_rate_mbps"));
+        let all = serde_json::to_value(MoccConfig::default()).unwrap();
+        assert_eq!(
+            d.len() + EPISODE_START_KNOBS.len(),
+            all.as_object().unwrap().len()
+        );
+        // the episode start does not change the dynamics
+        let m = Mocc::new(MoccConfig {
+            startup: false,
+            initial_rate_mbps: Some(3.0),
+            ..MoccConfig::default()
+        });
+        assert_eq!(m.dynamics(), d);
+        // a card written as JSON and read back passes
+        let card: crate::learned::Dynamics =
+            serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
+        assert_eq!(check_dynamics("mocc", &card, &d), Ok(()));
+        // α differs: named with the fix
+        let served = Mocc::new(MoccConfig {
+            alpha: 0.05,
+            ..MoccConfig::default()
+        })
+        .dynamics();
+        let e = check_dynamics("mocc", &served, &d).unwrap_err();
+        assert!(matches!(&e, DynamicsError::Mismatch { knob, .. } if knob == "alpha"));
+        assert!(
+            e.to_string().contains("set alpha = 0.05 under [algs.mocc]"),
+            "{e}"
+        );
     }
 }
