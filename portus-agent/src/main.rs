@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ccp_agent::simrun::{self, IpcKind, RunOptions};
-use ccp_agent::{Agent, AgentOptions, ConfigError};
 use ccp_algs::Preference;
+use ccp_runtime::simrun::{self, IpcKind, RunOptions};
+use ccp_runtime::{Agent, AgentOptions, ConfigError};
 use clap::{Parser, ValueEnum};
 use tracing::{error, info};
 
@@ -129,7 +129,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     let algs = match &cli.config {
-        Some(p) => ccp_agent::agent::load_config(p)?,
+        Some(p) => ccp_runtime::agent::load_config(p)?,
         None => Default::default(),
     };
     let opts = AgentOptions {
@@ -210,8 +210,8 @@ fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
             agent.spawn(s)
         }
         IpcArg::Unix => {
-            let s = ccp_agent::unix::UnixSocket::bind(&cli.unix_name).map_err(|e| match e {
-                ccp_agent::unix::BindError::BadName { .. } => Failure::Usage(e.into()),
+            let s = ccp_runtime::unix::UnixSocket::bind(&cli.unix_name).map_err(|e| match e {
+                ccp_runtime::unix::BindError::BadName { .. } => Failure::Usage(e.into()),
                 other => Failure::Runtime(anyhow::Error::from(other).context("cannot serve")),
             })?;
             agent.spawn(s)

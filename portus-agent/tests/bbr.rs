@@ -9,7 +9,7 @@
 //! 10 rounds (about a second at these RTTs) and finds a higher one at ×1.25 per gain cycle
 //! (25 → 50 Mbit/s in about three cycles, one second).
 
-use ccp_agent::simrun::{run_sim, RunOptions, SimRun};
+use ccp_runtime::simrun::{run_sim, RunOptions, SimRun};
 use ccp_sim::{Scenario, SimResults};
 
 fn run(toml: &str) -> SimRun {

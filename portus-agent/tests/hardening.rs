@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ccp_agent::guard::{CHANGE_PROG, UPDATE_FIELDS};
-use ccp_agent::wire;
-use ccp_agent::{Agent, AgentOptions};
+use ccp_runtime::guard::{CHANGE_PROG, UPDATE_FIELDS};
+use ccp_runtime::wire;
+use ccp_runtime::{Agent, AgentOptions};
 use common::{close, reno_report, unique, AgentProc, Peer};
 use crossbeam_channel::{unbounded, Receiver, Sender};
 
@@ -36,7 +36,7 @@ fn expect_chan(rx: &Receiver<Vec<u8>>, want: u16, sid: u32, t: Duration) -> Opti
 
 struct ChanAgent {
     agent: Agent,
-    running: Option<ccp_agent::RunningAgent>,
+    running: Option<ccp_runtime::RunningAgent>,
     tx: Sender<Vec<u8>>,
     rx: Receiver<Vec<u8>>,
 }
@@ -59,7 +59,7 @@ impl ChanAgent {
         }
     }
 
-    fn running(&self) -> &ccp_agent::RunningAgent {
+    fn running(&self) -> &ccp_runtime::RunningAgent {
         self.running.as_ref().expect("running")
     }
 
@@ -279,7 +279,7 @@ fn closed_flows_leave_the_tables() {
     );
     let sizes = a.running().table_sizes();
     assert_eq!(sizes.live, 1, "{sizes:?}");
-    assert!(sizes.closed <= ccp_agent::flows::CLOSED_KEPT, "{sizes:?}");
+    assert!(sizes.closed <= ccp_runtime::flows::CLOSED_KEPT, "{sizes:?}");
     assert_eq!(sizes.requests, 1, "{sizes:?}");
     assert_eq!(
         a.agent
@@ -295,7 +295,7 @@ fn closed_flows_leave_the_tables() {
 #[test]
 fn live_flows_are_capped() {
     let a = ChanAgent::start(AgentOptions::default());
-    let cap = ccp_agent::guard::MAX_FLOWS_PER_DATAPATH as u32;
+    let cap = ccp_runtime::guard::MAX_FLOWS_PER_DATAPATH as u32;
     for sid in 1..=cap + 500 {
         a.tx.send(wire::create(sid, "ccp_reno", 14480, 1448))
             .unwrap();
@@ -503,7 +503,7 @@ fn datapath_names_cannot_forge_log_lines() {
     let mut p = Peer::bind(&unique("dp"), &name);
     p.send(&wire::ready(1)).unwrap();
     for (sid, evil) in [
-        "x\nFORGED ERROR ccp_agent: owned",
+        "x\nFORGED ERROR ccp_runtime: owned",
         "ccp_nope\r\nFORGED",
         "nope;w=1,1,1\nFORGED",
         "\u{1b}[2Jccp",

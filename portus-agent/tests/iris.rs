@@ -5,7 +5,7 @@
 //! Iris's place and prints both (`cargo test -p ccp-agent --test iris -- --nocapture`);
 //! only Iris's figures are asserted. Durations are as short as each criterion allows.
 
-use ccp_agent::simrun::{run_sim, RunOptions, SimRun};
+use ccp_runtime::simrun::{run_sim, RunOptions, SimRun};
 use ccp_sim::{Scenario, SimResults};
 
 fn scenario(toml: &str) -> Scenario {

@@ -12,10 +12,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ccp_agent::agent::load_config;
-use ccp_agent::simrun::{run_sim, IpcKind, RunOptions, SimRun};
-use ccp_agent::AgentOptions;
 use ccp_algs::AlgsConfig;
+use ccp_runtime::agent::load_config;
+use ccp_runtime::simrun::{run_sim, IpcKind, RunOptions, SimRun};
+use ccp_runtime::AgentOptions;
 use ccp_sim::Scenario;
 
 /// The model directory: `CCP_MOCC_MODELS`, else the checkout's `models/`.

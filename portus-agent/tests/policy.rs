@@ -7,10 +7,10 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use ccp_agent::policy::{
+use ccp_algs::policy::{Policy, PolicySource, PolicySpec};
+use ccp_runtime::policy::{
     runtime, LoadOptions, ModelStore, OnnxPolicy, PolicyLoadError, ReloadStatus,
 };
-use ccp_algs::policy::{Policy, PolicySource, PolicySpec};
 use serde::Deserialize;
 
 const TOL: f32 = 1e-5;
@@ -343,7 +343,7 @@ fn edit_card(dir: &Path, name: &str, f: impl FnOnce(&mut serde_json::Value)) {
 
 fn set_sha(dir: &Path, name: &str) {
     let bytes = std::fs::read(dir.join(format!("{name}.onnx"))).unwrap();
-    let sha = ccp_agent::policy::sha256_hex(&bytes);
+    let sha = ccp_runtime::policy::sha256_hex(&bytes);
     edit_card(dir, name, |v| v["sha256"] = sha.into());
 }
 

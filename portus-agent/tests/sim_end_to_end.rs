@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use ccp_agent::simrun::{run_sim, IpcKind, RunOptions, SimRun};
-use ccp_agent::AgentOptions;
+use ccp_runtime::simrun::{run_sim, IpcKind, RunOptions, SimRun};
+use ccp_runtime::AgentOptions;
 use ccp_sim::Scenario;
 
 fn scenario(text: &str) -> Scenario {

@@ -1,6 +1,6 @@
 """Model cards: ``<alg>.json`` next to ``<alg>.onnx``.
 
-The Rust runtime (``portus-agent/src/policy/card.rs``) parses the same schema with unknown
+The Rust runtime (``portus-agent/runtime/src/policy/card.rs``) parses the same schema with unknown
 fields refused, checks it against the algorithm's ``PolicySpec`` and against the model's real
 inputs/outputs, and refuses a card whose ``sha256`` is not the file's.
 

@@ -20,14 +20,14 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use anyhow::Context;
-use ccp_agent::adapter::{action_fields, sanitize};
-use ccp_agent::guard::FlowRequest;
-use ccp_agent::inline::{ExternalControl, InlineAgent};
-use ccp_agent::{Agent, AgentOptions};
 use ccp_algs::learned::{LearnedAlgorithm, LearnedCore};
 use ccp_algs::policy::PolicySpec;
 use ccp_algs::signals::INTERVAL_REG;
 use ccp_algs::{Algorithm, FlowInfo, Interval, Registry};
+use ccp_runtime::adapter::{action_fields, sanitize};
+use ccp_runtime::guard::FlowRequest;
+use ccp_runtime::inline::{ExternalControl, InlineAgent};
+use ccp_runtime::{Agent, AgentOptions};
 use ccp_sim::{Scenario, Session, SimOptions, SimResults, Simulator};
 
 /// One learning flow.

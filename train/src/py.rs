@@ -1,8 +1,8 @@
 //! The `ccp_train._native` Python module (feature `python`).
 
 use crate::env;
-use ccp_agent::AgentOptions;
 use ccp_algs::{AlgsConfig, Preference};
+use ccp_runtime::AgentOptions;
 use ccp_sim::Scenario;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, ToPyArray};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -162,7 +162,7 @@ impl SimEnv {
 }
 
 fn toml_algs(text: &str) -> PyResult<AlgsConfig> {
-    ccp_agent::agent::algs_from_toml(text).map_err(value_err)
+    ccp_runtime::agent::algs_from_toml(text).map_err(value_err)
 }
 
 /// MOCC's default knobs (`MoccConfig::default()`, what the agent runs) as a dict: the

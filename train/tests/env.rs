@@ -5,11 +5,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use _native::env::TrainEnv;
-use ccp_agent::simrun::{run_sim_with_registry, IpcKind, RunOptions};
-use ccp_agent::AgentOptions;
 use ccp_algs::learned::{LearnedAlgorithm, WithPolicy};
 use ccp_algs::policy::{Policy, PolicyError, PolicySource};
 use ccp_algs::{AlgsConfig, Registry};
+use ccp_runtime::simrun::{run_sim_with_registry, IpcKind, RunOptions};
+use ccp_runtime::AgentOptions;
 use ccp_sim::Scenario;
 
 const SCENARIO: &str = r#"

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use ccp_agent::policy::{ModelStore, OnnxPolicy};
 use ccp_algs::policy::{Policy, PolicySpec};
 use ccp_algs::{Algorithm, FlowInfo, Interval, Preference};
+use ccp_runtime::policy::{ModelStore, OnnxPolicy};
 
 const WARMUP: usize = 2_000;
 const SAMPLES: usize = 20_000;
@@ -25,7 +25,7 @@ const BATCH: usize = 64;
 const BATCH_SAMPLES: usize = 2_000;
 
 fn fixtures() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = root.join("target/policy-fixtures");
     if dir.join("fx_lstm.records.json").exists() && dir.join("fx_owl.json").exists() {
         return dir;
@@ -151,7 +151,7 @@ fn main() {
     // Reference: a bare ort session on the MLP, no abstraction (the runtime's overhead is
     // the difference to the first line above).
     {
-        let rt = ccp_agent::policy::runtime::get().expect("runtime loaded");
+        let rt = ccp_runtime::policy::runtime::get().expect("runtime loaded");
         let mut session = ort::session::Session::builder(rt.environment())
             .unwrap()
             .with_intra_threads(1)
@@ -206,7 +206,7 @@ fn main() {
 /// One MOCC decision per report with the shipped model, after start-up: reports of a path
 /// that alternates between a growing and a draining queue, so the features move.
 fn shipped_mocc() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let models = root.join("models");
     if !models.join("mocc.json").exists() {
         println!("no models/mocc.json: skipping the shipped-MOCC decision");

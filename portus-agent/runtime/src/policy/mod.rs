@@ -14,7 +14,7 @@
 //! The Python side (`train/ccp_train/export.py`, `card.py`) writes what this reads.
 //!
 //! ```no_run
-//! use ccp_agent::policy::ModelStore;
+//! use ccp_runtime::policy::ModelStore;
 //! use ccp_algs::policy::PolicySpec;
 //! # fn specs() -> Vec<PolicySpec> { Vec::new() }
 //! // Start-up: loads onnxruntime (if any model is present) and checks every model against

@@ -1,4 +1,7 @@
-//! `ccp-agent`: hosts every registered congestion-control algorithm on portus.
+//! `ccp-runtime`: the agent's runtime library. It hosts every registered congestion-control
+//! algorithm on portus; the `ccp-agent` binary (`portus-agent/src/main.rs`) is its command
+//! line, the simulator's tests and the training bindings (`train/`) use it directly, so
+//! there is one message loop for all of them.
 //!
 //! - [`agent`]: building the registry, validating programs, running portus.
 //! - [`adapter`]: `Algorithm`/`Controller` → portus `CongAlg`/`Flow`.

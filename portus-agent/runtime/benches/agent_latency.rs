@@ -9,9 +9,9 @@
 use std::os::unix::net::UnixDatagram;
 use std::time::{Duration, Instant};
 
-use ccp_agent::guard::{CHANGE_PROG, UPDATE_FIELDS};
-use ccp_agent::wire;
-use ccp_agent::{Agent, AgentOptions};
+use ccp_runtime::guard::{CHANGE_PROG, UPDATE_FIELDS};
+use ccp_runtime::wire;
+use ccp_runtime::{Agent, AgentOptions};
 
 const N: usize = 50_000;
 
