@@ -74,7 +74,7 @@ use crate::reno::{Congestion, LossClock};
 use crate::signals::{fields, FoldProgram, Interval, ProgramBuilder, Trigger};
 
 /// BBR's knobs; defaults from `tcp_bbr.c`.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BbrConfig {
     /// STARTUP pacing and cwnd gain (`bbr_high_gain`, 2/ln 2); DRAIN paces at its inverse.
@@ -222,6 +222,15 @@ pub const CYCLE_LEN: usize = 8;
 #[derive(Debug, Clone, Default)]
 pub struct Bbr {
     pub config: BbrConfig,
+}
+
+impl crate::registry::FromConfig for Bbr {
+    type Config = BbrConfig;
+    fn from_config(config: &BbrConfig) -> Self {
+        Self {
+            config: config.clone(),
+        }
+    }
 }
 
 impl Algorithm for Bbr {

@@ -1,4 +1,5 @@
-//! Every algorithm's knobs in one place: `AlgsConfig` is what the agent's `--config` TOML
+//! Every algorithm's knobs in one place: [`AlgsConfig`] (generated from the registry table,
+//! [`crate::registry`]) is what the agent's `--config` TOML
 //! file holds under `[algs.<name>]`, and what tests and the simulator runner pass in code.
 //! Missing tables and keys take each paper's defaults; unknown keys are errors.
 //!
@@ -8,33 +9,7 @@
 
 use std::fmt;
 
-use crate::bbr::BbrConfig;
-use crate::cubic::CubicConfig;
-use crate::iris::IrisConfig;
-use crate::mocc::MoccConfig;
-use crate::reno::RenoConfig;
-
-/// Configuration of every algorithm.
-#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AlgsConfig {
-    pub reno: RenoConfig,
-    pub cubic: CubicConfig,
-    pub bbr: BbrConfig,
-    pub iris: IrisConfig,
-    pub mocc: MoccConfig,
-}
-
-impl AlgsConfig {
-    /// Check every knob of every algorithm against its range.
-    pub fn validate(&self) -> Result<(), KnobError> {
-        self.reno.validate()?;
-        self.cubic.validate()?;
-        self.bbr.validate()?;
-        self.iris.validate()?;
-        self.mocc.validate()
-    }
-}
+pub use crate::registry::AlgsConfig;
 
 /// A knob outside its range: `algs.<alg>.<knob> = <value>: expected <range>`.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -31,7 +31,7 @@ use crate::reno::{half_rtt_interval, Congestion, LossClock, WINDOW_FIELDS};
 use crate::signals::{FoldProgram, Interval, ProgramBuilder, Trigger};
 
 /// Cubic's knobs (RFC 8312 names).
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CubicConfig {
     /// Cubic scaling constant `C` (segments / s³).
@@ -87,6 +87,15 @@ impl CubicConfig {
 #[derive(Debug, Clone, Default)]
 pub struct Cubic {
     pub config: CubicConfig,
+}
+
+impl crate::registry::FromConfig for Cubic {
+    type Config = CubicConfig;
+    fn from_config(config: &CubicConfig) -> Self {
+        Self {
+            config: config.clone(),
+        }
+    }
 }
 
 impl Algorithm for Cubic {

@@ -133,7 +133,7 @@ use crate::controller::{Action, Algorithm, Controller, FlowInfo, FlowMetrics};
 use crate::signals::{fields, FoldProgram, Interval, ProgramBuilder};
 
 /// How the target delay `T` is taken from the RTT window (§IV-A2, §VI-B4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IrisTarget {
     /// Iris-min: the minimum RTT in the window (the paper's default).
@@ -145,7 +145,7 @@ pub enum IrisTarget {
 
 /// Iris's knobs (paper names in brackets). Defaults are the paper's (§V-D) where it gives
 /// one; the others are this implementation's choices, documented in the module header.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct IrisConfig {
     /// Epoch length [τ] (ms).
@@ -308,6 +308,15 @@ const IRIS_FIELDS: [&str; 10] = [
 #[derive(Debug, Clone, Default)]
 pub struct Iris {
     pub config: IrisConfig,
+}
+
+impl crate::registry::FromConfig for Iris {
+    type Config = IrisConfig;
+    fn from_config(config: &IrisConfig) -> Self {
+        Self {
+            config: config.clone(),
+        }
+    }
 }
 
 impl Algorithm for Iris {

@@ -634,6 +634,13 @@ impl Mocc {
     }
 }
 
+impl crate::registry::FromConfig for Mocc {
+    type Config = MoccConfig;
+    fn from_config(config: &MoccConfig) -> Self {
+        Self::new(config.clone())
+    }
+}
+
 impl Algorithm for Mocc {
     fn name(&self) -> &'static str {
         "mocc"

@@ -12,13 +12,140 @@
 
 use std::sync::Arc;
 
-use crate::config::AlgsConfig;
 use crate::controller::Algorithm;
+use crate::learned::LearnedAlgorithm;
 
-/// Every algorithm the portfolio ships, in registry order.
-pub const ALGORITHMS: [&str; 8] = [
-    "reno", "cubic", "bbr", "jury", "owl", "mocc", "iris", "nuwa",
-];
+/// Build an algorithm from its config table (`[algs.<name>]`): how the registry table below
+/// constructs every algorithm it lists.
+pub trait FromConfig {
+    /// The algorithm's knobs (`RenoConfig`, …).
+    type Config;
+    /// The algorithm with these knobs.
+    fn from_config(config: &Self::Config) -> Self;
+}
+
+/// Expands the registry table (below) into everything that lists algorithms.
+///
+/// ```text
+///   <name>: builtin <Algorithm type>, <Config type>;   needs no model (Registry::from_config)
+///   <name>: learned <Algorithm type>, <Config type>;   driven by a policy (learned())
+///   <name>: reserved;                                  a name without an implementation yet
+/// ```
+///
+/// From it come [`ALGORITHMS`], [`AlgsConfig`] (one field per implemented algorithm, named
+/// as the algorithm: `[algs.<name>]`) and its `validate()`, [`Registry::from_config`],
+/// [`learned`], [`learned_names`] and [`defaults`]. The algorithm type implements
+/// [`FromConfig`] with that config type and [`Algorithm`] (`builtin`) or
+/// [`LearnedAlgorithm`] (`learned`); the config type `Default`, serde (with
+/// `#[serde(default, deny_unknown_fields)]`) and `validate(&self) -> Result<(), KnobError>`.
+macro_rules! algorithms {
+    // one line at a time into [every name] [implemented: (kind name type config)] [learned]
+    (@parse [$($all:ident)*] [$($imp:tt)*] [$($ln:ident)*]
+        $name:ident : reserved ; $($rest:tt)*) => {
+        algorithms!(@parse [$($all)* $name] [$($imp)*] [$($ln)*] $($rest)*);
+    };
+    (@parse [$($all:ident)*] [$($imp:tt)*] [$($ln:ident)*]
+        $name:ident : builtin $alg:ty, $cfg:ty ; $($rest:tt)*) => {
+        algorithms!(@parse [$($all)* $name] [$($imp)* (builtin $name $alg, $cfg)] [$($ln)*]
+            $($rest)*);
+    };
+    (@parse [$($all:ident)*] [$($imp:tt)*] [$($ln:ident)*]
+        $name:ident : learned $alg:ty, $cfg:ty ; $($rest:tt)*) => {
+        algorithms!(@parse [$($all)* $name] [$($imp)* (learned $name $alg, $cfg)]
+            [$($ln)* $name] $($rest)*);
+    };
+    (@parse [$($all:ident)*] [$(($kind:ident $name:ident $alg:ty, $cfg:ty))*]
+        [$($ln:ident)*]) => {
+        /// Every algorithm the portfolio ships or reserves a name for, in registry order.
+        pub const ALGORITHMS: [&str; [$(stringify!($all)),*].len()] = [$(stringify!($all)),*];
+
+        /// The learned algorithms' names, in registry order.
+        const LEARNED: &[&str] = &[$(stringify!($ln)),*];
+
+        /// Configuration of every algorithm: what the agent's `--config` TOML file holds under
+        /// `[algs.<name>]`, and what tests and the simulator runner pass in code. Missing
+        /// tables and keys take each paper's defaults; unknown keys are errors.
+        #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, serde::Serialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct AlgsConfig {
+            $(pub $name: $cfg,)*
+        }
+
+        impl AlgsConfig {
+            /// Check every knob of every algorithm against its range.
+            pub fn validate(&self) -> Result<(), crate::config::KnobError> {
+                $(self.$name.validate()?;)*
+                Ok(())
+            }
+        }
+
+        /// The default config table of `alg`, as JSON (`None`: not an implemented algorithm).
+        pub fn defaults(alg: &str) -> Option<serde_json::Value> {
+            $(if alg == stringify!($name) {
+                return serde_json::to_value(<$cfg>::default()).ok();
+            })*
+            None
+        }
+
+        impl Registry {
+            /// The algorithms that need no trained model, configured.
+            pub fn from_config(cfg: &AlgsConfig) -> Self {
+                let mut r = Self::new();
+                $(algorithms!(@builtin $kind r cfg $name $alg);)*
+                r
+            }
+        }
+
+        /// The learned algorithms, unwrapped (no policy): what training environments drive,
+        /// and what the agent registers with a model ([`crate::learned::WithPolicy`]).
+        #[allow(clippy::vec_init_then_push)] // one push per learned line of the table
+        pub fn learned(cfg: &AlgsConfig) -> Vec<Arc<dyn LearnedAlgorithm>> {
+            let mut v: Vec<Arc<dyn LearnedAlgorithm>> = Vec::new();
+            $(algorithms!(@learned $kind v cfg $name $alg);)*
+            v
+        }
+    };
+    (@builtin builtin $r:ident $cfg:ident $name:ident $alg:ty) => {
+        $r.register(Arc::new(<$alg as FromConfig>::from_config(&$cfg.$name)));
+    };
+    (@builtin learned $($_:tt)*) => {};
+    (@learned learned $v:ident $cfg:ident $name:ident $alg:ty) => {
+        $v.push(Arc::new(<$alg as FromConfig>::from_config(&$cfg.$name)));
+    };
+    (@learned builtin $($_:tt)*) => {};
+    ($($table:tt)*) => {
+        algorithms!(@parse [] [] [] $($table)*);
+    };
+}
+
+// The registry: adding an algorithm is one line here (plus its module).
+algorithms! {
+    reno:  builtin crate::reno::Reno,   crate::reno::RenoConfig;
+    cubic: builtin crate::cubic::Cubic, crate::cubic::CubicConfig;
+    bbr:   builtin crate::bbr::Bbr,     crate::bbr::BbrConfig;
+    jury:  reserved;
+    owl:   reserved;
+    mocc:  learned crate::mocc::Mocc,   crate::mocc::MoccConfig;
+    iris:  builtin crate::iris::Iris,   crate::iris::IrisConfig;
+    nuwa:  reserved;
+}
+
+/// The learned algorithms' names, in registry order.
+pub fn learned_names() -> &'static [&'static str] {
+    LEARNED
+}
+
+/// Whether `name` (registry or datapath name: `mocc`, `ccp_mocc`) is a learned algorithm.
+pub fn is_learned(name: &str) -> bool {
+    LEARNED.contains(&strip_prefix(name))
+}
+
+/// One learned algorithm by registry or datapath name, configured (`None`: not a learned
+/// algorithm).
+pub fn learned_by_name(cfg: &AlgsConfig, name: &str) -> Option<Arc<dyn LearnedAlgorithm>> {
+    let name = strip_prefix(name);
+    learned(cfg).into_iter().find(|a| a.name() == name)
+}
 
 /// Prefix the kernel module puts in front of algorithm names (`ccp_cubic`).
 pub const DATAPATH_PREFIX: &str = "ccp_";
@@ -66,30 +193,6 @@ impl Registry {
     pub fn builtin() -> Self {
         Self::from_config(&AlgsConfig::default())
     }
-
-    /// The algorithms that need no trained model, configured.
-    pub fn from_config(cfg: &AlgsConfig) -> Self {
-        let mut r = Self::new();
-        r.register(Arc::new(crate::reno::Reno {
-            config: cfg.reno.clone(),
-        }));
-        r.register(Arc::new(crate::cubic::Cubic {
-            config: cfg.cubic.clone(),
-        }));
-        r.register(Arc::new(crate::bbr::Bbr {
-            config: cfg.bbr.clone(),
-        }));
-        r.register(Arc::new(crate::iris::Iris {
-            config: cfg.iris.clone(),
-        }));
-        r
-    }
-}
-
-/// The learned algorithms, unwrapped (no policy): what training environments drive, and what
-/// the agent registers with a model ([`crate::learned::WithPolicy`]).
-pub fn learned(cfg: &AlgsConfig) -> Vec<Arc<dyn crate::learned::LearnedAlgorithm>> {
-    vec![Arc::new(crate::mocc::Mocc::new(cfg.mocc.clone()))]
 }
 
 #[cfg(test)]
@@ -120,5 +223,58 @@ mod tests {
             assert!(p.name.starts_with(a.name()), "{} not prefixed", p.name);
             assert!(seen.insert(p.name), "duplicate program name {}", p.name);
         }
+    }
+
+    #[test]
+    fn the_table_lists_every_name_in_order() {
+        assert_eq!(
+            ALGORITHMS,
+            ["reno", "cubic", "bbr", "jury", "owl", "mocc", "iris", "nuwa"]
+        );
+        assert_eq!(learned_names(), ["mocc"]);
+        assert!(is_learned("mocc") && is_learned("ccp_mocc"));
+        assert!(!is_learned("cubic") && !is_learned("jury") && !is_learned("ccp"));
+        let cfg = AlgsConfig::default();
+        let l = learned(&cfg);
+        assert_eq!(l.iter().map(|a| a.name()).collect::<Vec<_>>(), ["mocc"]);
+        assert_eq!(
+            learned_by_name(&cfg, "ccp_mocc").map(|a| a.name()),
+            Some("mocc")
+        );
+        assert!(learned_by_name(&cfg, "cubic").is_none());
+        assert_eq!(
+            Registry::builtin().names(),
+            ["reno", "cubic", "bbr", "iris"]
+        );
+        // every name is either implemented (builtin or learned) or reserved
+        for name in ALGORITHMS {
+            let implemented = defaults(name).is_some();
+            let registered = Registry::builtin().get(name).is_some() || is_learned(name);
+            assert_eq!(implemented, registered, "{name}");
+        }
+        assert!(defaults("jury").is_none() && defaults("vegas").is_none());
+    }
+
+    #[test]
+    fn config_tables_round_trip_and_defaults_are_the_structs() {
+        let mut cfg = AlgsConfig::default();
+        cfg.cubic.beta = 0.6;
+        cfg.mocc.alpha = 0.05;
+        let v = serde_json::to_value(&cfg).unwrap();
+        assert_eq!(v["mocc"]["alpha"], serde_json::json!(0.05));
+        let back: AlgsConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(back, cfg);
+        let d = defaults("mocc").unwrap();
+        assert_eq!(
+            d,
+            serde_json::to_value(crate::mocc::MoccConfig::default()).unwrap()
+        );
+        assert_eq!(
+            defaults("reno").unwrap(),
+            serde_json::to_value(AlgsConfig::default().reno).unwrap()
+        );
+        // unknown tables are refused
+        assert!(serde_json::from_value::<AlgsConfig>(serde_json::json!({"vegas": {}})).is_err());
+        assert!(serde_json::from_value::<AlgsConfig>(serde_json::json!({"jury": {}})).is_err());
     }
 }

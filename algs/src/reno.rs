@@ -26,7 +26,7 @@ use crate::controller::{Action, Algorithm, Controller, FlowInfo, FlowMetrics};
 use crate::signals::{fields, FoldProgram, Interval, ProgramBuilder, Trigger};
 
 /// Reno's knobs.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RenoConfig {
     /// Shortest report interval (µs).
@@ -79,6 +79,15 @@ pub(crate) const WINDOW_FIELDS: [&str; 7] = [
 #[derive(Debug, Clone, Default)]
 pub struct Reno {
     pub config: RenoConfig,
+}
+
+impl crate::registry::FromConfig for Reno {
+    type Config = RenoConfig;
+    fn from_config(config: &RenoConfig) -> Self {
+        Self {
+            config: config.clone(),
+        }
+    }
 }
 
 impl Algorithm for Reno {
