@@ -25,6 +25,12 @@ Schema (``card_version`` 1)::
     normalization     null | {"kind": "baked_into_graph", "obs_mean", "obs_std", "clip_obs"}
                       (VecNormalize statistics; the exporter bakes them into the graph, the
                       runtime feeds raw observations — recorded for provenance only)
+    dynamics          {knob: value}: every knob that shapes what the policy observes or how its
+                      action is applied, as the trainer ran them (``_native.dynamics(alg,
+                      algs_toml)``, the algorithm's ``LearnedAlgorithm::dynamics()``). The
+                      agent refuses the model unless its own configured dynamics are the same
+                      (train what you serve). ``{}`` for an algorithm the bindings do not
+                      implement (test fixtures, reserved names).
     training          {"command", "library", "seed", "steps", "scenario_ranges", "notes"}, and
                       optionally "wall_s" and "determinism" (ccp_train.rl.determinism.record)
     evaluation        free-form {name: figure}
@@ -112,8 +118,14 @@ def make_card(
     training: dict | None = None,
     evaluation: dict | None = None,
     created: str | None = None,
+    algs_toml: str | None = None,
+    dynamics: dict | None = None,
 ) -> dict:
-    """Build the card for ``onnx_path`` (I/O and sha256 read from the file) and validate it."""
+    """Build the card for ``onnx_path`` (I/O and sha256 read from the file) and validate it.
+
+    ``algs_toml``: the ``[algs.*]`` tables the trainer ran (None: the agent's defaults); the
+    card's ``dynamics`` are computed from them by the bindings, exactly as the agent computes
+    its own (:func:`dynamics_of`). ``dynamics`` given explicitly wins (re-writing a card)."""
     onnx_path = Path(onnx_path)
     inputs, outputs = onnx_io(onnx_path)
     t = dict(training or {})
@@ -149,6 +161,7 @@ def make_card(
         "inputs": inputs,
         "outputs": outputs,
         "normalization": normalization,
+        "dynamics": dict(dynamics) if dynamics is not None else dynamics_of(algorithm, algs_toml),
         "training": training_full,
         "evaluation": dict(evaluation or {}),
     }
@@ -156,6 +169,19 @@ def make_card(
     if problems:
         raise ValueError(f"{onnx_path}: invalid model card: " + "; ".join(problems))
     return card
+
+
+def dynamics_of(algorithm: str, algs_toml: str | None = None) -> dict:
+    """The dynamics ``algorithm`` runs its policy under when configured by ``algs_toml``
+    (``LearnedAlgorithm::dynamics()`` through the bindings); ``{}`` for an algorithm the bindings
+    do not implement as a learned one."""
+    from ccp_train import _native
+
+    if algorithm not in _native.learned_algorithms():
+        if algs_toml:
+            raise ValueError(f"{algorithm!r} has no dynamics: algs_toml does not apply to it")
+        return {}
+    return dict(_native.dynamics(algorithm, algs_toml))
 
 
 def write_card(onnx_path: str | Path, **kwargs: Any) -> Path:
@@ -211,6 +237,9 @@ def validate(card: dict) -> list[str]:
         r.get("kind") != "lstm" or r.get("num_layers", 0) < 1 or r.get("hidden_size", 0) < 1
     ):
         p.append(f"recurrent: expected {{kind: lstm, num_layers, hidden_size}}, found {r!r}")
+    d = card.get("dynamics")
+    if not isinstance(d, dict) or not all(isinstance(k, str) for k in d):
+        p.append("dynamics: expected an object {knob: value}")
     n = card.get("normalization")
     if n is not None:
         if n.get("kind") != "baked_into_graph":

@@ -243,9 +243,11 @@ def export_sb3_actor(
     epsilon: float = 1e-8,
     training: dict | None = None,
     evaluation: dict | None = None,
+    algs_toml: str | None = None,
 ) -> tuple[Path, Path]:
     """Export an SB3 model's deterministic actor to ``path`` (ONNX) and write the card next to
-    it. Returns ``(onnx_path, card_path)``.
+    it. Returns ``(onnx_path, card_path)``. ``algs_toml``: the ``[algs.*]`` tables the
+    environment ran (None: the agent's defaults), recorded as the card's ``dynamics``.
 
     ``masked``: the policy's observation is ``concat(obs * mask, mask)``; ``obs_rms``:
     ``VecNormalize`` statistics ``(mean, var)`` of the raw observation, baked into the graph.
@@ -338,6 +340,7 @@ def export_sb3_actor(
         normalization=normalization,
         training=t,
         evaluation=evaluation,
+        algs_toml=algs_toml,
     )
     return onnx_path, card_path
 

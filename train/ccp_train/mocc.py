@@ -384,7 +384,7 @@ def mocc_knobs(args: argparse.Namespace) -> tuple[tuple[str, float], ...]:
     """The values of `DYNAMICS_KNOBS`: the flag where given, else the agent's default."""
     from ccp_train import _native
 
-    defaults = _native.mocc_defaults()
+    defaults = _native.defaults("mocc")
     out = []
     for k in DYNAMICS_KNOBS:
         v = getattr(args, k, None)
@@ -997,9 +997,14 @@ def feature_version() -> int:
 
 
 def export_model(
-    agent: MoccAgent, out: Path, training: dict[str, Any], evaluation: dict[str, Any]
+    agent: MoccAgent,
+    out: Path,
+    training: dict[str, Any],
+    evaluation: dict[str, Any],
+    algs_toml: str | None,
 ) -> tuple[Path, Path]:
-    """`out/mocc.onnx` (deterministic actor mean, opset 17) and its card `out/mocc.json`."""
+    """`out/mocc.onnx` (deterministic actor mean, opset 17) and its card `out/mocc.json`, whose
+    `dynamics` are those of `algs_toml`, the `[algs.mocc]` table the policy trained under."""
     onnx_path = export_torch(ActorMean(agent).eval(), out / f"{ALG}.onnx", obs_dim=OBS_DIM)
     card_path = _card.write_card(
         onnx_path,
@@ -1012,6 +1017,7 @@ def export_model(
         action_high=[ACTION_BOUND],
         training=training,
         evaluation=evaluation,
+        algs_toml=algs_toml,
     )
     return onnx_path, card_path
 
@@ -1226,7 +1232,7 @@ def cmd_train(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         "wall_s": round(wall, 1),
         "determinism": determinism.record(args.threads),
     }
-    onnx_path, card_path = export_model(agent, out, training, evaluation)
+    onnx_path, card_path = export_model(agent, out, training, evaluation, ranges.base_toml())
     ckpt_path = save_checkpoint(
         out / f"{ALG}.pt", agent, tr.opt, iteration=tr.iteration, steps=tr.steps, pool=lms,
         args=args, onnx_sha256=_card.sha256_file(onnx_path), command=command,
@@ -1366,7 +1372,9 @@ def cmd_adapt(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
             f"for {args.iters} iterations, {tr.train_wall:.0f} s"
         ),
     }
-    onnx_path, card_path = export_model(agent, out, training, {"adaptation": report})
+    onnx_path, card_path = export_model(
+        agent, out, training, {"adaptation": report}, eval_toml
+    )
     new_pool = pool if w_new in pool else [*pool, w_new]
     save_checkpoint(
         out / f"{ALG}.pt", agent, tr.opt, iteration=tr.iteration, steps=tr.steps, pool=new_pool,

@@ -1,6 +1,7 @@
 //! The `ccp_train._native` Python module (feature `python`).
 
 use crate::env;
+use ccp_algs::learned::LearnedAlgorithm;
 use ccp_algs::{AlgsConfig, Preference};
 use ccp_runtime::AgentOptions;
 use ccp_sim::Scenario;
@@ -9,6 +10,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 fn value_err(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(e.to_string())
@@ -67,19 +69,8 @@ impl SimEnv {
     ) -> PyResult<Self> {
         let scenario =
             Scenario::from_toml_str(scenario_toml, PathBuf::from(base_dir)).map_err(value_err)?;
-        let algs: AlgsConfig = match algs_toml {
-            Some(t) => toml_algs(t)?,
-            None => AlgsConfig::default(),
-        };
-        let learned = crate::learned_algorithm(alg, &algs).ok_or_else(|| {
-            value_err(format!(
-                "{alg:?} is not a trainable (learned) algorithm; available: {:?}",
-                ccp_algs::registry::learned(&algs)
-                    .iter()
-                    .map(|a| a.name())
-                    .collect::<Vec<_>>()
-            ))
-        })?;
+        let algs = algs_config(algs_toml)?;
+        let learned = learned(alg, &algs)?;
         let default_w = match w {
             Some(s) => s.parse::<Preference>().map_err(value_err)?,
             None => Preference::default(),
@@ -161,15 +152,80 @@ impl SimEnv {
     }
 }
 
+/// The learned algorithm `alg`, configured, or a `ValueError` listing the learned ones.
+fn learned(alg: &str, algs: &AlgsConfig) -> PyResult<Arc<dyn LearnedAlgorithm>> {
+    crate::learned_algorithm(alg, algs).ok_or_else(|| {
+        value_err(format!(
+            "{alg:?} is not a trainable (learned) algorithm; available: {:?}",
+            ccp_algs::registry::learned_names()
+        ))
+    })
+}
+
+/// `learned_algorithms()`: the learned (trainable) algorithms' registry names.
+#[pyfunction]
+fn learned_algorithms() -> Vec<&'static str> {
+    ccp_algs::registry::learned_names().to_vec()
+}
+
+/// `spec(alg)`: what `alg`'s models look like and how its observation is laid out, as a dict:
+/// `algorithm`, `feature_version`, `obs_dim`, `act_dim`, `action_low`, `action_high`,
+/// `masked`, `recurrent_hidden` (LSTM size or None), and `layout`, named `[start, end)`
+/// slices of the observation a trainer needs (MOCC: `state`, `w`; see
+/// [`crate::obs_layout`]).
+#[pyfunction]
+fn spec<'py>(py: Python<'py>, alg: &str) -> PyResult<Bound<'py, PyDict>> {
+    let s = learned(alg, &AlgsConfig::default())?.spec();
+    let d = PyDict::new(py);
+    d.set_item("algorithm", s.algorithm)?;
+    d.set_item("feature_version", s.feature_version)?;
+    d.set_item("obs_dim", s.obs_dim)?;
+    d.set_item("act_dim", s.act_dim)?;
+    d.set_item("action_low", s.act_low.clone())?;
+    d.set_item("action_high", s.act_high.clone())?;
+    d.set_item("masked", s.masked)?;
+    d.set_item("recurrent_hidden", s.recurrent_hidden)?;
+    let layout = PyDict::new(py);
+    for (name, range) in crate::obs_layout(s.algorithm) {
+        layout.set_item(name, (range.start, range.end))?;
+    }
+    d.set_item("layout", layout)?;
+    Ok(d)
+}
+
+/// `defaults(alg)`: the algorithm's default knobs (its `[algs.<alg>]` table), as a dict.
+#[pyfunction]
+fn defaults<'py>(py: Python<'py>, alg: &str) -> PyResult<Bound<'py, PyDict>> {
+    let v = ccp_algs::registry::defaults(alg)
+        .ok_or_else(|| value_err(format!("{alg:?} is not an implemented algorithm")))?;
+    to_dict(py, &v)
+}
+
 fn toml_algs(text: &str) -> PyResult<AlgsConfig> {
     ccp_runtime::agent::algs_from_toml(text).map_err(value_err)
 }
 
-/// MOCC's default knobs (`MoccConfig::default()`, what the agent runs) as a dict: the
-/// trainer's defaults for the knobs that change the dynamics a policy learns.
+/// The algorithms configured by an `[algs.*]` TOML text (`None`: every default), as the
+/// agent reads its `--config`.
+fn algs_config(algs_toml: Option<&str>) -> PyResult<AlgsConfig> {
+    match algs_toml {
+        Some(t) => toml_algs(t),
+        None => Ok(AlgsConfig::default()),
+    }
+}
+
+/// `dynamics(alg, algs_toml=None)`: `LearnedAlgorithm::dynamics()` of `alg` configured by
+/// `algs_toml` — exactly what the agent computes for its `--config` and checks a model
+/// card's `dynamics` section against.
 #[pyfunction]
-fn mocc_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    to_dict(py, &ccp_algs::mocc::MoccConfig::default())
+#[pyo3(signature = (alg, algs_toml = None))]
+fn dynamics<'py>(
+    py: Python<'py>,
+    alg: &str,
+    algs_toml: Option<&str>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let algs = algs_config(algs_toml)?;
+    to_dict(py, &learned(alg, &algs)?.dynamics())
 }
 
 /// A serializable struct as a Python dict (through JSON).
@@ -184,7 +240,10 @@ fn to_dict<'py>(py: Python<'py>, v: &impl serde::Serialize) -> PyResult<Bound<'p
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SimEnv>()?;
-    m.add_function(wrap_pyfunction!(mocc_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(dynamics, m)?)?;
+    m.add_function(wrap_pyfunction!(defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(learned_algorithms, m)?)?;
+    m.add_function(wrap_pyfunction!(spec, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

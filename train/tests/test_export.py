@@ -305,3 +305,33 @@ def test_card_refuses_a_file_it_does_not_describe(tmp_path):
         f.write(b"\0")
     with pytest.raises(ValueError, match="sha256"):
         card_mod.check_card(card_path)
+
+
+def test_card_records_the_dynamics_the_agent_computes(tmp_path):
+    """Every card carries ``dynamics``: for a learned algorithm the bindings' dynamics of the
+    trainer's ``[algs.*]`` tables (what the agent compares on load), else ``{}``."""
+    from ccp_train import _native, fixtures
+
+    fixtures.build_mlp(tmp_path)
+    kw = dict(feature_version=1, output_kind="continuous", obs_dim=30, act_dim=1,
+              action_low=[-1], action_high=[1])
+    onnx_path = tmp_path / "fx_mlp.onnx"
+    assert card_mod.make_card(onnx_path, algorithm="fx_mlp", **kw)["dynamics"] == {}
+    off = "[algs.mocc]\nmin_rate_pkts = 0\nshare_probe_every_mis = 0\n"
+    d = card_mod.make_card(onnx_path, algorithm="mocc", algs_toml=off, **kw)["dynamics"]
+    assert d == _native.dynamics("mocc", off) != _native.dynamics("mocc")
+    assert d["min_rate_pkts"] == 0 and d["share_probe_every_mis"] == 0
+    assert "startup" not in d and "initial_rate_mbps" not in d  # the episode start is not
+    default = card_mod.make_card(onnx_path, algorithm="mocc", **kw)["dynamics"]
+    assert default == _native.dynamics("mocc") and default["min_rate_pkts"] > 0
+    with pytest.raises(ValueError, match="no dynamics"):
+        card_mod.make_card(onnx_path, algorithm="fx_mlp", algs_toml=off, **kw)
+    with pytest.raises(ValueError, match="min_rate_pkts"):
+        _native.dynamics("mocc", "[algs.mocc]\nmin_rate_pkts = -1\n")
+    card = card_mod.make_card(onnx_path, algorithm="fx_mlp", **kw)
+    card["dynamics"] = None
+    assert any("dynamics" in p for p in card_mod.validate(card))
+    # the shipped model's card records what it was trained with
+    shipped = json.loads((Path(__file__).resolve().parents[2] / "models/mocc.json").read_text())
+    assert set(shipped["dynamics"]) == set(_native.dynamics("mocc"))
+    assert not card_mod.validate(shipped)

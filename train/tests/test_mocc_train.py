@@ -257,7 +257,7 @@ def test_mocc_knobs_reach_every_episode_and_change_the_dynamics() -> None:
     }
     # unset flags take the agent's defaults, so the card always records the dynamics
     defaults = dict(mocc.ranges_from_args(mocc.build_parser().parse_args(["train"])).knobs)
-    native = _native.mocc_defaults()
+    native = _native.defaults("mocc")
     assert defaults == {k: native[k] for k in mocc.DYNAMICS_KNOBS}
     # domain randomization: training episodes draw kappa, evaluation keeps the flag's value
     args = mocc.build_parser().parse_args(
@@ -330,6 +330,7 @@ def test_train_writes_a_valid_model_and_card(tiny: tuple[Path, dict]) -> None:
     assert card["feature_version"] == probe.feature_version
     assert card["obs_dim"] == 33 and card["act_dim"] == 1
     assert card["action_low"] == [-5.0] and card["action_high"] == [5.0]
+    assert card["dynamics"] == _native.dynamics("mocc", mocc.MoccRanges().base_toml())
     t = card["training"]
     assert t["command"].startswith("python -m ccp_train.mocc train") and "--seed 3" in t["command"]
     assert t["seed"] == 3 and t["steps"] == summary["transitions"]
@@ -413,9 +414,12 @@ def test_agent_runs_the_trained_model(tiny: tuple[Path, dict], tmp_path: Path) -
         "[[flow]]\nalg = \"mocc\"\nrtt_ms = 30\nw = [0.6, 0.3, 0.1]\n"
         "[[flow]]\nalg = \"mocc\"\nrtt_ms = 30\nw = [0.1, 0.6, 0.3]\n"
     )
+    # the agent serves the dynamics the model trained under (the card's)
+    config = tmp_path / "algs.toml"
+    config.write_text(mocc.MoccRanges().base_toml())
     run = subprocess.run(
         [str(_agent_binary()), "--alg", "mocc", "--models", str(out), "--sim", str(scenario),
-         "--json"],
+         "--config", str(config), "--json"],
         capture_output=True, text=True, check=False,
     )
     assert run.returncode == 0, run.stderr
