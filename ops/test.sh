@@ -24,9 +24,11 @@ suite() {
 
 suite fmt cargo fmt --all -- --check
 suite clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
+# the training bindings before the Rust tests: the policy tests build their fixture models
+# with `python -m ccp_train.fixtures`, whose cards' dynamics come from `ccp_train._native`
+suite python-build .venv/bin/maturin develop --release --quiet
 suite rust cargo test --workspace --no-fail-fast
 suite fuzz bash ops/fuzz.sh
-suite python-build .venv/bin/maturin develop --release --quiet
 suite agent-build cargo build --release --quiet -p ccp-agent
 suite ruff .venv/bin/ruff check train ops/bench
 suite python .venv/bin/python -m pytest train/tests -q

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use ccp_algs::policy::{Policy, PolicySpec};
 use ccp_algs::{Algorithm, FlowInfo, Interval, Preference};
-use ccp_runtime::policy::{ModelStore, OnnxPolicy};
+use ccp_runtime::policy::{ModelContract, ModelStore, OnnxPolicy};
 
 const WARMUP: usize = 2_000;
 const SAMPLES: usize = 20_000;
@@ -27,7 +27,10 @@ const BATCH_SAMPLES: usize = 2_000;
 fn fixtures() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = root.join("target/policy-fixtures");
-    if dir.join("fx_lstm.records.json").exists() && dir.join("fx_owl.json").exists() {
+    // reuse fixtures built before, unless their cards predate the `dynamics` section
+    let current = std::fs::read_to_string(dir.join("fx_owl.json"))
+        .is_ok_and(|card| card.contains("\"dynamics\""));
+    if dir.join("fx_lstm.records.json").exists() && current {
         return dir;
     }
     let python = root.join(".venv/bin/python");
@@ -53,16 +56,20 @@ fn spec(
     high: f32,
     hidden: Option<usize>,
     masked: bool,
-) -> PolicySpec {
-    PolicySpec {
-        algorithm,
-        feature_version: 1,
-        obs_dim,
-        act_dim: 1,
-        act_low: vec![low],
-        act_high: vec![high],
-        recurrent_hidden: hidden,
-        masked,
+) -> ModelContract {
+    ModelContract {
+        spec: PolicySpec {
+            algorithm,
+            feature_version: 1,
+            obs_dim,
+            act_dim: 1,
+            act_low: vec![low],
+            act_high: vec![high],
+            recurrent_hidden: hidden,
+            masked,
+        },
+        // the fixtures are trained under no dynamics knobs (train/ccp_train/fixtures.py)
+        dynamics: Default::default(),
     }
 }
 
@@ -131,7 +138,7 @@ fn main() {
         ("fx_lstm", "LSTM-64 (obs 4, Nuwa-like)"),
     ];
     for (s, (alg, label)) in specs.iter().zip(labels) {
-        let (obs, mask) = inputs(s.obs_dim, s.masked, 1024);
+        let (obs, mask) = inputs(s.spec.obs_dim, s.spec.masked, 1024);
         let mut p: OnnxPolicy = store.onnx_policy(alg).unwrap();
         let mut out = [0.0f32; 1];
         let mut times = Vec::with_capacity(SAMPLES);
@@ -181,7 +188,7 @@ fn main() {
     println!("batch of {BATCH} flows, per sample (OnnxModel::act_batch):");
     for (s, (alg, label)) in specs.iter().zip(labels) {
         let model = store.model(alg).unwrap();
-        let (obs, mask) = inputs(s.obs_dim, s.masked, BATCH);
+        let (obs, mask) = inputs(s.spec.obs_dim, s.spec.masked, BATCH);
         let obs: Vec<f32> = obs.into_iter().flatten().collect();
         let mask: Option<Vec<f32>> = mask.map(|m| m.into_iter().flatten().collect());
         let mut flows: Vec<OnnxPolicy> = (0..BATCH).map(|_| model.new_policy()).collect();
@@ -212,9 +219,16 @@ fn shipped_mocc() {
         println!("no models/mocc.json: skipping the shipped-MOCC decision");
         return;
     }
-    let spec = ccp_algs::mocc::policy_spec();
-    let store = Arc::new(ModelStore::load(&models, &[spec]).expect("load models/mocc.onnx"));
-    let alg = ccp_algs::learned::WithPolicy::new(Arc::new(ccp_algs::mocc::Mocc::default()), store);
+    let mocc = Arc::new(ccp_algs::mocc::Mocc::default());
+    let store = match ModelStore::load(&models, &[ModelContract::of(mocc.as_ref())]) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            // e.g. a model trained under other dynamics than MOCC's default knobs
+            println!("models/mocc.onnx does not load with the default config: {e}; skipping the shipped-MOCC decision");
+            return;
+        }
+    };
+    let alg = ccp_algs::learned::WithPolicy::new(mocc, store);
     let info = FlowInfo {
         sock_id: 1,
         mss: 1448,

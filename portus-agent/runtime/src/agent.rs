@@ -15,7 +15,7 @@ use crate::adapter::{AgentCore, DefaultAlg, FlowRecord, Slot};
 use crate::flowlog::FlowLog;
 use crate::flows::{FlowTables, TableSizes};
 use crate::guard::{GuardStats, Guarded};
-use crate::policy::ModelStore;
+use crate::policy::{ModelContract, ModelStore};
 
 /// Errors that are the user's to fix (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -109,7 +109,9 @@ pub type BuiltRegistry = (
 );
 
 /// The registry an agent with these options hosts: the built-in algorithms, plus every
-/// learned algorithm whose model loads from `opts.models`. Returns the model store (for
+/// learned algorithm whose model loads from `opts.models` and whose card records the
+/// dynamics the algorithm has with `opts.algs` (a model trained under other dynamics is an
+/// error naming the knob). Returns the model store (for
 /// reloads) and, per learned algorithm left out, why.
 pub fn build_registry(opts: &AgentOptions) -> Result<BuiltRegistry, ConfigError> {
     opts.algs.validate()?;
@@ -125,8 +127,13 @@ pub fn build_registry(opts: &AgentOptions) -> Result<BuiltRegistry, ConfigError>
     if learned.is_empty() {
         return Ok((registry, None, Vec::new()));
     }
-    let specs: Vec<_> = learned.iter().map(|a| a.spec()).collect();
-    let store = Arc::new(ModelStore::load(dir, &specs)?);
+    // each model is checked against its algorithm as configured: the spec, and the
+    // dynamics the configured knobs give (`--config [algs.<alg>]`)
+    let contracts: Vec<_> = learned
+        .iter()
+        .map(|a| ModelContract::of(a.as_ref()))
+        .collect();
+    let store = Arc::new(ModelStore::load(dir, &contracts)?);
     let available = store.available();
     for alg in learned {
         if available.contains(&alg.name()) {

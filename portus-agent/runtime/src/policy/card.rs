@@ -22,6 +22,7 @@
 //!   "inputs": [{"name": "obs", "shape": [-1, 30], "dtype": "float32"}],
 //!   "outputs": [{"name": "action", "shape": [-1, 1], "dtype": "float32"}],
 //!   "normalization": null,
+//!   "dynamics": {"alpha": 1.0, "min_rate_pkts": 0.0, "additive_increase_pkts": 0.1},
 //!   "training": {
 //!     "command": "python -m ccp_train.train mocc --steps 200000 --seed 1",
 //!     "library": "stable-baselines3 2.9.2 (PPO)",
@@ -49,9 +50,18 @@
 //! `normalization`: observation normalization (SB3 `VecNormalize`) is baked into the graph at
 //! export; the card records the statistics for provenance only (`kind: "baked_into_graph"`),
 //! the runtime never applies them.
+//!
+//! `dynamics`: every knob that shaped what the policy observed or how its actions were
+//! applied in training (knob name → JSON value, what `LearnedAlgorithm::dynamics()` returns;
+//! the example above is abridged). The agent compares it with the dynamics of the algorithm
+//! as it is configured (`--config [algs.<alg>]`) whenever it loads the model
+//! ([`ModelCard::check_dynamics`]): a differing, missing or unknown knob refuses the model,
+//! naming the knob. A card without the section (a trainer older than this contract) is
+//! refused too.
 
 use std::collections::BTreeSet;
 
+use ccp_algs::learned::{check_dynamics, Dynamics, DynamicsError, LearnedAlgorithm};
 use ccp_algs::policy::PolicySpec;
 use serde::{Deserialize, Serialize};
 
@@ -109,6 +119,10 @@ pub struct ModelCard {
     /// Observation normalization (baked into the graph; recorded for provenance).
     #[serde(default)]
     pub normalization: Option<Normalization>,
+    /// The dynamics the model was trained under (knob → value); `None` when the card has no
+    /// `dynamics` section, which the agent refuses ([`ModelCard::check_dynamics`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamics: Option<Dynamics>,
     /// How the model was trained.
     pub training: Training,
     /// Evaluation figures (free-form: name → number/string/array).
@@ -197,7 +211,47 @@ fn diff(field: impl Into<String>, expected: impl ToString, found: impl ToString)
     (field.into(), expected.to_string(), found.to_string())
 }
 
+/// What the agent expects of one learned algorithm's model: the layout its features and
+/// actions have ([`PolicySpec`]) and the dynamics it runs the policy under
+/// (`LearnedAlgorithm::dynamics()` of the algorithm as configured).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelContract {
+    pub spec: PolicySpec,
+    pub dynamics: Dynamics,
+}
+
+impl ModelContract {
+    /// The contract of `alg` as it is configured.
+    pub fn of(alg: &dyn LearnedAlgorithm) -> Self {
+        Self {
+            spec: alg.spec(),
+            dynamics: alg.dynamics(),
+        }
+    }
+
+    /// The algorithm's registry name.
+    pub fn algorithm(&self) -> &'static str {
+        self.spec.algorithm
+    }
+}
+
+/// Why a card's dynamics do not fit the served ones.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DynamicsDiff {
+    /// The card has no `dynamics` section.
+    Absent,
+    /// A knob differs, is missing or is unknown.
+    Knob(DynamicsError),
+}
+
 impl ModelCard {
+    /// The card's dynamics against the ones the agent serves (`served`: the configured
+    /// algorithm's `dynamics()`); see [`check_dynamics`].
+    pub fn check_dynamics(&self, served: &Dynamics) -> Result<(), DynamicsDiff> {
+        let trained = self.dynamics.as_ref().ok_or(DynamicsDiff::Absent)?;
+        check_dynamics(&self.algorithm, trained, served).map_err(DynamicsDiff::Knob)
+    }
+
     /// Parse a card (JSON text).
     pub fn from_json(text: &str) -> Result<Self, String> {
         let card: ModelCard = serde_json::from_str(text).map_err(|e| e.to_string())?;
@@ -538,6 +592,7 @@ mod tests {
                 dtype: "float32".into(),
             }],
             normalization: None,
+            dynamics: Some(dynamics(1.0)),
             training: Training {
                 command: "test".into(),
                 library: None,
@@ -550,6 +605,44 @@ mod tests {
             },
             evaluation: Default::default(),
         }
+    }
+
+    fn dynamics(alpha: f64) -> Dynamics {
+        [
+            ("alpha".to_string(), serde_json::json!(alpha)),
+            ("min_rate_pkts".to_string(), serde_json::json!(0.0)),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    #[test]
+    fn dynamics_are_checked_knob_by_knob() {
+        let c = card();
+        assert_eq!(c.check_dynamics(&dynamics(1.0)), Ok(()));
+        match c.check_dynamics(&dynamics(2.0)) {
+            Err(DynamicsDiff::Knob(DynamicsError::Mismatch { knob, .. })) => {
+                assert_eq!(knob, "alpha")
+            }
+            other => panic!("expected an alpha mismatch, got {other:?}"),
+        }
+        let mut served = dynamics(1.0);
+        served.insert("share_probe_every_mis".into(), serde_json::json!(8));
+        assert!(matches!(
+            c.check_dynamics(&served),
+            Err(DynamicsDiff::Knob(DynamicsError::Missing { knob, .. })) if knob == "share_probe_every_mis"
+        ));
+        // no section: refused, whatever the agent serves
+        let mut old = card();
+        old.dynamics = None;
+        assert_eq!(
+            old.check_dynamics(&Dynamics::new()),
+            Err(DynamicsDiff::Absent)
+        );
+        // a card without the section parses (so the error can say what to do)
+        let mut v = serde_json::to_value(card()).unwrap();
+        v.as_object_mut().unwrap().remove("dynamics");
+        assert_eq!(ModelCard::from_json(&v.to_string()).unwrap().dynamics, None);
     }
 
     #[test]

@@ -42,6 +42,19 @@ pub enum PolicyLoadError {
         expected: String,
         found: String,
     },
+    /// The card has no `dynamics` section: it was written by a trainer older than the
+    /// train/serve contract, so nothing says the model was trained under the dynamics the
+    /// agent serves.
+    #[error("model card {}: no `dynamics` section: the {algorithm} model was exported by a trainer that does not record the dynamics it trained under; retrain it, or re-export it with the current trainer (train/ccp_train/card.py writes `dynamics`)", path.display())]
+    DynamicsMissing { path: PathBuf, algorithm: String },
+    /// The card's dynamics are not the ones the agent serves (`--config [algs.<alg>]`).
+    #[error("model card {}: field `dynamics.{knob}`: {reason}", path.display())]
+    DynamicsMismatch {
+        path: PathBuf,
+        /// The first knob (by name) that differs, is missing or is unknown.
+        knob: String,
+        reason: Box<ccp_algs::learned::DynamicsError>,
+    },
     /// The card's sha256 is not the model file's: the card must describe the file it sits next to.
     #[error("model card {} does not describe {}: field `sha256`: the file's is {expected}, the card says {found}", card.display(), model.display())]
     Checksum {
@@ -74,6 +87,8 @@ impl PolicyLoadError {
             | Self::Io { path, .. }
             | Self::CardInvalid { path, .. }
             | Self::SpecMismatch { path, .. }
+            | Self::DynamicsMissing { path, .. }
+            | Self::DynamicsMismatch { path, .. }
             | Self::ModelInvalid { path, .. } => Some(path),
             Self::Checksum { card, .. } | Self::ModelMismatch { card, .. } => Some(card),
         }

@@ -3,7 +3,8 @@
 //! - [`runtime`]: finds and loads the onnxruntime shared library (ort `load-dynamic`), with an
 //!   explicit [`runtime::init`] so a missing library is a start-up error that says what to
 //!   install.
-//! - [`card`]: the model card (`<alg>.json`, schema 1) and the model I/O convention.
+//! - [`card`]: the model card (`<alg>.json`, schema 1), the model I/O convention, and the
+//!   [`ModelContract`] a card is checked against (spec and dynamics).
 //! - [`onnx`]: [`OnnxModel`] (one shared session per model) and [`OnnxPolicy`] (one per flow,
 //!   carrying recurrent state and the clamp counter); batched inference with
 //!   [`OnnxModel::act_batch`].
@@ -14,12 +15,16 @@
 //! The Python side (`train/ccp_train/export.py`, `card.py`) writes what this reads.
 //!
 //! ```no_run
-//! use ccp_runtime::policy::ModelStore;
-//! use ccp_algs::policy::PolicySpec;
-//! # fn specs() -> Vec<PolicySpec> { Vec::new() }
+//! use ccp_runtime::policy::{ModelContract, ModelStore};
+//! use ccp_algs::AlgsConfig;
 //! // Start-up: loads onnxruntime (if any model is present) and checks every model against
-//! // its card and its algorithm's spec; a mismatch is an error, a missing model is not.
-//! let store = ModelStore::load("models", &specs())?;
+//! // its card, and the card against its algorithm's spec and the dynamics the agent serves
+//! // (as configured); a mismatch is an error, a missing model is not.
+//! let contracts: Vec<ModelContract> = ccp_algs::registry::learned(&AlgsConfig::default())
+//!     .iter()
+//!     .map(|a| ModelContract::of(a.as_ref()))
+//!     .collect();
+//! let store = ModelStore::load("models", &contracts)?;
 //! for (alg, why) in store.unavailable() {
 //!     eprintln!("{alg} unavailable: {why}");
 //! }
@@ -47,7 +52,7 @@ pub mod onnx;
 pub mod runtime;
 pub mod store;
 
-pub use card::{ModelCard, OutputKind, CARD_VERSION};
+pub use card::{DynamicsDiff, ModelCard, ModelContract, OutputKind, CARD_VERSION};
 pub use error::PolicyLoadError;
 pub use onnx::{argmax_q, sha256_hex, OnnxModel, OnnxPolicy};
 pub use store::{LoadOptions, ModelStore, ReloadOutcome, ReloadStatus};

@@ -15,9 +15,10 @@ use ort::session::{Session, SessionInputValue};
 use ort::value::{TensorElementType, TensorRef};
 use sha2::{Digest, Sha256};
 
-use super::card::{self, ModelCard, OutputKind};
+use super::card::{self, DynamicsDiff, ModelCard, ModelContract, OutputKind};
 use super::error::PolicyLoadError;
 use super::runtime;
+use ccp_algs::learned::DynamicsError;
 
 /// A loaded model: its card, the spec it was checked against, and the shared session.
 #[derive(Debug)]
@@ -49,14 +50,14 @@ pub const MAX_CARD_BYTES: u64 = 16 << 20;
 
 impl OnnxModel {
     /// Load `model` with its `card`, checking (in this order) the card's schema, the card
-    /// against `spec`, the card's sha256 against the file, that the file loads, the card's
+    /// against the contract's spec and dynamics, the card's sha256 against the file, that the file loads, the card's
     /// inputs/outputs against the model's real ones, and the I/O convention. Loads the
     /// onnxruntime library first if needed ([`runtime::init`], searching from the model's
     /// directory).
     pub fn load(
         model: &Path,
         card: &Path,
-        spec: &PolicySpec,
+        contract: &ModelContract,
     ) -> Result<Arc<Self>, PolicyLoadError> {
         let card_text =
             crate::files::read_regular_to_string(card, MAX_CARD_BYTES).map_err(|e| {
@@ -71,7 +72,7 @@ impl OnnxModel {
                 reason: e.to_string(),
             }
         })?;
-        Self::from_parts(model, card, &card_text, &bytes, spec)
+        Self::from_parts(model, card, &card_text, &bytes, contract)
     }
 
     pub(crate) fn from_parts(
@@ -79,21 +80,36 @@ impl OnnxModel {
         card_path: &Path,
         card_text: &str,
         bytes: &[u8],
-        spec: &PolicySpec,
+        contract: &ModelContract,
     ) -> Result<Arc<Self>, PolicyLoadError> {
         let card =
             ModelCard::from_json(card_text).map_err(|reason| PolicyLoadError::CardInvalid {
                 path: card_path.to_path_buf(),
                 reason,
             })?;
-        card.check_spec(spec).map_err(|(field, expected, found)| {
-            PolicyLoadError::SpecMismatch {
+        card.check_spec(&contract.spec)
+            .map_err(|(field, expected, found)| PolicyLoadError::SpecMismatch {
                 path: card_path.to_path_buf(),
                 field,
                 expected,
                 found,
-            }
-        })?;
+            })?;
+        card.check_dynamics(&contract.dynamics)
+            .map_err(|d| match d {
+                DynamicsDiff::Absent => PolicyLoadError::DynamicsMissing {
+                    path: card_path.to_path_buf(),
+                    algorithm: card.algorithm.clone(),
+                },
+                DynamicsDiff::Knob(reason) => PolicyLoadError::DynamicsMismatch {
+                    path: card_path.to_path_buf(),
+                    knob: match &reason {
+                        DynamicsError::Mismatch { knob, .. }
+                        | DynamicsError::Missing { knob, .. }
+                        | DynamicsError::Unknown { knob, .. } => knob.clone(),
+                    },
+                    reason: Box::new(reason),
+                },
+            })?;
         let sha = sha256_hex(bytes);
         if !card.sha256.eq_ignore_ascii_case(&sha) {
             return Err(PolicyLoadError::Checksum {
@@ -152,7 +168,7 @@ impl OnnxModel {
                 .map(|r| (r.num_layers, r.hidden_size)),
             batch_dynamic: card.batch_dynamic(),
             card,
-            spec: spec.clone(),
+            spec: contract.spec.clone(),
             model_path: model.to_path_buf(),
             card_path: card_path.to_path_buf(),
             session: Mutex::new(session),

@@ -113,6 +113,12 @@ pub fn find_library(models_dir: Option<&Path>) -> Result<PathBuf, PolicyLoadErro
             detail: format!("{DYLIB_ENV}={} does not exist", p.display()),
         });
     }
+    find_in_venv(models_dir)
+}
+
+/// The library in the repository's virtualenv (step 3 of the module docs' order, whether or
+/// not `ORT_DYLIB_PATH` is set).
+pub fn find_in_venv(models_dir: Option<&Path>) -> Result<PathBuf, PolicyLoadError> {
     let mut starts: Vec<PathBuf> = Vec::new();
     if let Some(d) = models_dir {
         let d = d.canonicalize().unwrap_or_else(|_| d.to_path_buf());

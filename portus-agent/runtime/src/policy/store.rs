@@ -1,8 +1,9 @@
 //! The model directory: `<alg>.onnx` + `<alg>.json` per learned algorithm.
 //!
-//! [`ModelStore::load`] checks every present model against its card and its algorithm's
-//! [`PolicySpec`]; a mismatch is an error, an absent pair only makes that algorithm
-//! unavailable (unless [`LoadOptions::require_all`]). [`ModelStore::policy`] hands out
+//! [`ModelStore::load`] checks every present model against its card, and the card against
+//! its algorithm's [`ModelContract`] (the [`PolicySpec`] and the dynamics the agent serves
+//! the policy under, `--config [algs.<alg>]`); a mismatch is an error, an absent pair only
+//! makes that algorithm unavailable (unless [`LoadOptions::require_all`]). [`ModelStore::policy`] hands out
 //! per-flow instances and runs on the portus thread; [`ModelStore::reload`] (SIGHUP, on the
 //! signal thread) re-reads every file and swaps the model table atomically (`arc-swap`: a
 //! lock-free read per new flow).
@@ -17,7 +18,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use ccp_algs::policy::{Policy, PolicySource, PolicySpec};
+#[cfg(doc)]
+use ccp_algs::policy::PolicySpec;
+use ccp_algs::policy::{Policy, PolicySource};
+
+use super::card::ModelContract;
 
 use super::error::PolicyLoadError;
 use super::onnx::{sha256_hex, OnnxModel, OnnxPolicy};
@@ -38,7 +43,7 @@ struct Table {
 /// The loaded models of one directory.
 pub struct ModelStore {
     dir: PathBuf,
-    specs: Vec<PolicySpec>,
+    contracts: Vec<ModelContract>,
     table: ArcSwap<Table>,
     reloading: Mutex<()>,
 }
@@ -90,33 +95,38 @@ impl fmt::Display for ReloadOutcome {
 }
 
 impl ModelStore {
-    /// Load the models of `dir` for `specs`; missing models make their algorithm unavailable.
-    pub fn load(dir: impl AsRef<Path>, specs: &[PolicySpec]) -> Result<Self, PolicyLoadError> {
-        Self::load_with(dir, specs, &LoadOptions::default())
+    /// Load the models of `dir` for `contracts` (one per learned algorithm); missing models
+    /// make their algorithm unavailable.
+    pub fn load(
+        dir: impl AsRef<Path>,
+        contracts: &[ModelContract],
+    ) -> Result<Self, PolicyLoadError> {
+        Self::load_with(dir, contracts, &LoadOptions::default())
     }
 
     /// [`ModelStore::load`] with options.
     pub fn load_with(
         dir: impl AsRef<Path>,
-        specs: &[PolicySpec],
+        contracts: &[ModelContract],
         options: &LoadOptions,
     ) -> Result<Self, PolicyLoadError> {
         let dir = dir.as_ref().to_path_buf();
         let mut table = Table::default();
-        for spec in specs {
-            match load_one(&dir, spec, options.require_all)? {
+        for contract in contracts {
+            let alg = contract.algorithm();
+            match load_one(&dir, contract, options.require_all)? {
                 Loaded::Model(m) => {
-                    table.models.insert(spec.algorithm, m);
+                    table.models.insert(alg, m);
                 }
                 Loaded::Absent(reason) => {
-                    tracing::info!(algorithm = spec.algorithm, "{reason}");
-                    table.unavailable.insert(spec.algorithm, reason);
+                    tracing::info!(algorithm = alg, "{reason}");
+                    table.unavailable.insert(alg, reason);
                 }
             }
         }
         Ok(ModelStore {
             dir,
-            specs: specs.to_vec(),
+            contracts: contracts.to_vec(),
             table: ArcSwap::from_pointee(table),
             reloading: Mutex::new(()),
         })
@@ -168,11 +178,11 @@ impl ModelStore {
         let _guard = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.table.load_full();
         let mut new = Table::default();
-        let mut outcomes = Vec::with_capacity(self.specs.len());
-        for spec in &self.specs {
-            let alg = spec.algorithm;
+        let mut outcomes = Vec::with_capacity(self.contracts.len());
+        for contract in &self.contracts {
+            let alg = contract.algorithm();
             let current = old.models.get(alg);
-            let status = match (reload_one(&self.dir, spec, current), current) {
+            let status = match (reload_one(&self.dir, contract, current), current) {
                 (Ok(Reread::Same), Some(m)) => {
                     new.models.insert(alg, Arc::clone(m));
                     ReloadStatus::Unchanged
@@ -261,8 +271,12 @@ fn paths(dir: &Path, alg: &str) -> (PathBuf, PathBuf) {
     )
 }
 
-fn load_one(dir: &Path, spec: &PolicySpec, required: bool) -> Result<Loaded, PolicyLoadError> {
-    let alg = spec.algorithm;
+fn load_one(
+    dir: &Path,
+    contract: &ModelContract,
+    required: bool,
+) -> Result<Loaded, PolicyLoadError> {
+    let alg = contract.algorithm();
     let (model, card) = paths(dir, alg);
     match (model.exists(), card.exists()) {
         (false, false) if !required => Ok(Loaded::Absent(format!(
@@ -280,16 +294,16 @@ fn load_one(dir: &Path, spec: &PolicySpec, required: bool) -> Result<Loaded, Pol
             path: card,
             required,
         }),
-        (true, true) => OnnxModel::load(&model, &card, spec).map(Loaded::Model),
+        (true, true) => OnnxModel::load(&model, &card, contract).map(Loaded::Model),
     }
 }
 
 fn reload_one(
     dir: &Path,
-    spec: &PolicySpec,
+    contract: &ModelContract,
     current: Option<&Arc<OnnxModel>>,
 ) -> Result<Reread, PolicyLoadError> {
-    let (model, card) = paths(dir, spec.algorithm);
+    let (model, card) = paths(dir, contract.algorithm());
     if !model.exists() && !card.exists() {
         return Ok(Reread::Absent(format!(
             "no model: {} and {} are absent",
@@ -311,7 +325,7 @@ fn reload_one(
             }
         }
     }
-    match load_one(dir, spec, false)? {
+    match load_one(dir, contract, false)? {
         Loaded::Model(m) => Ok(Reread::Model(m)),
         Loaded::Absent(r) => Ok(Reread::Absent(r)),
     }
