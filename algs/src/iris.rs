@@ -27,105 +27,42 @@
 //! loss rate. Ignores: random loss in steady state (the paper's §VI-B1 robustness: loss is not
 //! a congestion signal of the rate law), ECN, the flow's preference vector.
 //!
-//! Choices where the paper is vague or CCP differs from the paper's UDP prototype:
+//! Choices where the paper is vague or CCP differs from its UDP prototype (the reasons and
+//! measurements: `docs/algorithms/iris.md`):
 //!
-//! - **Epoch = report interval, by ACK arrival.** The fold program reports every 50 ms of
-//!   datapath time. The paper tags packets with their sending epoch; CCP reports group ACKs
-//!   by arrival, so "the packets of epoch i" are those whose fate became known in the report
-//!   and `t_i` is `LAST_ACK_US`. Reports carrying no ACK carry their packets over to the next.
-//! - **Delivered packets** = SACKed + cumulatively acked, less the cumulative ACKs of packets
-//!   already counted (SACKed ones, and the holes declared lost, whose retransmission comes
-//!   back as a cumulative ACK): the datapath's `acked_bytes` alone arrives in bursts when a
-//!   hole is repaired, and adding `misordered_pkts` double-counts.
-//! - **Packets sent = delivered/(1 − p), at most delivered + lost**, with `p` the random-loss
-//!   rate: the loss fraction of epochs whose queue load is below target (`U ≤ 0`), smoothed
-//!   over ~500 packets and capped at `max_random_loss`. Eq. 12's numerator is every packet
-//!   sent, so random loss must not look like `x > r` (§VI-B1 robustness at 5 % loss). Losses
-//!   beyond `p` come from a full buffer: counting them as received would make `r` the sending
-//!   rate instead of the capacity exactly when the rate must fall.
-//! - **`x_i` is the rate those packets were sent at.** The canonical fields have no
-//!   bytes-sent-per-epoch, and a rate set now reaches the ACKs one RTT later. The controller
-//!   keeps the history of rates it set and takes `x_i` as their time-weighted mean over
-//!   `[now − interval − rtt_i, now − rtt_i]`, the sending times of the acked packets. Without
-//!   this `x − r` and `Δrtt` belong to different packets and the fit of `k` is meaningless on
-//!   long RTTs (the satellite case has 12–20 epochs in flight).
-//! - **`r` in eq. 7** ("estimated by recently seen receiving rate", §IV-A4) is the receiving
-//!   rate over the last `max(τ, srtt)`: `r_i` itself when the RTT is at most one epoch (the
-//!   paper's setting). With `r = r_i` on a path of `R` epochs, `x_{i+1} = r_i + d/k` copies the
-//!   rate sent `R` epochs earlier, so every dip (a drain, a competitor's burst) echoes once
-//!   per RTT for many RTTs. The fit uses the per-epoch `r_i` of eq. 12. Below the queue-load
-//!   target (`U ≤ 0`) the estimate of `r_{i+1}` is `max(r, min(x, Ĉ))`, `x` the current rate
-//!   and `Ĉ` the largest receiving rate of the last `history_s`: the link builds no queue,
-//!   so it will receive what is sent, up to what it has been seen to deliver. Without this a
-//!   dip in deliveries that is not congestion (the duplicate retransmissions after a timeout,
-//!   the echo of a drain) pulls the rate down and only `d/k` per RTT brings it back. Above
-//!   `Ĉ` the increase still lands once per RTT (`Ĉ` follows the receiving rate): letting it
-//!   land every epoch on a 600 ms path (12 epochs blind) made the queue swing by hundreds of
-//!   milliseconds.
-//! - **Target `T`** (§IV-A2 "minimum RTT in a time window", length not given): Iris-min takes
-//!   the minimum of the epochs' minimum RTTs over `min_window_s` = 600 s, LEDBAT's base-delay
-//!   history (RFC 6817 §6.2.1), which faces the same problem: a scheme that keeps `B` packets
-//!   queued never sees the empty queue again, so a window of seconds absorbs its own standing
-//!   queue into `T` and the queue creeps up by `B/x` every window (measured: +10 ms per 10 s
-//!   on a 1000 packets/s link). Iris-mid takes the median of the epochs' mean RTTs over
-//!   `median_window_s` = 10 s.
-//! - **Fit** (§III-C, §V-B): ordinary least squares with intercept `b` over the samples of the
-//!   last `history_s` (10 s = two refit periods; the paper says "historical data"). A fit is
-//!   rejected and the previous `k` kept when there are fewer than `min_fit_samples`, when the
-//!   design matrix `[1, x−r]` is ill-conditioned (condition number of the RMS-normalised
-//!   normal matrix above `max_condition`: all samples at nearly the same `x − r`), when `k ≤ 0`
-//!   or non-finite, or when the Pearson correlation of `x − r` and `Δrtt` is below
-//!   `min_fit_correlation` (the paper's Fig. 3 finds PLCC ≥ 0.65 where its model holds).
-//!   Until the first accepted fit `k` is the value the paper's queue model gives for a link
-//!   delivering `r` (a queue growing by `(x − r)·τ` packets, drained at `r` packets/s):
-//!   `k₀ = τ/r` ms per packet/s.
-//! - **Cold start** (§V-C): "doubling every epoch" is read as TCP slow start, which the paper
-//!   cites: the rate grows by `2^(τ/max(τ, srtt))` per epoch, i.e. doubles every epoch when
-//!   the RTT is at most 50 ms (the paper's setting) and every RTT beyond, because doubling
-//!   every 50 ms on a 1 s path would multiply the rate by 2^20 before the first feedback. It
-//!   is capped at four times the largest recent receiving rate. "Until the loss rate rises":
-//!   an epoch's losses exceed the cold start's own loss rate by three standard deviations
-//!   (and at least 3 packets), so a random-loss link does not end it at once. Cold start also
-//!   ends when the queue-load objective says congested (`U_i > 0`), or when the receiving
-//!   rate falls below 80 % of the rate its packets were sent at in two consecutive epochs of
-//!   at least 8 packets: the sign eq. 2 reads as a growing queue (`x − r > 0`), seen as early
-//!   as the RTT rise and the only one left when the RTT samples stall (a SACK or timeout
-//!   recovery sends no fresh ones). On a 1-BDP buffer waiting for loss would leave a full
-//!   BDP of queue for eq. 7 to drain at ≤ δ per epoch.
-//! - **Drain** after cold start (not in the paper): slow start overshoots by up to one RTT of
-//!   growth. The controller sends at `r − excess/τ` (at least `drain_gain·r`) until the flow's
-//!   bytes in flight (`INFLIGHT_BYTES`) fall to `r·T + B` packets, at most `2·srtt`, then
-//!   hands over to eq. 7 at the largest receiving rate the cold start measured (the drain's
-//!   own deliveries would echo the drain). The first fit uses the cold-start samples.
-//! - **Re-probe** (not in the paper; `reprobe`, default on): with an empty queue `U = −B/M`,
-//!   so eq. 6 allows at most `δ·tanh(B/M) ≈ 0.1·δ` per epoch, about 0.6 % of the rate per
-//!   RTT: a capacity step from 10 to 30 Mbps would take tens of seconds, where §VI-B3 shows
-//!   Iris following it within seconds. When the queue load stays below `B/10` (one packet)
-//!   for `max(4·srtt, 8 epochs)` while the flow already sends at ≥ 95 % of the largest
-//!   receiving rate of the last `history_s` (so the link delivers all it gets: it has grown,
-//!   or a competitor left), the flow re-enters cold start with growth `reprobe_gain` = 1.25
-//!   per RTT instead of 2 (a smaller overshoot), and drains as above when it ends. The strict
-//!   emptiness and the RTT-scaled wait keep it from probing in a steady state that sits just
-//!   under the target on long paths, where each probe costs a queue spike of about a quarter
-//!   of the growth over one RTT.
-//! - **Guards** ("rates stay within sane bounds"): `x_{i+1}` stays within `r·(1 ± max_step)`
-//!   (default ±50 %; eq. 7 moves by `|d/k| ≤ δ/k ≈ 6 %` of `r` when `k` is right, so the bound
-//!   only bites for a badly wrong `k`) and within `[min_rate, max_rate]`; a non-finite value
-//!   keeps the previous rate. Eq. 7 never drains more than the flow's bytes in flight beyond
-//!   `r·T + B` packets within one epoch (`x ≥ r − excess/τ`): the RTT shows a drain one RTT
-//!   late and repeats its last sample while a loss recovery sends no fresh ones, so without
-//!   this bound eq. 7 keeps cutting a queue that is already gone (after a capacity drop the
-//!   rate fell to a fifth of the new capacity). An epoch without a receiving-rate or RTT
-//!   measurement keeps the rate. Report intervals are taken as at most 60 s.
-//! - **Retransmission timeouts** (the paper has none: UDP with its own ACKs) are not a
-//!   congestion signal, like any loss: the datapath retransmits, and a path that delivers
-//!   nothing drives `r`, hence eq. 7, down by itself. Nor do they end cold start: a timer is
-//!   not a rise of the loss rate, and spurious timeouts are common on long constant-delay
-//!   paths (the initial 1 s RTO on a 1 s path; an RTO of `srtt + 4·rttvar` ≈ one RTT when
-//!   the RTT does not vary, which a SACK recovery outlasts). A report with a timeout keeps
-//!   the rate, and its "every packet in flight is lost" stays out of the loss estimates.
-//! - **Window**: Iris is rate-based. The cwnd is a cap that does not bind:
-//!   `2·x·srtt + B` packets (srtt taken as 1 s before the first sample), at least 4 MSS.
+//! - **Epoch = report interval, by ACK arrival**: the packets whose fate a 50 ms report
+//!   revealed; `t_i` is `LAST_ACK_US`; reports without an ACK carry their packets over.
+//! - **Delivered** = SACKed + cumulatively acked, less cumulative ACKs of packets already
+//!   counted (SACKed ones, and holes declared lost).
+//! - **Packets sent** = `delivered/(1 − p)`, at most delivered + lost, `p` the random-loss
+//!   rate (losses of epochs with `U ≤ 0`, over ~500 packets, at most `max_random_loss`).
+//! - **`x_i`** = the time-weighted mean of the rates set over the acked packets' sending
+//!   times `[now − interval − rtt_i, now − rtt_i]`.
+//! - **`r` in eq. 7** = the receiving rate over the last `max(τ, srtt)` (`r_i` when the RTT
+//!   is at most an epoch); below target (`U ≤ 0`) at least `min(x, Ĉ)`, `Ĉ` the largest
+//!   receiving rate of the last `history_s`. The fit uses eq. 12's `r_i`.
+//! - **Target `T`**: Iris-min, the minimum epoch RTT over `min_window_s` = 600 s (LEDBAT's
+//!   base-delay history: a shorter window absorbs the flow's own standing queue); Iris-mid,
+//!   the median epoch mean over `median_window_s` = 10 s.
+//! - **Fit**: least squares with intercept over the last `history_s` = 10 s, refit every
+//!   `refit_interval_s`; rejected (previous `k` kept) below `min_fit_samples`, when
+//!   ill-conditioned, for `k ≤ 0` or below `min_fit_correlation`. Before an accepted fit,
+//!   the queue model's `k₀ = τ/r`.
+//! - **Cold start**: slow start, ×`2^(τ/max(τ, srtt))` per epoch, at most `2·gain` (4) times
+//!   the largest recent receiving rate; ends on a loss rise (3 σ over its own loss rate, ≥ 3 packets),
+//!   `U > 0`, or two epochs of ≥ 8 packets received below 80 % of their sending rate.
+//! - **Drain** (not in the paper): at `r − excess/τ` (≥ `drain_gain·r`) until the bytes in
+//!   flight fall to `r·T + B` packets, at most `2·srtt`; then eq. 7 from the cold start's
+//!   largest receiving rate.
+//! - **Re-probe** (not in the paper; `reprobe`): after a queue load below `B/10` for
+//!   `max(4·srtt, 8 epochs)` at ≥ 95 % of `Ĉ`, cold start again, growing by `reprobe_gain`.
+//! - **Guards**: `x_{i+1}` within `r·(1 ± max_step)` and `[min_rate, max_rate]`, draining no
+//!   more than the excess in flight within one epoch; a non-finite value, or an epoch
+//!   without a receiving rate or RTT, keeps the rate. Reports count as at most 60 s.
+//! - **Timeouts** are no congestion signal and do not end cold start: the rate is kept and
+//!   their losses stay out of the loss estimates.
+//! - **Window**: rate-based; the cwnd is a cap `2·x·srtt + B` packets (1 s before the first
+//!   sample), at least 4 MSS.
 
 use std::collections::VecDeque;
 
@@ -831,25 +768,96 @@ impl IrisFlow {
     }
 }
 
-impl Controller for IrisFlow {
-    fn initial_action(&mut self) -> Action {
-        self.action()
-    }
+/// What one report measured, as the phases read it.
+#[derive(Debug, Clone, Copy)]
+struct Epoch {
+    /// Controller clock after the report (µs).
+    now: u64,
+    /// The report's length (µs), as taken.
+    len_us: u64,
+    /// Packets lost, and delivered + lost, in the report.
+    lost: f64,
+    pkts: f64,
+    /// `r_i` of eq. 12 (packets/s), when the report closed a measured epoch.
+    recv: Option<f64>,
+    /// `r` for eq. 7: the receiving rate over the last `max(τ, srtt)`.
+    recv_law: Option<f64>,
+    /// The report's mean RTT (ms).
+    rtt_ms: Option<f64>,
+    /// Target delay `T` (ms).
+    target: Option<f64>,
+    /// `x_i`: the rate the packets acked in this report were sent at (packets/s).
+    x_i: f64,
+    /// Queue-load objective `U_i` (eq. 3, 6).
+    u: Option<f64>,
+}
 
-    fn on_report(&mut self, iv: &Interval) -> Action {
-        self.metrics.observe(iv);
+impl IrisFlow {
+    /// Fold a report into the estimates (eq. 12's `r_i`, the RTT windows and `T`, the fit
+    /// history, `U_i`, the random-loss rate) and say what it measured.
+    fn measure(&mut self, iv: &Interval) -> Epoch {
         // an interval of 0 is unknown; one longer than a minute is a datapath glitch
-        let iv_len = if iv.interval_us > 0 {
+        let len_us = if iv.interval_us > 0 {
             iv.interval_us.min(60_000_000)
         } else {
             self.tau_us
         };
-        self.now_us = self.now_us.saturating_add(iv_len);
+        self.now_us = self.now_us.saturating_add(len_us);
         let now = self.now_us;
+        let (delivered, lost) = self.count_packets(iv);
+        let recv = self.receiving_rate(iv, delivered, lost);
+        let recv_law = self.law_rate(recv);
+        let (rtt_ms, target) = self.rtt_windows(iv);
 
-        // ---- measurements of this epoch --------------------------------------------------
-        // delivered = SACKed + cumulatively acked, less cumulative ACKs of packets already
-        // counted when they were SACKed
+        // x_i: the rate the packets acked in this epoch were sent at
+        let x_i = match rtt_ms {
+            Some(rtt) => {
+                let rtt_us = (rtt * 1000.0) as u64;
+                let b = now.saturating_sub(rtt_us);
+                self.sent_rate_over(b.saturating_sub(len_us), b)
+            }
+            None => self.rate,
+        };
+        self.record_fit_sample(recv, rtt_ms, x_i);
+
+        let u = match (rtt_ms, target) {
+            (Some(rtt), Some(t)) => Some(queue_load_objective(
+                x_i,
+                rtt,
+                t,
+                self.config.queue_target_pkts,
+                self.config.expansion,
+            )),
+            _ => None,
+        };
+        if let Some(u) = u {
+            self.iris.last_u = u;
+        }
+        let pkts = delivered + lost;
+        // losses of an epoch below the queue-load target are random, not congestive
+        if pkts > 0.0 && !iv.timeout && u.is_some_and(|u| u <= 0.0) {
+            let w = (pkts / 500.0).min(1.0);
+            let frac = (lost / pkts).min(self.config.max_random_loss);
+            self.random_loss += w * (frac - self.random_loss);
+            self.iris.random_loss = self.random_loss;
+        }
+        Epoch {
+            now,
+            len_us,
+            lost,
+            pkts,
+            recv,
+            recv_law,
+            rtt_ms,
+            target,
+            x_i,
+            u,
+        }
+    }
+
+    /// Packets `(delivered, lost)` in a report: delivered = SACKed + cumulatively acked,
+    /// less cumulative ACKs of packets already counted when they were SACKed.
+    fn count_packets(&mut self, iv: &Interval) -> (f64, f64) {
         let sacked = iv.misordered_pkts as f64;
         let cum = iv.acked_bytes as f64 / self.mss;
         let lost = iv.lost_pkts as f64;
@@ -861,7 +869,6 @@ impl Controller for IrisFlow {
         // all at once (a timeout declares the whole flight lost: not holes)
         self.sacked_outstanding = seen - again + if iv.timeout { 0.0 } else { lost };
         let delivered = sacked + cum - again;
-        let pkts = delivered + lost;
         tracing::trace!(
             target: "iris",
             t_s = self.now_us as f64 / 1e6,
@@ -877,6 +884,13 @@ impl Controller for IrisFlow {
             sacked_outstanding = self.sacked_outstanding,
             "report"
         );
+        (delivered, lost)
+    }
+
+    /// Eq. 12's `r_i` (packets/s) when the report's last ACK closes an epoch; reports
+    /// without an ACK time carry their packets over to the next.
+    fn receiving_rate(&mut self, iv: &Interval, delivered: f64, lost: f64) -> Option<f64> {
+        let now = self.now_us;
         let mut recv: Option<f64> = None;
         match (iv.last_ack_us, self.prev_last_ack_us) {
             (Some(t), Some(p)) if t > p => {
@@ -907,8 +921,14 @@ impl Controller for IrisFlow {
         while self.recv_log.front().is_some_and(|e| e.0 + recv_keep < now) {
             self.recv_log.pop_front();
         }
-        // r for eq. 7: the receiving rate over the last max(τ, srtt), i.e. r_i itself when
-        // the RTT is at most one epoch (the paper's setting), see the module header
+        recv
+    }
+
+    /// `r` for eq. 7: the receiving rate over the last `max(τ, srtt)`, i.e. `r_i` itself when
+    /// the RTT is at most one epoch (the paper's setting), see the module header; also kept
+    /// for the capacity estimate.
+    fn law_rate(&mut self, recv: Option<f64>) -> Option<f64> {
+        let now = self.now_us;
         let recv_law = recv.map(|r| {
             let span = self.metrics.srtt_us.max(self.tau_us as f64) as u64;
             let (mut n, mut dt) = (0.0, 0u64);
@@ -935,7 +955,12 @@ impl Controller for IrisFlow {
         while self.law_log.front().is_some_and(|e| e.0 + cap_keep < now) {
             self.law_log.pop_front();
         }
+        recv_law
+    }
 
+    /// The report's mean RTT into the target windows; returns it (ms) and the target `T`.
+    fn rtt_windows(&mut self, iv: &Interval) -> (Option<f64>, Option<f64>) {
+        let now = self.now_us;
         let rtt_ms = iv.rtt_mean_us.map(|v| v / 1000.0).filter(|v| v.is_finite());
         if let Some(rtt) = rtt_ms {
             let rmin = iv.rtt_min_us.map(|v| v as f64 / 1000.0).unwrap_or(rtt);
@@ -962,18 +987,12 @@ impl Controller for IrisFlow {
         if let Some(t) = target {
             self.iris.target_ms = t;
         }
+        (rtt_ms, target)
+    }
 
-        // x_i: the rate the packets acked in this epoch were sent at
-        let x_i = match rtt_ms {
-            Some(rtt) => {
-                let rtt_us = (rtt * 1000.0) as u64;
-                let b = now.saturating_sub(rtt_us);
-                self.sent_rate_over(b.saturating_sub(iv_len), b)
-            }
-            None => self.rate,
-        };
-
-        // fit sample (x_i − r_i, Δrtt_i)
+    /// The fit sample `(x_i − r_i, Δrtt_i)`, and the history trimmed to `history_s`.
+    fn record_fit_sample(&mut self, recv: Option<f64>, rtt_ms: Option<f64>, x_i: f64) {
+        let now = self.now_us;
         if let (Some(r), Some(rtt), Some(prev)) = (recv, rtt_ms, self.prev_rtt_ms) {
             self.history.push_back(Sample {
                 t_us: now,
@@ -992,168 +1011,171 @@ impl Controller for IrisFlow {
         {
             self.history.pop_front();
         }
+    }
 
-        let u_obj = match (rtt_ms, target) {
-            (Some(rtt), Some(t)) => Some(queue_load_objective(
-                x_i,
-                rtt,
-                t,
-                self.config.queue_target_pkts,
-                self.config.expansion,
-            )),
-            _ => None,
+    /// Cold start (§V-C): grow per RTT until the loss rate rises, the queue load says
+    /// congested or the link receives clearly less than was sent; then drain or eq. 7.
+    fn cold_start(&mut self, iv: &Interval, e: &Epoch) {
+        // loss-rise test against this cold start's own loss rate
+        let base = if self.cs_pkts > 0.0 {
+            self.cs_lost / self.cs_pkts
+        } else {
+            0.0
         };
-        if let Some(u) = u_obj {
-            self.iris.last_u = u;
+        let expected = base * e.pkts;
+        let loss_rise = e.lost >= 3.0 && e.lost > expected + 3.0 * (expected + 1.0).sqrt();
+        self.cs_pkts += e.pkts;
+        self.cs_lost += e.lost;
+        let congested = e.u.is_some_and(|u| u > 0.0);
+        // eq. 2's own congestion sign: the link receives clearly less than was sent
+        let behind = e.recv.is_some_and(|r| e.pkts >= 8.0 && r < 0.8 * e.x_i);
+        self.cs_behind = if behind { self.cs_behind + 1 } else { 0 };
+        if let Some(r) = e.recv_law {
+            self.cs_max_recv = self.cs_max_recv.max(r);
         }
-        // losses of an epoch below the queue-load target are random, not congestive
-        if pkts > 0.0 && !iv.timeout && u_obj.is_some_and(|u| u <= 0.0) {
-            let w = (pkts / 500.0).min(1.0);
-            let frac = (lost / pkts).min(self.config.max_random_loss);
-            self.random_loss += w * (frac - self.random_loss);
-            self.iris.random_loss = self.random_loss;
+        if loss_rise || congested || self.cs_behind >= 2 {
+            self.enter_steady_or_drain(e.recv, iv.inflight_bytes, e.target.unwrap_or(0.0));
+        } else {
+            let srtt = self.srtt_us().unwrap_or(0.0).max(self.tau_us as f64);
+            let gain = if self.reprobing {
+                self.config.reprobe_gain.max(1.0)
+            } else {
+                2.0
+            };
+            // per report, for its actual length (reports wait for ACKs at low rates)
+            let grow = gain.powf(e.len_us.max(self.tau_us) as f64 / srtt);
+            let cap = match self.recent_max_recv() {
+                Some(r) => 2.0 * gain * r,
+                None => 2.0 * self.rate,
+            };
+            let x = (self.rate * grow).min(cap.max(self.rate));
+            self.set_rate(x);
         }
+    }
 
-        // ---- timeouts ----------------------------------------------------------------------
+    /// Drain after cold start: send below `r` until the flow's packets in flight fall to
+    /// `r·T + B` (or `2·srtt` passed), then eq. 7 from the cold start's largest `r`.
+    fn drain(&mut self, iv: &Interval, e: &Epoch) {
+        let r = e.recv_law.or(self.last_recv_pps);
+        let done = match (r, iv.inflight_bytes, e.target) {
+            (Some(r), Some(inf), Some(t)) => {
+                inf as f64 / self.mss <= r * t / 1000.0 + self.config.queue_target_pkts
+            }
+            _ => true,
+        } || e.now >= self.drain_until_us;
+        if done {
+            self.phase = IrisPhase::Steady;
+            self.idle_since_us = None;
+            if let Some(r) = r {
+                // the drain's deliveries echo the drain: resume at what the link
+                // delivered while saturated
+                self.set_rate(r.max(self.cs_max_recv));
+            }
+        } else if let Some(r) = e.recv_law {
+            // drain the excess within one epoch, but never below drain_gain·r
+            let excess = match (iv.inflight_bytes, e.target) {
+                (Some(inf), Some(t)) => {
+                    inf as f64 / self.mss - r * t / 1000.0 - self.config.queue_target_pkts
+                }
+                _ => f64::INFINITY,
+            };
+            let x = (r - excess.max(0.0) * 1000.0 / self.tau_ms()).max(self.config.drain_gain * r);
+            self.set_rate(x);
+        }
+    }
+
+    /// Steady state: refit `k` when due, eq. 7 within the guards, and the re-probe check.
+    fn steady(&mut self, iv: &Interval, e: &Epoch) {
+        if e.now >= self.next_refit_us {
+            self.refit(e.recv);
+        }
+        let (Some(r), Some(u)) = (e.recv_law, e.u) else {
+            return;
+        };
+        // below the queue-load target the link delivered all that was sent:
+        // the next epoch receives at least the rate that built no queue
+        let r = if u <= 0.0 {
+            r.max(self.rate.min(self.capacity_estimate().unwrap_or(r)))
+        } else {
+            r
+        };
+        let x = self.eq7_within_guards(iv, e, r, u);
+        self.set_rate(x);
+        self.reprobe_check(e, r);
+    }
+
+    /// Eq. 7, `x = r + d/k`, within `r·(1 ± max_step)` and draining no more than the
+    /// excess in flight within one epoch; a NaN keeps the rate.
+    fn eq7_within_guards(&mut self, iv: &Interval, e: &Epoch, r: f64, u: f64) -> f64 {
+        if self.k.is_none() {
+            self.k = Some(self.tau_ms() / r);
+            self.iris.k = self.tau_ms() / r;
+        }
+        let k = self.k.unwrap_or(self.tau_ms() / r);
+        let d = expected_rtt_change(u, self.config.delta_ms);
+        self.iris.last_d_ms = d;
+        let raw = r + d / k;
+        let mut lo = r * (1.0 - self.config.max_step).max(0.0);
+        // drain no more than the flow's packets in flight beyond r·T + B within
+        // one epoch (the RTT shows a drain one RTT late, the bytes in flight now)
+        if let (Some(inf), Some(t)) = (iv.inflight_bytes, e.target) {
+            let excess = inf as f64 / self.mss - r * t / 1000.0 - self.config.queue_target_pkts;
+            lo = lo.max(r - excess.max(0.0) * 1000.0 / self.tau_ms());
+        }
+        let hi = r * (1.0 + self.config.max_step);
+        let lo = lo.min(hi);
+        if raw.is_nan() {
+            self.iris.clamped_rates += 1;
+            self.rate
+        } else if raw < lo || raw > hi {
+            self.iris.clamped_rates += 1;
+            raw.clamp(lo, hi)
+        } else {
+            raw
+        }
+    }
+
+    /// Re-enter cold start (growing by `reprobe_gain`) after the queue load stayed below one
+    /// packet for `max(4·srtt, 8 epochs)` at ≥ 95 % of the capacity estimate.
+    fn reprobe_check(&mut self, e: &Epoch, r: f64) {
+        let load = e.x_i * (e.rtt_ms.unwrap_or(0.0) - e.target.unwrap_or(0.0)) / 1000.0;
+        let at_capacity = e.x_i >= 0.95 * self.capacity_estimate().unwrap_or(r);
+        if !(self.config.reprobe && load < 0.1 * self.config.queue_target_pkts && at_capacity) {
+            self.idle_since_us = None;
+            return;
+        }
+        let since = *self.idle_since_us.get_or_insert(e.now);
+        let need = (4.0 * self.metrics.srtt_us).max(8.0 * self.tau_us as f64);
+        if (e.now - since) as f64 >= need {
+            self.phase = IrisPhase::ColdStart;
+            self.reprobing = true;
+            self.cs_max_recv = 0.0;
+            self.iris.reprobes += 1;
+            self.cs_pkts = 0.0;
+            self.cs_lost = 0.0;
+            self.idle_since_us = None;
+        }
+    }
+}
+
+impl Controller for IrisFlow {
+    fn initial_action(&mut self) -> Action {
+        self.action()
+    }
+
+    fn on_report(&mut self, iv: &Interval) -> Action {
+        self.metrics.observe(iv);
+        let e = self.measure(iv);
         if iv.timeout {
             // the datapath already retransmits; the rate law does not read losses, and a
             // timer is not a loss-rate measurement
             self.iris.timeouts += 1;
             return self.action();
         }
-
-        // ---- phases ------------------------------------------------------------------------
         match self.phase {
-            IrisPhase::ColdStart => {
-                // loss-rise test against this cold start's own loss rate
-                let base = if self.cs_pkts > 0.0 {
-                    self.cs_lost / self.cs_pkts
-                } else {
-                    0.0
-                };
-                let expected = base * pkts;
-                let loss_rise = lost >= 3.0 && lost > expected + 3.0 * (expected + 1.0).sqrt();
-                self.cs_pkts += pkts;
-                self.cs_lost += lost;
-                let congested = u_obj.is_some_and(|u| u > 0.0);
-                // eq. 2's own congestion sign: the link receives clearly less than was sent
-                let behind = recv.is_some_and(|r| pkts >= 8.0 && r < 0.8 * x_i);
-                self.cs_behind = if behind { self.cs_behind + 1 } else { 0 };
-                if let Some(r) = recv_law {
-                    self.cs_max_recv = self.cs_max_recv.max(r);
-                }
-                if loss_rise || congested || self.cs_behind >= 2 {
-                    self.enter_steady_or_drain(recv, iv.inflight_bytes, target.unwrap_or(0.0));
-                } else {
-                    let srtt = self.srtt_us().unwrap_or(0.0).max(self.tau_us as f64);
-                    let gain = if self.reprobing {
-                        self.config.reprobe_gain.max(1.0)
-                    } else {
-                        2.0
-                    };
-                    // per report, for its actual length (reports wait for ACKs at low rates)
-                    let grow = gain.powf(iv_len.max(self.tau_us) as f64 / srtt);
-                    let cap = match self.recent_max_recv() {
-                        Some(r) => 2.0 * gain * r,
-                        None => 2.0 * self.rate,
-                    };
-                    let x = (self.rate * grow).min(cap.max(self.rate));
-                    self.set_rate(x);
-                }
-            }
-            IrisPhase::Drain => {
-                let r = recv_law.or(self.last_recv_pps);
-                let done = match (r, iv.inflight_bytes, target) {
-                    (Some(r), Some(inf), Some(t)) => {
-                        inf as f64 / self.mss <= r * t / 1000.0 + self.config.queue_target_pkts
-                    }
-                    _ => true,
-                } || now >= self.drain_until_us;
-                if done {
-                    self.phase = IrisPhase::Steady;
-                    self.idle_since_us = None;
-                    if let Some(r) = r {
-                        // the drain's deliveries echo the drain: resume at what the link
-                        // delivered while saturated
-                        self.set_rate(r.max(self.cs_max_recv));
-                    }
-                } else if let Some(r) = recv_law {
-                    // drain the excess within one epoch, but never below drain_gain·r
-                    let excess = match (iv.inflight_bytes, target) {
-                        (Some(inf), Some(t)) => {
-                            inf as f64 / self.mss - r * t / 1000.0 - self.config.queue_target_pkts
-                        }
-                        _ => f64::INFINITY,
-                    };
-                    let x = (r - excess.max(0.0) * 1000.0 / self.tau_ms())
-                        .max(self.config.drain_gain * r);
-                    self.set_rate(x);
-                }
-            }
-            IrisPhase::Steady => {
-                if now >= self.next_refit_us {
-                    self.refit(recv);
-                }
-                if let (Some(r), Some(u)) = (recv_law, u_obj) {
-                    // below the queue-load target the link delivered all that was sent:
-                    // the next epoch receives at least the rate that built no queue
-                    let r = if u <= 0.0 {
-                        r.max(self.rate.min(self.capacity_estimate().unwrap_or(r)))
-                    } else {
-                        r
-                    };
-                    if self.k.is_none() {
-                        self.k = Some(self.tau_ms() / r);
-                        self.iris.k = self.tau_ms() / r;
-                    }
-                    let k = self.k.unwrap_or(self.tau_ms() / r);
-                    let d = expected_rtt_change(u, self.config.delta_ms);
-                    self.iris.last_d_ms = d;
-                    let raw = r + d / k;
-                    let mut lo = r * (1.0 - self.config.max_step).max(0.0);
-                    // drain no more than the flow's packets in flight beyond r·T + B within
-                    // one epoch (the RTT shows a drain one RTT late, the bytes in flight now)
-                    if let (Some(inf), Some(t)) = (iv.inflight_bytes, target) {
-                        let excess =
-                            inf as f64 / self.mss - r * t / 1000.0 - self.config.queue_target_pkts;
-                        lo = lo.max(r - excess.max(0.0) * 1000.0 / self.tau_ms());
-                    }
-                    let hi = r * (1.0 + self.config.max_step);
-                    let lo = lo.min(hi);
-                    let x = if raw.is_nan() {
-                        self.iris.clamped_rates += 1;
-                        self.rate
-                    } else if raw < lo || raw > hi {
-                        self.iris.clamped_rates += 1;
-                        raw.clamp(lo, hi)
-                    } else {
-                        raw
-                    };
-                    self.set_rate(x);
-
-                    // re-probe after a sustained empty queue
-                    let load = x_i * (rtt_ms.unwrap_or(0.0) - target.unwrap_or(0.0)) / 1000.0;
-                    let at_capacity = x_i >= 0.95 * self.capacity_estimate().unwrap_or(r);
-                    if self.config.reprobe
-                        && load < 0.1 * self.config.queue_target_pkts
-                        && at_capacity
-                    {
-                        let since = *self.idle_since_us.get_or_insert(now);
-                        let need = (4.0 * self.metrics.srtt_us).max(8.0 * self.tau_us as f64);
-                        if (now - since) as f64 >= need {
-                            self.phase = IrisPhase::ColdStart;
-                            self.reprobing = true;
-                            self.cs_max_recv = 0.0;
-                            self.iris.reprobes += 1;
-                            self.cs_pkts = 0.0;
-                            self.cs_lost = 0.0;
-                            self.idle_since_us = None;
-                        }
-                    } else {
-                        self.idle_since_us = None;
-                    }
-                }
-            }
+            IrisPhase::ColdStart => self.cold_start(iv, &e),
+            IrisPhase::Drain => self.drain(iv, &e),
+            IrisPhase::Steady => self.steady(iv, &e),
         }
         self.action()
     }
