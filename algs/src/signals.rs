@@ -9,8 +9,8 @@
 //!
 //! Fold-language limits respected by construction (see `shared/notes/ccp-stack.md`): every
 //! expression is at most two operators deep (libccp has 8 temporaries and no bounds check),
-//! programs stay far below 255 instructions (checked in tests and again by the agent before
-//! install), immediates are < 2^31, and names are prefixed by the algorithm because program
+//! programs stay within [`MAX_PROGRAM_INSTRUCTIONS`] (checked in tests and again by the agent
+//! before install), immediates are < 2^31, and names are prefixed by the algorithm because program
 //! names are global in portus.
 
 use std::fmt::Write as _;
@@ -82,6 +82,14 @@ pub mod fields {
 
 /// Maximum number of report fields libccp accepts per program.
 pub const MAX_REPORT_FIELDS: usize = 16;
+
+/// The most instructions a compiled fold program may have, the one limit the agent, the
+/// simulator and the tests check. libccp 1.2 sizes its program table for
+/// `MAX_INSTRUCTIONS` = 256 (`libccp/serialize.h`) and refuses more, but its register loops
+/// over a program's instructions count with a `u8` (`reset_state`, `init_register_state` in
+/// `libccp/machine.c`), which never reaches 256: a 256-instruction program hangs the
+/// datapath. So at most 255; a program with more is refused.
+pub const MAX_PROGRAM_INSTRUCTIONS: usize = 255;
 
 /// Name of the control register that holds the report interval (µs) in every program the
 /// builder emits; an [`crate::Action`] with `report_interval_us` updates it.
