@@ -2,14 +2,16 @@
 //! algorithm share a bottleneck (possibly with other algorithms' flows), and an outside
 //! learner chooses their actions.
 //!
-//! The agent side is the synchronous [`InlineAgent`]: every flow that requests the learning
-//! algorithm is claimed by a [`Hub`], which runs that algorithm's [`LearnedCore`] — the same
-//! feature, action and reward code the agent runs with an ONNX policy. A learning flow's
-//! report makes its core compute an observation; the flow then holds its last decision and
-//! the simulator pauses once every active learner has a fresh observation. `step(actions)`
-//! applies each learner's action (a register update queued while the simulator stands
-//! still, applied at the flow's next ACK exactly as an answer to the report would be) and
-//! runs on to the next such point.
+//! The agent side is the synchronous [`InlineAgent`] of the agent's runtime: every flow that
+//! requests the learning algorithm is claimed by a [`Hub`], which gives the agent a
+//! controller running that algorithm's [`LearnedCore`] — the same feature, action and reward
+//! code the agent runs with an ONNX policy — and the agent drives the flow as any other
+//! (report decoding, sanitized answers, records: `ccp_runtime::adapter::FlowDriver`). A
+//! learning flow's report makes its core compute an observation; the flow then holds its
+//! last decision and the simulator pauses once every active learner has a fresh observation.
+//! `step(actions)` hands each learner's action to the agent (applied through the flow's
+//! driver while the simulator stands still, at the flow's next ACK exactly as an answer to
+//! the report would be) and runs on to the next such point.
 //!
 //! A learner that decides twice before the others decide once (a shorter RTT) holds its
 //! action in between; only its latest observation and reward are returned.
@@ -17,23 +19,21 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::Context;
 use ccp_algs::learned::{LearnedAlgorithm, LearnedCore};
 use ccp_algs::policy::PolicySpec;
-use ccp_algs::signals::INTERVAL_REG;
-use ccp_algs::{Algorithm, FlowInfo, Interval, Registry};
-use ccp_runtime::adapter::{action_fields, sanitize};
+use ccp_algs::Registry;
+use ccp_algs::{Action, Algorithm, Controller, FlowInfo, FlowMetrics, Interval, Preference};
 use ccp_runtime::guard::FlowRequest;
 use ccp_runtime::inline::{ExternalControl, InlineAgent};
 use ccp_runtime::{Agent, AgentOptions};
 use ccp_sim::{Scenario, Session, SimOptions, SimResults, Simulator};
 
-/// One learning flow.
+/// One learning flow: its core and what the learner has yet to see or do.
 struct Learner {
     sid: u32,
-    mss: u32,
     core: Box<dyn LearnedCore>,
     obs: Vec<f32>,
     mask: Vec<f32>,
@@ -42,26 +42,68 @@ struct Learner {
     pending: bool,
     closed: bool,
     decisions: u64,
-    has_interval: bool,
 }
 
-/// The learning flows, shared between the inline agent (which feeds them reports) and the
-/// environment (which applies actions).
+type Shared = Arc<Mutex<Learner>>;
+
+fn lock(l: &Shared) -> MutexGuard<'_, Learner> {
+    // a panic elsewhere leaves a consistent learner: keep going
+    l.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The controller the agent drives a learning flow with: its reports go to the core (an
+/// observation, the reward), the flow holds its last decision until the learner acts
+/// ([`TrainEnv::step`]). Decoding reports, sanitizing and answering decisions, and the
+/// flow's record stay the agent's ([`ccp_runtime::adapter::FlowDriver`]).
+struct LearnerControl {
+    learner: Shared,
+    metrics: FlowMetrics,
+}
+
+impl Controller for LearnerControl {
+    fn on_report(&mut self, iv: &Interval) -> Action {
+        let mut l = lock(&self.learner);
+        let Learner {
+            core, obs, mask, ..
+        } = &mut *l;
+        if core.observe(iv, obs, mask) {
+            l.pending = true;
+            l.reward = l.core.reward();
+        }
+        let a = l.core.hold();
+        self.metrics = l.core.metrics().clone();
+        a
+    }
+
+    fn set_preference(&mut self, w: Preference) {
+        lock(&self.learner).core.set_preference(w);
+    }
+
+    fn initial_action(&mut self) -> Action {
+        lock(&self.learner).core.initial_action()
+    }
+
+    fn metrics(&self) -> &FlowMetrics {
+        &self.metrics
+    }
+}
+
+/// The learning flows, shared between the inline agent (which claims them and feeds them
+/// reports) and the environment (which applies actions).
 pub struct Hub {
     alg: Arc<dyn LearnedAlgorithm>,
-    fields: Vec<&'static str>,
-    has_interval: bool,
     max_learners: usize,
-    learners: Vec<Learner>,
+    learners: Vec<Shared>,
     by_sid: HashMap<u32, usize>,
     /// Actions applied by `step`, waiting for the datapath to read them.
-    updates: Vec<(u32, Vec<(&'static str, u32)>)>,
+    actions: Vec<(u32, Action)>,
 }
 
 impl Hub {
     fn all_active_pending(&self) -> bool {
         let mut any = false;
         for l in &self.learners {
+            let l = lock(l);
             if !l.closed {
                 any = true;
                 if !l.pending {
@@ -76,72 +118,45 @@ impl Hub {
 struct HubRef(Rc<RefCell<Hub>>);
 
 impl ExternalControl for HubRef {
-    fn claim(&mut self, info: &FlowInfo, _req: &FlowRequest, alg: &Arc<dyn Algorithm>) -> bool {
+    fn claim(
+        &mut self,
+        info: &FlowInfo,
+        _req: &FlowRequest,
+        alg: &Arc<dyn Algorithm>,
+    ) -> Option<Box<dyn Controller>> {
         let mut h = self.0.borrow_mut();
         if alg.name() != h.alg.name() || h.learners.len() >= h.max_learners {
-            return false;
+            return None;
         }
         let core = h.alg.new_core(info);
-        let spec = core.spec().clone();
-        let idx = h.learners.len();
-        let has_interval = h.has_interval;
-        h.learners.push(Learner {
+        let obs_dim = core.spec().obs_dim;
+        let metrics = core.metrics().clone();
+        let learner = Arc::new(Mutex::new(Learner {
             sid: info.sock_id,
-            mss: info.mss,
             core,
-            obs: vec![0.0; spec.obs_dim],
-            mask: vec![1.0; spec.obs_dim],
+            obs: vec![0.0; obs_dim],
+            mask: vec![1.0; obs_dim],
             reward: 0.0,
             pending: false,
             closed: false,
             decisions: 0,
-            has_interval,
-        });
+        }));
+        let idx = h.learners.len();
+        h.learners.push(learner.clone());
         h.by_sid.insert(info.sock_id, idx);
-        true
+        Some(Box::new(LearnerControl { learner, metrics }))
     }
 
-    fn initial(&mut self, sid: u32) -> Vec<(&'static str, u32)> {
-        let mut h = self.0.borrow_mut();
-        let Some(&i) = h.by_sid.get(&sid) else {
-            return Vec::new();
-        };
-        let l = &mut h.learners[i];
-        let a = sanitize(l.core.initial_action(), l.mss);
-        action_fields(&a, l.has_interval)
-    }
-
-    fn on_report(&mut self, sid: u32, values: &[u64]) -> Vec<(&'static str, u32)> {
-        let mut h = self.0.borrow_mut();
-        let Some(&i) = h.by_sid.get(&sid) else {
-            return Vec::new();
-        };
-        let iv = Interval::from_fields(&h.fields, values);
-        let l = &mut h.learners[i];
-        let Learner {
-            core, obs, mask, ..
-        } = l;
-        if core.observe(&iv, obs, mask) {
-            l.pending = true;
-            l.reward = l.core.reward();
-        }
-        let a = sanitize(l.core.hold(), l.mss);
-        let mut f = action_fields(&a, l.has_interval);
-        if f.is_empty() {
-            f.push((INTERVAL_REG, 10_000));
-        }
-        f
-    }
-
-    fn take_updates(&mut self) -> Vec<(u32, Vec<(&'static str, u32)>)> {
-        std::mem::take(&mut self.0.borrow_mut().updates)
+    fn take_actions(&mut self) -> Vec<(u32, Action)> {
+        std::mem::take(&mut self.0.borrow_mut().actions)
     }
 
     fn close(&mut self, sid: u32) {
-        let mut h = self.0.borrow_mut();
+        let h = self.0.borrow();
         if let Some(&i) = h.by_sid.get(&sid) {
-            h.learners[i].closed = true;
-            h.learners[i].pending = false;
+            let mut l = lock(&h.learners[i]);
+            l.closed = true;
+            l.pending = false;
         }
     }
 }
@@ -225,15 +240,12 @@ impl TrainEnv {
         if let Some(s) = seed {
             scenario.seed = s;
         }
-        let program = self.alg.program();
         let hub = Rc::new(RefCell::new(Hub {
             alg: self.alg.clone(),
-            has_interval: program.source.contains(INTERVAL_REG),
-            fields: program.fields,
             max_learners: self.num_learners,
             learners: Vec::new(),
             by_sid: HashMap::new(),
-            updates: Vec::new(),
+            actions: Vec::new(),
         }));
         let mut inline: InlineAgent = self.agent.inline()?;
         inline.set_external(Box::new(HubRef(hub.clone())));
@@ -266,19 +278,20 @@ impl TrainEnv {
             .context("step() before reset(): call reset() first")?;
         {
             let mut h = st.hub.borrow_mut();
-            let mut updates = Vec::new();
-            for (i, l) in h.learners.iter_mut().enumerate() {
+            let mut decided = Vec::new();
+            for (i, l) in h.learners.iter().enumerate() {
+                let mut l = lock(l);
                 if !l.pending || l.closed {
                     continue;
                 }
                 let mut a = actions[i * act_dim..(i + 1) * act_dim].to_vec();
                 self.spec.clamp(&mut a);
-                let decided = sanitize(l.core.apply(&a), l.mss);
+                decided.push((l.sid, l.core.apply(&a)));
                 l.pending = false;
                 l.decisions += 1;
-                updates.push((l.sid, action_fields(&decided, l.has_interval)));
             }
-            h.updates.extend(updates);
+            // the agent sanitizes and sends them as the flows' drivers would an answer
+            h.actions.extend(decided);
         }
         self.advance()
     }
@@ -300,6 +313,7 @@ impl TrainEnv {
             sim_time_s: st.session.now_s(),
         };
         for (i, l) in h.learners.iter().enumerate() {
+            let l = lock(l);
             out.obs[i * d..(i + 1) * d].copy_from_slice(&l.obs);
             out.rewards[i] = l.reward;
             out.active[i] = !l.closed && l.pending;
@@ -315,6 +329,12 @@ impl TrainEnv {
             .context("results() was already called for this episode")
     }
 
+    /// The agent's records of this environment's flows, learners included (by socket id;
+    /// the episodes' flows closed so far and the live ones, bounded as the agent's tables).
+    pub fn records(&self) -> Vec<ccp_runtime::adapter::FlowRecord> {
+        self.agent.records()
+    }
+
     /// Decisions taken per learner in this episode.
     pub fn decisions(&self) -> Vec<u64> {
         self.state
@@ -324,7 +344,7 @@ impl TrainEnv {
                     .borrow()
                     .learners
                     .iter()
-                    .map(|l| l.decisions)
+                    .map(|l| lock(l).decisions)
                     .collect()
             })
             .unwrap_or_default()

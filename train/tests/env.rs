@@ -112,6 +112,18 @@ fn env_observations_equal_the_agents_features() {
         .all(|r| r.is_finite() && (0.0..=1.0).contains(r)));
     // the preference is part of the observation
     assert_eq!(&env_obs[5][30..33], &[0.6, 0.3, 0.1]);
+    // the learner's flow is one of the agent's flows: recorded like the agent's own
+    let (env_records, agent_records) = (env.records(), &agent_run.records);
+    assert_eq!(env_records.len(), 2);
+    for (e, a) in env_records.iter().zip(agent_records) {
+        assert_eq!(
+            (e.sid, &e.requested, e.alg, e.w),
+            (a.sid, &a.requested, a.alg, a.w)
+        );
+        assert_eq!(e.metrics.reports, a.metrics.reports, "flow {}", e.sid);
+    }
+    assert_eq!(env_records[0].alg, "mocc");
+    assert!(env_records[0].metrics.reports as usize >= env_obs.len());
 }
 
 #[test]

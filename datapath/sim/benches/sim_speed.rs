@@ -1,5 +1,5 @@
-//! Simulated packets per wall-clock second, with the test agent (portus + Cubic) over
-//! in-process channels. `cargo bench -p ccp-sim --bench sim_speed` prints the figures.
+//! Simulated packets per wall-clock second, with the agent's runtime (`ccp-runtime`: portus
+//! + Cubic) over in-process channels. `cargo bench -p ccp-sim --bench sim_speed` prints the figures.
 //!
 //! The run loop is single-threaded; the agent thread is mostly idle (one report per
 //! ~half RTT per flow), so the figure is the simulator's own speed, libccp's fold-program

@@ -228,6 +228,8 @@ pub struct SimResults {
     /// MEASURE messages sent (reports; closes not counted).
     pub reports: u64,
     pub creates: u64,
+    /// Messages sent to the agent (CREATEs, reports, closes, READYs), one datagram each.
+    pub messages_to_agent: u64,
     pub messages_from_agent: u64,
     /// Agent messages refused by validation or by libccp.
     pub rejected_messages: u64,
@@ -256,6 +258,7 @@ impl SimResults {
             && self.sim_packets == o.sim_packets
             && self.reports == o.reports
             && self.creates == o.creates
+            && self.messages_to_agent == o.messages_to_agent
             && self.messages_from_agent == o.messages_from_agent
             && self.rejected_messages == o.rejected_messages
             && self.unknown_sid_messages == o.unknown_sid_messages

@@ -488,6 +488,7 @@ struct World<H: IpcHolder> {
     sim_packets: u64,
     reports: u64,
     creates: u64,
+    to_agent: u64,
     from_agent: u64,
     rejected: u64,
     unknown_sid: u64,
@@ -532,6 +533,7 @@ impl<H: IpcHolder> World<H> {
             sim_packets: 0,
             reports: 0,
             creates: 0,
+            to_agent: 0,
             from_agent: 0,
             rejected: 0,
             unknown_sid: 0,
@@ -649,6 +651,7 @@ impl<H: IpcHolder> World<H> {
                 context: "send to agent",
                 source,
             })?;
+            self.to_agent += 1;
         }
         if self.waits.is_empty() {
             return Ok(());
@@ -1135,6 +1138,7 @@ impl<H: IpcHolder> World<H> {
             },
             reports: self.reports,
             creates: self.creates,
+            messages_to_agent: self.to_agent,
             messages_from_agent: self.from_agent,
             rejected_messages: self.rejected,
             unknown_sid_messages: self.unknown_sid,

@@ -68,7 +68,7 @@ fn missing_agent_exits_1() {
 fn runs_against_an_agent_over_unix_sockets() {
     let pid = std::process::id();
     let agent_name = format!("ccp-sim-cli-{pid}-agent");
-    let agent = TestAgent::unix("cubic", &agent_name);
+    let agent = UnixAgent::serve("cubic", &agent_name);
     let dir = std::env::temp_dir().join(format!("ccp-sim-cli-run-{pid}"));
     std::fs::create_dir_all(&dir).unwrap();
     let sc = dir.join("s.toml");
@@ -87,19 +87,20 @@ fn runs_against_an_agent_over_unix_sockets() {
         .args(["--name", &format!("ccp-sim-cli-{pid}-dp")])
         .output()
         .unwrap();
-    let log = agent.stop();
-    let _ = std::fs::remove_file(format!("/tmp/ccp/{agent_name}"));
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let log = agent.stop(v["messages_to_agent"].as_u64().unwrap());
+    let _ = std::fs::remove_file(format!("/tmp/ccp/{agent_name}"));
     assert!(v["utilization"].as_f64().unwrap() > 0.85, "{v}");
     assert_eq!(v["flows"][0]["alg"], "cubic");
-    assert_eq!(log.creates.len(), 1);
-    assert_eq!(log.creates[0].1, "cubic");
-    assert_eq!(v["reports"].as_u64().unwrap(), log.reports);
+    assert_eq!(log.creates(), [(1, "cubic")]);
+    assert_eq!(log.algs(), ["cubic"]);
+    assert_eq!(log.closes(), 1);
+    assert_eq!(v["reports"].as_u64().unwrap(), log.reports());
     let text = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(text.lines().count(), 101);
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,33 +1,38 @@
-//! End to end: the simulator's libccp datapaths against a portus agent running ccp-algs
-//! controllers, in lockstep.
+//! End to end: the simulator's libccp datapaths against the agent (the `ccp-runtime`
+//! library's portus run loop) running ccp-algs controllers, in lockstep.
 
 mod common;
 use common::*;
 
 use std::time::{Duration, Instant};
 
-use ccp_sim::{ChanIpc, Scenario, SimError, SimOptions, Simulator, UnixIpc};
+use ccp_runtime::simrun::IpcKind;
+use ccp_sim::{ChanIpc, Scenario, SimError, SimOptions, Simulator};
 
 #[test]
 fn one_cubic_flow_fills_the_link() {
     let sc = Scenario::from_file(scenarios_dir().join("one-flow.toml")).unwrap();
     let (r, log) = run_with(&sc, "reno", None);
     let f = &r.flows[0];
-    assert_eq!(log.flows[0].1, "cubic", "the flow asked for cubic");
+    assert_eq!(log.algs(), ["cubic"], "the flow asked for cubic");
     assert!(r.utilization >= 0.9, "utilization {}", r.utilization);
     assert!(f.utilization >= 0.9);
     assert_eq!(r.rejected_messages, 0);
     assert_eq!(f.invoke_errors, 0);
     assert_eq!(r.creates, 1);
     // one UPDATE_FIELDS per report, one CHANGE_PROG, and one INSTALL per program
-    assert_eq!(log.reports, r.reports);
+    assert_eq!(log.reports(), r.reports);
     let programs = ccp_algs::Registry::builtin().iter().count() as u64;
     assert_eq!(r.messages_from_agent, r.reports + 1 + programs);
+    // the agent took every datapath message: a READY, the CREATE, the reports and the close
+    assert_eq!(log.accepted, r.messages_to_agent);
+    assert_eq!(r.messages_to_agent, 1 + 1 + r.reports + 1);
+    assert_eq!(log.rejected, 0);
     assert!(r.reports > 500, "{}", r.reports);
     // a 1-BDP buffer bounds the queueing delay by one base RTT
     assert!(f.queue_delay_p95_ms <= 41.0, "{}", f.queue_delay_p95_ms);
     assert!(f.rtt_p50_ms >= 40.0);
-    assert_eq!(log.closes, 1);
+    assert_eq!(log.closes(), 1);
 }
 
 #[test]
@@ -70,18 +75,8 @@ fn same_seed_gives_identical_results() {
 fn unix_and_chan_transports_give_identical_results() {
     let sc = lossy_two_flows(4);
     let (chan, _) = run_with(&sc, "cubic", None);
-    let pid = std::process::id();
-    let agent_name = format!("ccp-sim-test-{pid}-agent");
-    let agent = TestAgent::unix("cubic", &agent_name);
-    let mut ipc = UnixIpc::new(&format!("ccp-sim-test-{pid}-dp"), &agent_name).unwrap();
-    let unix = Simulator::new(&sc, SimOptions::default())
-        .unwrap()
-        .run(&mut ipc)
-        .unwrap();
-    drop(ipc);
-    let log = agent.stop();
-    let _ = std::fs::remove_file(format!("/tmp/ccp/{agent_name}"));
-    assert_eq!(log.creates.len(), 2);
+    let (unix, log) = run_over(&sc, "cubic", None, IpcKind::Unix);
+    assert_eq!(log.creates().len(), 2);
     assert!(
         unix.same_outcome(&chan),
         "{:?}\n{:?}",
@@ -101,7 +96,7 @@ fn create_carries_the_requested_algorithm_and_preference() {
          [[flow]]\nalg = \"mocc\"\nrtt_ms = 20\n",
     );
     let (r, log) = run_with(&sc, "reno", None);
-    let names: Vec<&str> = log.creates.iter().map(|(_, s)| s.as_str()).collect();
+    let names: Vec<&str> = log.creates().iter().map(|(_, s)| *s).collect();
     assert_eq!(
         names,
         [
@@ -112,21 +107,18 @@ fn create_carries_the_requested_algorithm_and_preference() {
             "mocc"
         ]
     );
-    let sids: Vec<u32> = log.creates.iter().map(|(s, _)| *s).collect();
+    let sids: Vec<u32> = log.creates().iter().map(|(s, _)| *s).collect();
     assert_eq!(sids, [1, 2, 3, 4, 5]);
-    let algs: Vec<&str> = log.flows.iter().map(|f| f.1).collect();
-    // the test agent hosts the builtin algorithms; an unhosted one falls back to the default
-    let mocc = if ccp_algs::Registry::builtin().get("mocc").is_some() {
-        "mocc"
-    } else {
-        "reno"
-    };
-    assert_eq!(algs, ["cubic", "reno", "reno", "reno", mocc]);
-    assert_eq!(log.flows[2].2.as_array(), [0.8, 0.1, 0.1]);
+    // the agent hosts the builtin algorithms (no models): mocc falls back to the default
+    assert!(ccp_algs::Registry::builtin().get("mocc").is_none());
+    assert_eq!(log.algs(), ["cubic", "reno", "reno", "reno", "reno"]);
+    assert_eq!(log.records[2].w.as_array(), [0.8, 0.1, 0.1]);
+    assert_eq!(log.records[0].w.as_array(), [0.4, 0.5, 0.1]);
     assert_eq!(r.flows[0].alg.as_deref(), Some("cubic"));
     assert_eq!(r.flows[0].w, Some([0.4, 0.5, 0.1]));
     assert_eq!(r.flows[3].alg, None);
-    assert_eq!(r.flows[3].alg_label, "default");
+    // a flow that names no algorithm is labelled with the agent's default
+    assert_eq!(r.flows[3].alg_label, "reno");
     assert!(r
         .flows
         .iter()
@@ -156,7 +148,7 @@ fn flows_start_and_stop_on_time() {
     );
     assert!(late.throughput_mbps > 2.0, "{}", late.throughput_mbps);
     // one close per flow: the stop at 6 s, and the end of the run
-    assert_eq!(log.closes, 2);
+    assert_eq!(log.closes(), 2);
     // once it left, the first flow takes the link back
     let back = r.throughput_window(9.0, 12.0);
     assert_eq!(back.len(), 1);
@@ -176,7 +168,8 @@ fn shipped_scenarios_run() {
         let sc = Scenario::from_file(scenarios_dir().join(name)).unwrap();
         let (r, log) = run_with(&sc, "cubic", None);
         assert_eq!(r.rejected_messages, 0, "{name}");
-        assert_eq!(log.creates.len(), sc.flows.len(), "{name}");
+        assert_eq!(log.creates().len(), sc.flows.len(), "{name}");
+        assert_eq!(log.closes(), sc.flows.len(), "{name}");
         assert!(r.flows.iter().all(|f| f.delivered_bytes > 0), "{name}");
         // (Cubic gets a few percent of a 600 ms path with 0.74% loss: ~1.2/sqrt(p) segments
         // per RTT)

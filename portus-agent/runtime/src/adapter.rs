@@ -69,6 +69,20 @@ impl AgentCore {
         mss: u32,
         init_cwnd: u32,
     ) -> (FlowDriver, Vec<(&'static str, u32)>) {
+        self.start_flow_by(alg, sid, mss, init_cwnd, |info| alg.new_flow(info))
+    }
+
+    /// [`AgentCore::start_flow`] with the flow's controller made by `controller` instead of
+    /// `alg.new_flow` (a controller outside the agent, e.g. a learner in training); the flow
+    /// still runs `alg`'s program and is recorded and answered like any other.
+    pub fn start_flow_by(
+        &self,
+        alg: &Arc<dyn Algorithm>,
+        sid: u32,
+        mss: u32,
+        init_cwnd: u32,
+        controller: impl FnOnce(&FlowInfo) -> Box<dyn Controller>,
+    ) -> (FlowDriver, Vec<(&'static str, u32)>) {
         let key = FlowKey {
             peer: self.tables.current_peer(),
             sid,
@@ -94,7 +108,7 @@ impl AgentCore {
             preference: w,
         };
         let program = alg.program();
-        let mut ctrl = alg.new_flow(&flow_info);
+        let mut ctrl = controller(&flow_info);
         let has_interval = program.source.contains(INTERVAL_REG);
         let initial = sanitize(ctrl.initial_action(), mss);
         let mut fields = action_fields(&initial, has_interval);
@@ -246,6 +260,31 @@ impl FlowDriver {
             let iv = Interval::from_fields(&self.fields, v);
             sanitize(self.ctrl.on_report(&iv), self.mss)
         });
+        let fields = self.answer(decided);
+        let metrics = self.ctrl.metrics();
+        let (w, last, flow_log) = (self.w, &self.last, &self.flow_log);
+        self.tables.update(self.key, self.gen, |rec| {
+            rec.metrics = metrics.clone();
+            rec.w = w;
+            if let Some(log) = flow_log {
+                if let Ok(mut l) = log.lock() {
+                    l.report(rec, last);
+                }
+            }
+        });
+        fields
+    }
+
+    /// Apply an action decided outside the report/answer exchange (a training step's):
+    /// sanitized and remembered as [`FlowDriver::on_report`] does. Returns the register
+    /// updates to send now.
+    pub fn apply(&mut self, action: Action) -> Vec<(&'static str, u32)> {
+        self.answer(Some(sanitize(action, self.mss)))
+    }
+
+    /// The registers that carry `decided` (`None`: what is in force), never none; `decided`
+    /// becomes what is in force.
+    fn answer(&mut self, decided: Option<Action>) -> Vec<(&'static str, u32)> {
         if let Some(a) = decided {
             if a.cwnd_bytes.is_some() {
                 self.last.cwnd_bytes = a.cwnd_bytes;
@@ -264,17 +303,6 @@ impl FlowDriver {
         if fields.is_empty() {
             fields.push(("Cwnd", self.last.cwnd_bytes.unwrap_or(10 * self.mss)));
         }
-        let metrics = self.ctrl.metrics();
-        let (w, last, flow_log) = (self.w, &self.last, &self.flow_log);
-        self.tables.update(self.key, self.gen, |rec| {
-            rec.metrics = metrics.clone();
-            rec.w = w;
-            if let Some(log) = flow_log {
-                if let Ok(mut l) = log.lock() {
-                    l.report(rec, last);
-                }
-            }
-        });
         fields
     }
 

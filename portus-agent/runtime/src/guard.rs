@@ -118,6 +118,11 @@ pub enum Reject {
 /// Counters of what the guard saw. Shared with the rest of the agent (metrics, tests).
 #[derive(Debug, Default)]
 pub struct GuardStats {
+    /// Datagrams read from datapaths and taken on (valid or not), each handled before the
+    /// next is read; not one that arrived while the agent was stopping.
+    /// ([`GuardStats::wait_datagrams`]).
+    pub datagrams: AtomicU64,
+    /// Messages passed on to the agent (a datagram may hold several).
     pub accepted: AtomicU64,
     pub truncated: AtomicU64,
     pub oversized: AtomicU64,
@@ -152,6 +157,21 @@ pub struct GuardStats {
 }
 
 impl GuardStats {
+    /// Wait (at most `limit`) until `n` datagrams have been read; `false` on timeout. A
+    /// datapath that sent `n` datagrams and then calls this knows that the agent has taken
+    /// on its last one, so stopping the agent now still handles it (the run loop stops at
+    /// its next read).
+    pub fn wait_datagrams(&self, n: u64, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while self.datagrams.load(Ordering::SeqCst) < n {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        true
+    }
+
     /// Count one message dropped for `r`.
     pub fn count(&self, r: Reject) {
         let c = match r {
@@ -586,6 +606,7 @@ impl<I: Ipc> Ipc for Guarded<I> {
             if n == 0 {
                 continue;
             }
+            self.stats.datagrams.fetch_add(1, Ordering::SeqCst);
             let now = Instant::now();
             if !st.peers.contains_key(&addr) {
                 if !Self::admit(st) {

@@ -7,15 +7,16 @@
 //! Python training bindings run (tens of thousands of decisions per second), and a test holds
 //! it to the portus path, which must give identical results for a seeded scenario.
 //!
-//! Learning flows can be taken over by an [`ExternalControl`]: their reports go to it instead
-//! of a controller, and it may also push register updates for a flow between reports (a
-//! training step applies its action while the simulator is paused).
+//! Learning flows can be taken over by an [`ExternalControl`]: it hands the agent the
+//! controller that decides such a flow's reports (the flow is otherwise driven, answered and
+//! recorded like any other, by the same [`FlowDriver`]), and it may also hand it actions to
+//! apply between reports (a training step applies its action while the simulator is paused).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ccp_algs::{Algorithm, FlowInfo};
+use ccp_algs::{Action, Algorithm, Controller, FlowInfo};
 use portus::lang::{Reg, Scope};
 use portus::serialize;
 use tracing::debug;
@@ -23,8 +24,8 @@ use tracing::debug;
 use crate::adapter::{AgentCore, FlowDriver};
 use crate::flows::FlowKey;
 use crate::guard::{
-    check_message, flow_params, normalize_create, u16_at, u32_at, FlowRequest, GuardStats, CREATE,
-    HDR_LEN, MAX_FLOWS_PER_DATAPATH, MEASURE, READY,
+    check_message, normalize_create, u16_at, u32_at, FlowRequest, GuardStats, CREATE, HDR_LEN,
+    MAX_FLOWS_PER_DATAPATH, MEASURE, READY,
 };
 
 /// A program compiled once: its uid, scope and INSTALL message.
@@ -34,29 +35,26 @@ struct Compiled {
     install: Vec<u8>,
 }
 
-/// Takes over the flows it claims (training). `claim` is asked at CREATE; a claimed flow's
-/// reports go to `on_report` with the decoded values (program field order) instead of the
-/// algorithm's controller, and the returned registers are the answer.
+/// Takes over the flows it claims (training). `claim` is asked at CREATE: a claimed flow
+/// runs `alg`'s program with the controller `claim` returns instead of `alg`'s own; the
+/// agent decodes its reports, sanitizes and answers its decisions, and records it, as for
+/// every flow.
 pub trait ExternalControl {
-    /// Claim flow `sid` (requested as `request`, resolved to `alg`), or leave it to the
-    /// agent by returning `false`.
-    fn claim(&mut self, info: &FlowInfo, request: &FlowRequest, alg: &Arc<dyn Algorithm>) -> bool;
-    /// A report of a claimed flow; return the register updates of the answer.
-    fn on_report(&mut self, sid: u32, values: &[u64]) -> Vec<(&'static str, u32)>;
-    /// The initial registers of a claimed flow (its CHANGE_PROG).
-    fn initial(&mut self, sid: u32) -> Vec<(&'static str, u32)>;
-    /// A claimed flow closed.
+    /// Claim flow `info.sock_id` (requested as `request`, resolved to `alg`) by returning
+    /// the controller that decides it, or leave it to the agent with `None`.
+    fn claim(
+        &mut self,
+        info: &FlowInfo,
+        request: &FlowRequest,
+        alg: &Arc<dyn Algorithm>,
+    ) -> Option<Box<dyn Controller>>;
+    /// A claimed flow closed (or was dropped).
     fn close(&mut self, _sid: u32) {}
-    /// Register updates to send now, outside the report/answer exchange (e.g. a training
-    /// step's actions), as (socket id, registers). Polled whenever the datapath reads.
-    fn take_updates(&mut self) -> Vec<(u32, Vec<(&'static str, u32)>)> {
+    /// Actions to apply now, outside the report/answer exchange (e.g. a training step's), as
+    /// (socket id, action). Polled whenever the datapath reads and nothing else is queued.
+    fn take_actions(&mut self) -> Vec<(u32, Action)> {
         Vec::new()
     }
-}
-
-enum Driven {
-    Agent(FlowDriver),
-    External,
 }
 
 struct InlineFlow {
@@ -64,7 +62,9 @@ struct InlineFlow {
     /// Report index of each program field, in the program's field order.
     index: Vec<usize>,
     values: Vec<u64>,
-    driven: Driven,
+    driver: FlowDriver,
+    /// Claimed by the [`ExternalControl`].
+    claimed: bool,
 }
 
 /// A synchronous agent for in-process datapaths.
@@ -132,14 +132,25 @@ impl InlineAgent {
         self.external.as_deref_mut()
     }
 
-    /// Queue a register update for flow `sid` outside the report/answer exchange (e.g. a
-    /// training action). The datapath applies it at the flow's next ACK.
-    pub fn push_update(&mut self, sid: u32, fields: &[(&'static str, u32)]) {
-        if let Some(flow) = self.flows.get(&sid) {
+    /// Apply `action` to flow `sid` outside the report/answer exchange (e.g. a training
+    /// step's), through the flow's driver; the datapath applies it at the flow's next ACK.
+    pub fn apply(&mut self, sid: u32, action: Action) {
+        if let Some(flow) = self.flows.get_mut(&sid) {
+            let fields = flow.driver.apply(action);
             if let Some(c) = self.programs.get(flow.program) {
-                if let Some(m) = update_msg(sid, &c.scope, fields) {
+                if let Some(m) = update_msg(sid, &c.scope, &fields) {
                     self.outbox.push_back(m);
                 }
+            }
+        }
+    }
+
+    /// A flow ends (closed by its datapath, replaced, or the agent reset).
+    fn end(&mut self, sid: u32, mut flow: InlineFlow) {
+        flow.driver.close();
+        if flow.claimed {
+            if let Some(e) = self.external.as_mut() {
+                e.close(sid);
             }
         }
     }
@@ -161,15 +172,9 @@ impl InlineAgent {
     /// Drop every flow (closing its record) and every queued answer; the next CREATE or
     /// READY installs the programs again. (Fuzzing runs one agent over many inputs.)
     pub fn reset(&mut self) {
-        for (sid, flow) in self.flows.drain() {
-            match flow.driven {
-                Driven::Agent(mut d) => d.close(),
-                Driven::External => {
-                    if let Some(e) = self.external.as_mut() {
-                        e.close(sid);
-                    }
-                }
-            }
+        let flows: Vec<(u32, InlineFlow)> = self.flows.drain().collect();
+        for (sid, flow) in flows {
+            self.end(sid, flow);
         }
         self.outbox.clear();
         self.installed = false;
@@ -214,43 +219,34 @@ impl InlineAgent {
             return;
         };
         let index = report_index(&compiled.scope, &program.fields);
-        let claimed = self.external.is_some() && {
-            let (mss, init_cwnd_bytes) = flow_params(mss, init_cwnd);
-            let info = FlowInfo {
-                sock_id: sid,
-                mss,
-                init_cwnd_bytes,
-                preference: req.preference.unwrap_or(self.core.default_w),
-            };
-            self.external
-                .as_mut()
-                .is_some_and(|e| e.claim(&info, &req, &alg))
-        };
-        let (driven, fields) = if claimed {
-            let fields = self
-                .external
-                .as_mut()
-                .map(|e| e.initial(sid))
-                .unwrap_or_default();
-            // an external flow keeps no agent record
-            self.core.tables.drop_request(FlowKey { peer: 0, sid }, gen);
-            (Driven::External, fields)
-        } else {
-            let (driver, fields) = self.core.start_flow(&alg, sid, mss, init_cwnd);
-            (Driven::Agent(driver), fields)
-        };
+        let mut claimed = false;
+        let external = &mut self.external;
+        let (driver, fields) =
+            self.core
+                .start_flow_by(&alg, sid, mss, init_cwnd, |info: &FlowInfo| match external
+                    .as_mut()
+                    .and_then(|e| e.claim(info, &req, &alg))
+                {
+                    Some(ctrl) => {
+                        claimed = true;
+                        ctrl
+                    }
+                    None => alg.new_flow(info),
+                });
         if let Some(m) = change_prog_msg(sid, compiled, &fields) {
             self.outbox.push_back(m);
         }
-        self.flows.insert(
-            sid,
-            InlineFlow {
-                program: program.name,
-                values: Vec::with_capacity(index.len()),
-                index,
-                driven,
-            },
-        );
+        let flow = InlineFlow {
+            program: program.name,
+            values: Vec::with_capacity(index.len()),
+            index,
+            driver,
+            claimed,
+        };
+        if let Some(old) = self.flows.insert(sid, flow) {
+            // a second CREATE for a live socket id replaces its flow
+            self.end(sid, old);
+        }
     }
 
     fn on_measure(&mut self, msg: &[u8]) {
@@ -262,15 +258,9 @@ impl InlineAgent {
             return;
         };
         if n == 0 {
-            match &mut flow.driven {
-                Driven::Agent(d) => d.close(),
-                Driven::External => {
-                    if let Some(e) = self.external.as_mut() {
-                        e.close(sid);
-                    }
-                }
+            if let Some(flow) = self.flows.remove(&sid) {
+                self.end(sid, flow);
             }
-            self.flows.remove(&sid);
             return;
         }
         let Some(compiled) = self.programs.get(flow.program) else {
@@ -294,13 +284,7 @@ impl InlineAgent {
                 }
             }
         }
-        let fields = match &mut flow.driven {
-            Driven::Agent(d) => d.on_report(ok.then_some(&flow.values[..])),
-            Driven::External => match self.external.as_mut() {
-                Some(e) if ok => e.on_report(sid, &flow.values),
-                _ => Vec::new(),
-            },
-        };
+        let fields = flow.driver.on_report(ok.then_some(&flow.values[..]));
         if let Some(m) = update_msg(sid, &compiled.scope, &fields) {
             self.outbox.push_back(m);
         }
@@ -308,6 +292,9 @@ impl InlineAgent {
 
     /// Handle one datapath message (any number of answers are queued).
     pub fn handle(&mut self, msg: &[u8]) {
+        self.stats
+            .datagrams
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut at = 0;
         while at < msg.len() {
             let len = match check_message(&msg[at..]) {
@@ -341,13 +328,13 @@ impl ccp_sim::DatapathIpc for InlineAgent {
 
     fn recv(&mut self, _timeout: Duration) -> std::io::Result<Option<Vec<u8>>> {
         if self.outbox.is_empty() {
-            let updates = self
+            let actions = self
                 .external
                 .as_mut()
-                .map(|e| e.take_updates())
+                .map(|e| e.take_actions())
                 .unwrap_or_default();
-            for (sid, fields) in updates {
-                self.push_update(sid, &fields);
+            for (sid, action) in actions {
+                self.apply(sid, action);
             }
         }
         Ok(self.outbox.pop_front())

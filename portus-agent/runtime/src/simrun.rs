@@ -4,7 +4,10 @@
 //! simulator runs on the calling thread and talks to it over portus's in-process channel
 //! (`IpcKind::Chan`) or over unix datagram sockets (`IpcKind::Unix`, the same transport a
 //! separate `ccp-sim` process uses). Agent and simulator proceed in lockstep (see the
-//! adapter), so a seeded scenario gives identical results over either transport.
+//! adapter), so a seeded scenario gives identical results over either transport. Messages
+//! that need no answer (a flow's close) may still be on their way when the simulation
+//! ends: the run waits until the agent has taken on every one ([`GuardStats::wait_datagrams`])
+//! before it reads the agent's records, so they show exactly the closes the datapath sent.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -14,6 +17,23 @@ use serde_json::json;
 
 use crate::adapter::FlowRecord;
 use crate::agent::{Agent, AgentOptions};
+use crate::guard::GuardStats;
+
+/// The longest a run waits for the agent to read the simulator's last messages.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+/// Wait until the agent has taken on every message the simulation sent (see the module docs).
+fn drain(stats: &GuardStats, res: &Result<SimResults, ccp_sim::SimError>) {
+    if let Ok(r) = res {
+        if !stats.wait_datagrams(r.messages_to_agent, DRAIN_LIMIT) {
+            tracing::warn!(
+                sent = r.messages_to_agent,
+                read = stats.datagrams.load(Ordering::Relaxed),
+                "the agent did not read the simulator's last messages in time"
+            );
+        }
+    }
+}
 
 /// Transport between the in-process agent and the simulator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -90,6 +110,7 @@ fn run_with_agent(scenario: &Scenario, opts: &RunOptions, agent: Agent) -> anyho
             let running = agent.spawn(sock)?;
             let mut ipc = ChanIpc::new(to_agent.clone(), from_agent);
             let res = sim.run(&mut ipc);
+            drain(&agent.stats, &res);
             let records = running.records();
             // a junk message wakes the loop so it sees the stop flag at once
             running.stop(|| {
@@ -111,6 +132,7 @@ fn run_with_agent(scenario: &Scenario, opts: &RunOptions, agent: Agent) -> anyho
             let running = agent.spawn(sock)?;
             let mut ipc = UnixIpc::new(&sim_name, &agent_name)?;
             let res = sim.run(&mut ipc);
+            drain(&agent.stats, &res);
             let records = running.records();
             running.stop(|| {
                 if let Ok(s) = std::os::unix::net::UnixDatagram::unbound() {
