@@ -66,6 +66,13 @@ pub trait LearnedAlgorithm: Algorithm {
     /// first rate) are left out: the trainer varies them per episode to cover the state
     /// space, while the policy's map from observation to action is the same either way.
     fn dynamics(&self) -> Dynamics;
+    /// Named `[start, end)` slices of the observation that a trainer builds its networks on
+    /// (MOCC: `state`, the MI history, and `w`, the preference its sub-network reads); empty
+    /// when a trainer needs none. The bindings hand it to Python (`spec(alg)["layout"]`), so no
+    /// trainer copies an index.
+    fn obs_layout(&self) -> Vec<(&'static str, std::ops::Range<usize>)> {
+        Vec::new()
+    }
 }
 
 /// A model card's dynamics differ from the ones the agent serves.

@@ -188,6 +188,10 @@ impl LearnedAlgorithm for Mocc {
         }
         d
     }
+
+    fn obs_layout(&self) -> Vec<(&'static str, std::ops::Range<usize>)> {
+        vec![("state", 0..W_OFFSET), ("w", W_OFFSET..OBS_DIM)]
+    }
 }
 
 /// The fallback policy of a bare [`Mocc`]: `a = 0` (keep the rate).
