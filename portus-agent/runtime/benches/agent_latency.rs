@@ -63,17 +63,7 @@ fn run(dp: &mut dyn Dp, label: &str) {
         .get("cubic")
         .expect("cubic")
         .program();
-    let fields = wire::report_fields(
-        &prog,
-        &[
-            ("acked_bytes", 14480),
-            ("acked_pkts", 10),
-            ("rtt_min_us", 40_000),
-            ("rtt_sum_us", 40_000),
-            ("rtt_cnt", 1),
-            ("interval_us", 20_000),
-        ],
-    );
+    let fields = wire::one_rtt_report(&prog);
     let msg = wire::measure(1, uid, &fields);
     let mut lat = Vec::with_capacity(N);
     // warm-up

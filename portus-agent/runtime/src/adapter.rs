@@ -58,24 +58,24 @@ pub struct AgentCore {
 static LOG_NO_PROGRAM: LogLimit = LogLimit::new(crate::guard::LOG_EVERY);
 
 impl AgentCore {
+    /// The names of the algorithms this agent runs: what a datapath may request.
+    pub fn available(&self) -> Vec<String> {
+        self.registry
+            .names()
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    }
+
     /// Start a flow of `alg` for socket `sid` of the datapath portus is serving now: the
     /// driver and the fields of its first CHANGE_PROG (initial cwnd/rate/interval). `mss`
     /// and `init_cwnd` are clamped to the guard's documented ranges ([`flow_params`]) before
     /// the controller sees them.
+    ///
+    /// `controller` makes the flow's controller: `alg.new_flow`, or one from outside the
+    /// agent (a learner in training); either way the flow runs `alg`'s program and is
+    /// recorded and answered like any other.
     pub fn start_flow(
-        &self,
-        alg: &Arc<dyn Algorithm>,
-        sid: u32,
-        mss: u32,
-        init_cwnd: u32,
-    ) -> (FlowDriver, Vec<(&'static str, u32)>) {
-        self.start_flow_by(alg, sid, mss, init_cwnd, |info| alg.new_flow(info))
-    }
-
-    /// [`AgentCore::start_flow`] with the flow's controller made by `controller` instead of
-    /// `alg.new_flow` (a controller outside the agent, e.g. a learner in training); the flow
-    /// still runs `alg`'s program and is recorded and answered like any other.
-    pub fn start_flow_by(
         &self,
         alg: &Arc<dyn Algorithm>,
         sid: u32,
@@ -160,7 +160,9 @@ impl AgentCore {
         mut control: Datapath<I>,
         info: DatapathInfo,
     ) -> PortusFlow<I> {
-        let (driver, fields) = self.start_flow(alg, info.sock_id, info.mss, info.init_cwnd);
+        let (driver, fields) = self.start_flow(alg, info.sock_id, info.mss, info.init_cwnd, |i| {
+            alg.new_flow(i)
+        });
         let scope = match control.set_program(driver.program, Some(&fields)) {
             Ok(sc) => Some(sc),
             Err(e) => {

@@ -253,18 +253,11 @@ impl Agent {
     pub fn spawn<I: Ipc>(&self, ipc: I) -> anyhow::Result<RunningAgent> {
         let running = Arc::new(AtomicBool::new(true));
         let stop = Arc::new(AtomicBool::new(false));
-        let available = self
-            .core
-            .registry
-            .names()
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
         let guarded = Guarded::new(
             ipc,
             self.stats.clone(),
             self.core.tables.clone(),
-            available,
+            self.core.available(),
             stop.clone(),
         );
         let core = &self.core;

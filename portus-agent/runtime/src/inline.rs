@@ -104,12 +104,7 @@ impl InlineAgent {
                 },
             );
         }
-        let available = core
-            .registry
-            .names()
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let available = core.available();
         Ok(Self {
             core,
             available,
@@ -223,7 +218,7 @@ impl InlineAgent {
         let external = &mut self.external;
         let (driver, fields) =
             self.core
-                .start_flow_by(&alg, sid, mss, init_cwnd, |info: &FlowInfo| match external
+                .start_flow(&alg, sid, mss, init_cwnd, |info: &FlowInfo| match external
                     .as_mut()
                     .and_then(|e| e.claim(info, &req, &alg))
                 {

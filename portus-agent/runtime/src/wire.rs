@@ -79,3 +79,19 @@ pub fn report_fields(program: &ccp_algs::FoldProgram, values: &[(&str, u64)]) ->
     }
     fields
 }
+
+/// A plausible report for `program`: one round trip of 10 packets (14,480 bytes) acked with a
+/// 40 ms RTT over a 20 ms interval, no loss; other fields 0.
+pub fn one_rtt_report(program: &ccp_algs::FoldProgram) -> Vec<u64> {
+    report_fields(
+        program,
+        &[
+            ("acked_bytes", 14480),
+            ("acked_pkts", 10),
+            ("rtt_min_us", 40_000),
+            ("rtt_sum_us", 40_000),
+            ("rtt_cnt", 1),
+            ("interval_us", 20_000),
+        ],
+    )
+}
