@@ -33,8 +33,9 @@ pub const BIGGEST_MSG: usize = 32678;
 
 // libccp limits (serialize.h / ccp_priv.h)
 const MAX_EXPRESSIONS: u32 = 256;
-/// A program of 256 instructions hangs libccp's interpreter (u8 loop counter): refuse it.
-const MAX_INSTRUCTIONS: u32 = 255;
+/// A program of 256 instructions hangs libccp's interpreter (u8 loop counter): refuse it. The
+/// agent and the algorithms' tests check the same limit.
+const MAX_INSTRUCTIONS: u32 = ccp_algs::signals::MAX_PROGRAM_INSTRUCTIONS as u32;
 const MAX_REPORT_REG: u32 = 110;
 const MAX_CONTROL_REG: u32 = 110;
 const MAX_IMPLICIT_REG: u32 = 6;
@@ -272,7 +273,8 @@ mod tests {
             m
         };
         assert!(validate_agent_msg(&mk(10)).is_ok());
-        assert!(validate_agent_msg(&mk(255)).is_ok());
-        assert!(validate_agent_msg(&mk(256)).is_err());
+        assert_eq!(MAX_INSTRUCTIONS, 255);
+        assert!(validate_agent_msg(&mk(MAX_INSTRUCTIONS)).is_ok());
+        assert!(validate_agent_msg(&mk(MAX_INSTRUCTIONS + 1)).is_err());
     }
 }
