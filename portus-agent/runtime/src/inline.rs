@@ -192,6 +192,10 @@ impl InlineAgent {
             debug!(sid, "live-flow cap reached: CREATE refused");
             return;
         }
+        if let Some(old) = self.flows.remove(&sid) {
+            // a second CREATE for a live socket id replaces its flow
+            self.end(sid, old);
+        }
         let req = normalize_create(msg, &self.available, &self.stats);
         // normalized: mss in range, init_cwnd in bytes and clamped
         let init_cwnd = u32_at(msg, HDR_LEN);
@@ -238,10 +242,7 @@ impl InlineAgent {
             driver,
             claimed,
         };
-        if let Some(old) = self.flows.insert(sid, flow) {
-            // a second CREATE for a live socket id replaces its flow
-            self.end(sid, old);
-        }
+        self.flows.insert(sid, flow);
     }
 
     fn on_measure(&mut self, msg: &[u8]) {
@@ -380,4 +381,132 @@ fn update_msg(sid: u32, scope: &Scope, fields: &[(&'static str, u32)]) -> Option
         fields: regs,
     })
     .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+
+    use ccp_algs::{FlowMetrics, Interval, Registry};
+    use ccp_sim::DatapathIpc;
+
+    use super::*;
+    use crate::guard::{CHANGE_PROG, UPDATE_FIELDS};
+    use crate::wire;
+    use crate::{Agent, AgentOptions};
+
+    /// Claims every Cubic flow with a controller that holds 20 packets and counts reports;
+    /// logs claims and closes.
+    #[derive(Default, Clone)]
+    struct Outside {
+        log: Arc<Mutex<Vec<String>>>,
+        reports: Arc<AtomicU64>,
+        actions: Arc<Mutex<Vec<(u32, Action)>>>,
+    }
+
+    struct Held {
+        reports: Arc<AtomicU64>,
+        metrics: FlowMetrics,
+    }
+
+    impl Controller for Held {
+        fn on_report(&mut self, iv: &Interval) -> Action {
+            self.reports.fetch_add(1, Ordering::Relaxed);
+            self.metrics.observe(iv);
+            Action {
+                cwnd_bytes: Some(20 * 1448),
+                ..Default::default()
+            }
+        }
+        fn metrics(&self) -> &FlowMetrics {
+            &self.metrics
+        }
+    }
+
+    impl ExternalControl for Outside {
+        fn claim(
+            &mut self,
+            info: &FlowInfo,
+            _request: &FlowRequest,
+            alg: &Arc<dyn Algorithm>,
+        ) -> Option<Box<dyn Controller>> {
+            if alg.name() != "cubic" {
+                return None;
+            }
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("claim {}", info.sock_id));
+            Some(Box::new(Held {
+                reports: self.reports.clone(),
+                metrics: FlowMetrics::default(),
+            }))
+        }
+        fn close(&mut self, sid: u32) {
+            self.log.lock().unwrap().push(format!("close {sid}"));
+        }
+        fn take_actions(&mut self) -> Vec<(u32, Action)> {
+            std::mem::take(&mut *self.actions.lock().unwrap())
+        }
+    }
+
+    fn drain(a: &mut InlineAgent) -> Vec<(u16, u32)> {
+        let mut out = Vec::new();
+        while let Ok(Some(m)) = a.recv(Duration::ZERO) {
+            out.extend(wire::type_and_sid(&m));
+        }
+        out
+    }
+
+    #[test]
+    fn claimed_flows_are_driven_answered_and_recorded_like_the_agents_own() {
+        let agent = Agent::with_registry(&AgentOptions::default(), Registry::builtin()).unwrap();
+        let mut a = agent.inline().unwrap();
+        let outside = Outside::default();
+        a.set_external(Box::new(outside.clone()));
+        let cubic = Registry::builtin().get("cubic").unwrap().program();
+        let report = wire::one_rtt_report(&cubic);
+
+        a.send(&wire::create(1, "ccp_cubic", 14_480, 1448)).unwrap();
+        a.send(&wire::create(2, "ccp_reno", 14_480, 1448)).unwrap();
+        let sent = drain(&mut a);
+        assert_eq!(
+            sent.iter().filter(|(t, _)| *t == CHANGE_PROG).count(),
+            2,
+            "{sent:?}"
+        );
+        let uid = a.programs[cubic.name].uid;
+        for _ in 0..3 {
+            a.send(&wire::measure(1, uid, &report)).unwrap();
+        }
+        // one answer per report, from the outside controller
+        assert_eq!(drain(&mut a), vec![(UPDATE_FIELDS, 1); 3]);
+        assert_eq!(outside.reports.load(Ordering::Relaxed), 3);
+        // an action between reports goes out at the next read
+        outside.actions.lock().unwrap().push((
+            1,
+            Action {
+                cwnd_bytes: Some(1),
+                ..Default::default()
+            },
+        ));
+        assert_eq!(drain(&mut a), vec![(UPDATE_FIELDS, 1)]);
+        // recorded as the agent's own flows
+        let recs = agent.records();
+        assert_eq!(recs.len(), 2);
+        assert_eq!((recs[0].alg, recs[0].metrics.reports), ("cubic", 3));
+        assert_eq!(recs[1].alg, "reno");
+
+        // a second CREATE for socket 1 ends the first claim before the second one
+        a.send(&wire::create(1, "ccp_cubic", 14_480, 1448)).unwrap();
+        a.send(&wire::measure(1, 0, &[])).unwrap();
+        assert_eq!(
+            *outside.log.lock().unwrap(),
+            ["claim 1", "close 1", "claim 1", "close 1"]
+        );
+        assert_eq!(a.live_flows(), 1);
+        let closed = agent.records().iter().filter(|r| r.closed).count();
+        assert_eq!(closed, 2, "{:?}", agent.records());
+    }
 }
