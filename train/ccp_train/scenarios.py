@@ -4,15 +4,19 @@ A `ScenarioRanges` describes a family of dumbbell scenarios (link rate, RTT, buf
 loss, optional cellular traces, competing flows and their algorithms, learning flows and
 their preferences). `sample(rng)` draws one and renders it in the simulator's scenario
 format (see datapath/sim/scenarios/*.toml), so training and `ccp-agent --sim` read the same
-files.
+files. An `Episodes` adds the algorithm's `[algs.*]` table to each scenario: the run's fixed
+knobs (its dynamics) and, per episode, an optional `EpisodeStart` (knobs that only set where
+an episode begins).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +35,8 @@ class ScenarioRanges:
     rate_mbps: tuple[float, float] = (1.0, 5.0)
     rtt_ms: tuple[float, float] = (10.0, 50.0)
     buffer_bdp: tuple[float, float] = (0.5, 3.0)
+    #: how `buffer_bdp` is drawn: "uniform" or "log-uniform"
+    buffer_dist: str = "uniform"
     loss: tuple[float, float] = (0.0, 0.03)
     #: number of learning flows (all run the algorithm being trained)
     learners: tuple[int, int] = (1, 1)
@@ -69,7 +75,12 @@ class ScenarioRanges:
                 lines.append(f"trace_scale = {uni(self.trace_scale):.4f}")
         else:
             lines.append(f"rate_mbps = {uni(self.rate_mbps):.4f}")
-        lines.append(f"buffer_bdp = {uni(self.buffer_bdp):.4f}")
+        lo, hi = self.buffer_bdp
+        if self.buffer_dist == "log-uniform" and lo > 0:
+            buffer = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+        else:
+            buffer = uni(self.buffer_bdp)
+        lines.append(f"buffer_bdp = {buffer:.4f}")
         lines.append(f"loss = {uni(self.loss):.6f}")
         n = rng.randint(self.learners[0], self.learners[1])
         rtt = uni(self.rtt_ms)
@@ -90,3 +101,77 @@ class ScenarioRanges:
             for _ in range(rng.randint(c.count[0], c.count[1])):
                 lines += ["[[flow]]", f'alg = "{c.alg}"', f"rtt_ms = {uni(self.rtt_ms):.3f}"]
         return "\n".join(lines) + "\n"
+
+    def describe(self) -> dict[str, Any]:
+        """The ranges as a model card's ``training.scenario_ranges``."""
+        return {
+            "duration_s": list(self.duration_s),
+            "rate_mbps": list(self.rate_mbps),
+            "rtt_ms": list(self.rtt_ms),
+            "buffer_bdp": list(self.buffer_bdp),
+            "buffer_dist": self.buffer_dist,
+            "loss": list(self.loss),
+            "stagger_s": list(self.stagger_s),
+            "traces": [Path(t).name for t in self.traces],
+            "trace_prob": self.trace_prob,
+            "trace_scale": list(self.trace_scale),
+            "mixed_w_prob": self.mixed_prob,
+            "competitors": [{"alg": c.alg, "count": list(c.count)} for c in self.competitors],
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeStart:
+    """Knobs that set where an episode begins (not the dynamics; left out of the card's
+    ``dynamics``): with probability `prob` an episode sets `fixed` and draws each of `drawn`
+    log-uniformly from its range (MOCC: skip start-up, begin at a random rate)."""
+
+    prob: float = 0.0
+    fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    drawn: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+
+    def draw(self, rng: random.Random) -> dict[str, Any]:
+        if self.prob <= 0 or rng.random() >= self.prob:
+            return {}
+        out = dict(self.fixed)
+        for k, (lo, hi) in self.drawn.items():
+            out[k] = round(math.exp(rng.uniform(math.log(lo), math.log(hi))), 4)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {"prob": self.prob, "fixed": dict(self.fixed),
+                "drawn_log_uniform": {k: list(v) for k, v in self.drawn.items()}}
+
+
+@dataclasses.dataclass(frozen=True)
+class Episodes:
+    """Where a training environment's episodes come from: a scenario from `ranges`, and the
+    `[algs.*]` table `algs_toml` (the run's knobs; None: the agent's defaults) followed by the
+    episode's start knobs under `[algs.<alg>]` (`start`). Drawn in that order from one seeded
+    generator; picklable, so rollout workers draw the same episodes as the trainer would."""
+
+    alg: str
+    ranges: ScenarioRanges
+    algs_toml: str | None = None
+    start: EpisodeStart = EpisodeStart()
+
+    def draw(self, rng: random.Random) -> tuple[str, str | None]:
+        scenario = self.ranges.sample(rng, self.alg)
+        extra = self.start.draw(rng)
+        if not extra:
+            return scenario, self.algs_toml
+        table = f"[algs.{self.alg}]"
+        head = self.algs_toml or table + "\n"
+        if head.rfind("[") != head.rfind(table):
+            raise ValueError(f"algs_toml must end with its {table} table (the start goes there)")
+        body = "".join(f"{k} = {_toml(v)}\n" for k, v in extra.items())
+        return scenario, head + body
+
+    def with_ranges(self, **changes: Any) -> Episodes:
+        return dataclasses.replace(self, ranges=dataclasses.replace(self.ranges, **changes))
+
+
+def _toml(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return repr(v)

@@ -34,6 +34,9 @@ from pathlib import Path
 from ccp_train.harness import evaluate
 from ccp_train.harness.report import suite_table
 from ccp_train.reproduce import ReplayError, plan
+from ccp_train.rl.evaluate import agent_config, tune_score
+
+__all__ = ["choose", "main", "tune_score", "with_seed"]
 
 #: eval figures reported per seed: (suite, group, metric)
 REPORTED = (("links", "", "utilization"), ("links", "", "queue_delay_p95_ms"),
@@ -52,13 +55,6 @@ def with_seed(command: str, seed: int) -> str:
             argv += ["--seed", str(seed)]
         parts.append(shlex.join(argv))
     return " && ".join(parts)
-
-
-def tune_score(records: list[dict]) -> float:
-    """Mean eq. 2 utility under each flow's own ``w`` over the tune runs (the selection rule)."""
-    vals = [u for r in records if "metrics" in r and r["split"] == "tune"
-            for u in r["metrics"].get("utility_by_w", {}).values() if math.isfinite(u)]
-    return sum(vals) / len(vals) if vals else math.nan
 
 
 def choose(scores: dict[int, float]) -> int:
@@ -118,10 +114,13 @@ def main(argv: list[str] | None = None) -> int:
                               check=False).returncode != 0:
                 print(f"error: seed {s} part {i + 1} failed", file=sys.stderr)
                 return 1
+        # the agent serves each model under the dynamics its card records
+        config = work / "agent.toml"
+        config.write_text(agent_config(json.loads((final / f"{alg}.json").read_text())))
         tune = evaluate(work / "tune", split="tune", algs=[alg], seeds=hseeds, suites=suites,
-                        models=str(final), plots=False, purpose="selection")
+                        models=str(final), config=str(config), plots=False, purpose="selection")
         ev = evaluate(work / "eval", split="eval", algs=[alg], seeds=hseeds, suites=suites,
-                      models=str(final), plots=False, purpose="report")
+                      models=str(final), config=str(config), plots=False, purpose="report")
         figs = {}
         for suite, g, metric in REPORTED:
             tab = suite_table(ev["rows"], suite).get((g, alg))

@@ -1,6 +1,8 @@
-"""MOCC's trainer (`ccp_train.mocc`): landmarks and Algorithm 1, the preference sub-network,
-GAE with masked rows, and a tiny real run train -> ONNX + card -> `ccp-agent --sim`, then
-`adapt` with requirement replay."""
+"""MOCC's trainer (`ccp_train.mocc`) and the shared RL code it runs on (`ccp_train.rl`):
+landmarks and Algorithm 1, the preference sub-network, GAE with masked rows, the dynamics a
+run trains under (the agent's, `--knob`), rollouts in worker processes and on Ray giving the
+serial path's transitions, and a tiny real run train -> ONNX + card -> `ccp-agent --sim`
+(default config), then `adapt` with requirement replay."""
 
 from __future__ import annotations
 
@@ -21,6 +23,13 @@ import torch
 
 from ccp_train import _native, mocc
 from ccp_train import card as card_mod
+from ccp_train.rl import checkpoint
+from ccp_train.rl.ppo import Batch, PPOConfig, RewardMemory, gae, ppo_update
+from ccp_train.rl.spec import AlgSpec, Knobs
+from ccp_train.rl.vec import Lockstep, ProcessPool, SerialPool
+from ccp_train.scenarios import Episodes, EpisodeStart, ScenarioRanges
+
+SPEC = AlgSpec.of("mocc")
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,18 +101,31 @@ def test_traversal_order_is_algorithm_1() -> None:
 # --- the networks ----------------------------------------------------------------------------
 
 
+def test_the_spec_comes_from_rust() -> None:
+    """No constants copied into Python: sizes, bounds and the observation layout are the
+    bindings'."""
+    s = _native.spec("mocc")
+    assert SPEC.obs_dim == s["obs_dim"] and SPEC.action_high == tuple(s["action_high"])
+    assert SPEC.slice("w") == slice(*s["layout"]["w"]) and SPEC.slice("w").stop == SPEC.obs_dim
+    assert SPEC.slice("state").stop == SPEC.slice("w").start
+    assert "mocc" in _native.learned_algorithms()
+    assert not hasattr(mocc, "OBS_DIM") and not hasattr(mocc, "TRAINING_OFF")
+    with pytest.raises(ValueError, match="not a trainable"):
+        _native.spec("cubic")
+
+
 def _obs_with(w: tuple[float, float, float], n: int = 8, seed: int = 0) -> torch.Tensor:
     rng = np.random.default_rng(seed)
-    state = rng.uniform(-1, 1, size=(n, 30)).astype(np.float32)
+    state = rng.uniform(-1, 1, size=(n, SPEC.slice("state").stop)).astype(np.float32)
     return torch.as_tensor(np.concatenate([state, np.tile(w, (n, 1)).astype(np.float32)], 1))
 
 
 def test_preference_subnetwork_conditions_actor_and_critic() -> None:
     torch.manual_seed(0)
-    agent = mocc.MoccAgent()
+    agent = mocc.MoccAgent(SPEC)
     a, b = (0.8, 0.1, 0.1), (0.1, 0.1, 0.8)
     oa, ob = _obs_with(a), _obs_with(b)  # identical network-state features
-    ext = torch.zeros(len(oa), mocc.CRITIC_EXTRA)
+    ext = torch.zeros(len(oa), 2)
     with torch.no_grad():
         assert (agent.actor_mean(oa) - agent.actor_mean(ob)).abs().min() > 1e-6
         assert (agent.value(oa, ext) - agent.value(ob, ext)).abs().min() > 1e-6
@@ -119,37 +141,34 @@ def test_critic_alone_sees_the_reward_memory() -> None:
     """Asymmetric actor-critic: the critic's extra inputs (last reward, moving average) change
     its value; the actor (what is exported) has only the 33 observation inputs."""
     torch.manual_seed(0)
-    agent = mocc.MoccAgent()
+    agent = mocc.MoccAgent(SPEC)
     obs = _obs_with((0.1, 0.8, 0.1))
     lo, hi = torch.full((8, 2), 0.2), torch.full((8, 2), 0.9)
     with torch.no_grad():
         assert (agent.value(obs, lo) - agent.value(obs, hi)).abs().min() > 1e-6
     assert agent.actor.body[0].in_features == 30 + 16
-    assert agent.critic.body[0].in_features == 30 + 16 + mocc.CRITIC_EXTRA
+    assert agent.critic.body[0].in_features == 30 + 16 + 2
     with pytest.raises(ValueError, match="extra inputs"):
         agent.value(obs)
 
 
 def test_reward_memory_follows_each_row_and_resets_at_episode_ends() -> None:
-    group = mocc.EnvGroup.__new__(mocc.EnvGroup)  # the bookkeeping alone, no simulator
-    group.obs = np.zeros((3, mocc.OBS_DIM), dtype=np.float32)
-    group.obs[:2, 30:33] = (0.1, 0.8, 0.1)  # rows 0 and 1 active, row 2 not started
-    group.extra = np.zeros((3, mocc.CRITIC_EXTRA), dtype=np.float32)
+    mem = RewardMemory(3)
+    active = np.array([True, True, False])  # row 2 not started
     no = np.zeros(3, dtype=bool)
-    group.remember(np.array([0.5, 0.9, 0.0]), no)
-    np.testing.assert_allclose(group.extra, [[0.5, 0.5], [0.9, 0.9], [0.0, 0.0]])
-    group.remember(np.array([1.0, 0.9, 0.0]), no)
-    a = mocc.REWARD_EMA
-    np.testing.assert_allclose(group.extra[0], [1.0, 0.5 + a * 0.5], rtol=1e-6)
-    term = group.remember(np.array([0.0, 0.7, 0.0]), np.array([False, True, False]))
-    assert term[1, 0] == pytest.approx(0.7) and np.all(group.extra[1] == 0.0)
+    mem.remember(np.array([0.5, 0.9, 0.0]), active, no)
+    np.testing.assert_allclose(mem.values, [[0.5, 0.5], [0.9, 0.9], [0.0, 0.0]])
+    mem.remember(np.array([1.0, 0.9, 0.0]), active, no)
+    np.testing.assert_allclose(mem.values[0], [1.0, 0.5 + mem.ema * 0.5], rtol=1e-6)
+    term = mem.remember(np.array([0.0, 0.7, 0.0]), active, np.array([False, True, False]))
+    assert term[1, 0] == pytest.approx(0.7) and np.all(mem.values[1] == 0.0)
 
 
 def test_ppo_learns_opposite_actions_for_two_preferences() -> None:
     """Same state, two w: the advantage favours a = +1 under one and a = -1 under the other.
     A few PPO updates must pull the two actor means apart in the right directions."""
     torch.manual_seed(1)
-    agent = mocc.MoccAgent()
+    agent = mocc.MoccAgent(SPEC)
     wa, wb = (0.6, 0.3, 0.1), (0.1, 0.6, 0.3)
     n = 256
     obs = torch.cat([_obs_with(wa, n, seed=2), _obs_with(wb, n, seed=2)])
@@ -159,16 +178,16 @@ def test_ppo_learns_opposite_actions_for_two_preferences() -> None:
     adv = torch.cat([torch.ones(2 * n), -torch.ones(2 * n)])
     with torch.no_grad():
         logp = agent.dist(obs).log_prob(act).sum(-1)
-        ext = torch.zeros(len(obs), mocc.CRITIC_EXTRA)
+        ext = torch.zeros(len(obs), 2)
         values = agent.value(obs, ext)
-    batch = mocc.Batch(obs, ext, act, logp, values, adv, values + adv)
-    cfg = mocc.PPOConfig(num_minibatches=2, update_epochs=4)
+    batch = Batch(obs, ext, act, logp, values, adv, values + adv)
+    cfg = PPOConfig(num_minibatches=2, update_epochs=4)
     opt = torch.optim.Adam(agent.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(0)
     for _ in range(10):
         with torch.no_grad():
             batch.logp = agent.dist(obs).log_prob(act).sum(-1)
-        mocc.ppo_update(agent, opt, [batch], cfg, 0.0, gen)
+        ppo_update(agent, opt, [batch], cfg, 0.0, gen, float(agent.value_scale))
     with torch.no_grad():
         ma = agent.actor_mean(_obs_with(wa, 16, seed=2)).mean()
         mb = agent.actor_mean(_obs_with(wb, 16, seed=2)).mean()
@@ -182,7 +201,7 @@ def test_gae_skips_inactive_rows_and_bootstraps_truncations() -> None:
     done = np.array([[False, False], [True, True], [False, False]])
     valid = np.array([[True, False], [True, True], [True, True]])
     last = np.array([5.0, 7.0])
-    adv = mocc.gae(r, v, done, valid, last, g, lam)
+    adv = gae(r, v, done, valid, last, g, lam)
     # row 0: t=2 bootstraps from last; t=1 is a (truncated) episode end; t=0 chains to t=1
     assert adv[2, 0] == pytest.approx(1 + g * 5 - 2)
     assert adv[1, 0] == pytest.approx(1 - 2)
@@ -192,108 +211,157 @@ def test_gae_skips_inactive_rows_and_bootstraps_truncations() -> None:
     assert adv[2, 1] == pytest.approx(1 + g * 7 - 3)
 
 
+def _args(*flags: str) -> object:
+    return mocc.build_parser().parse_args(["train", *flags])
+
+
 def test_policy_start_episodes_skip_startup_at_a_drawn_rate() -> None:
     """With --policy-start-prob an episode's flows start the policy at once, at a rate drawn
-    log-uniformly from --policy-start-mbps; the default episodes start up first."""
+    log-uniformly from --policy-start-mbps; the default episodes start up first. Neither is in
+    the dynamics: the card records the same dynamics either way."""
     import random
 
     scenario = (
         "duration_s = 3\nseed = 4\n[link]\nrate_mbps = 4\nbuffer_bdp = 1\n"
         '[[flow]]\nalg = "mocc"\nrtt_ms = 40\nw = [0.4, 0.4, 0.2]\n'
     )
-    never = mocc.MoccRanges(policy_start_prob=0.0)
-    assert never.algs_toml(random.Random(1)) == never.base_toml()
-    assert "startup" not in never.base_toml()
-    always = mocc.MoccRanges(policy_start_prob=1.0, policy_start_mbps=(0.5, 2.0))
+    never = mocc.episodes_from_args(_args("--policy-start-prob", "0"), Knobs("mocc"))
     rng = random.Random(1)
+    assert all(never.draw(rng)[1] == "[algs.mocc]\n" for _ in range(20))
+    always = mocc.episodes_from_args(
+        _args("--policy-start-prob", "1", "--policy-start-mbps", "0.5,2"), Knobs("mocc"))
     rates = []
     for _ in range(50):
-        text = always.algs_toml(rng)
+        _, text = always.draw(rng)
         assert text is not None and "startup = false" in text
         rates.append(float(text.split("initial_rate_mbps = ")[1]))
+        assert _native.dynamics("mocc", text) == _native.dynamics("mocc")
     assert all(0.5 <= r <= 2.0 for r in rates) and min(rates) < 0.8 and max(rates) > 1.3
     # without start-up the first decision comes after the first MI (100 ms), not after the
-    # doubling phase; the first action sets the rate relative to the drawn one
+    # doubling phase
     t_first = []
     for algs in (None, "[algs.mocc]\nstartup = false\ninitial_rate_mbps = 1.0\n"):
         env = _native.SimEnv(scenario, "mocc", algs_toml=algs)
         t_first.append(float(env.reset()[4]))
     assert t_first[1] < 0.2 < t_first[0]
-    # the flag reaches the environments of a training run (and the card's ranges)
-    args = mocc.build_parser().parse_args(["train", "--policy-start-prob", "0.25"])
-    ranges = mocc.ranges_from_args(args)
-    assert ranges.policy_start_prob == 0.25 and ranges.describe()["policy_start_prob"] == 0.25
-    bad = mocc.build_parser().parse_args(["train", "--policy-start-mbps", "3,1"])
+    assert mocc.episodes_from_args(_args("--policy-start-prob", "0.25"), Knobs("mocc")) \
+        .start.describe()["prob"] == 0.25
     with pytest.raises(SystemExit, match="policy-start-mbps"):
-        mocc.ranges_from_args(bad)
+        mocc.episodes_from_args(_args("--policy-start-mbps", "3,1"), Knobs("mocc"))
 
 
-def test_mocc_knobs_reach_every_episode_and_change_the_dynamics() -> None:
-    """--additive-increase-pkts/-cap go into every episode's [algs.mocc] table (with or
-    without a policy start), into the evaluation table and the card's ranges; a flow holding
-    a = 0 below the capacity climbs only with the additive increase."""
+def test_training_runs_the_agents_dynamics_and_knobs_override_them() -> None:
+    """Train what you serve: no flag = the agent's default MOCC (governors on) in every
+    episode; --knob NAME=VALUE changes one knob for every episode and the card's dynamics;
+    unknown, out-of-range and episode-start knobs are refused."""
     import random
 
-    args = mocc.build_parser().parse_args(
-        ["train", "--additive-increase-pkts", "0.5", "--additive-increase-cap", "0.05",
-         "--additive-increase-min-action", "0", "--policy-start-prob", "0.5"]
-    )
-    ranges = mocc.ranges_from_args(args)
-    base = ranges.base_toml()
-    assert base is not None and "additive_increase_pkts = 0.5" in base
-    assert "additive_increase_cap = 0.05" in base
-    assert "additive_increase_min_action = 0.0" in base
-    # the agent's deploy-time fairness guards stay out of training
-    assert "min_rate_pkts = 0.0" in base and "share_probe_every_mis = 0" in base
+    default = mocc.make_knobs([])
+    assert default.toml() == "[algs.mocc]\n" and default.dynamics() == _native.dynamics("mocc")
+    assert default.dynamics()["min_rate_pkts"] > 0 and default.dynamics()["share_probe_every_mis"]
+    args = _args("--knob", "additive_increase_pkts=0.5", "--knob", "share_probe_every_mis=0",
+                 "--policy-start-prob", "0.5")
+    knobs = mocc.make_knobs(args.knob)
+    assert knobs.overrides == {"additive_increase_pkts": 0.5, "share_probe_every_mis": 0}
+    assert knobs.flags() == ["--knob", "additive_increase_pkts=0.5",
+                             "--knob", "share_probe_every_mis=0"]
+    d = knobs.dynamics()
+    assert d["additive_increase_pkts"] == 0.5 and d["share_probe_every_mis"] == 0
+    assert {k: v for k, v in d.items() if v != default.dynamics()[k]} == knobs.overrides
+    episodes = mocc.episodes_from_args(args, knobs)
     rng = random.Random(3)
-    texts = [ranges.algs_toml(rng) for _ in range(40)]
-    assert all(t is not None and t.startswith(base) for t in texts)
-    assert any("startup = false" in t for t in texts if t)
-    assert any("startup = false" not in t for t in texts if t)
-    assert ranges.describe()["mocc_knobs"] == {
-        "additive_increase_pkts": 0.5,
-        "additive_increase_cap": 0.05,
-        "additive_increase_min_action": 0.0,
-    }
-    # unset flags take the agent's defaults, so the card always records the dynamics
-    defaults = dict(mocc.ranges_from_args(mocc.build_parser().parse_args(["train"])).knobs)
-    native = _native.defaults("mocc")
-    assert defaults == {k: native[k] for k in mocc.DYNAMICS_KNOBS}
-    # domain randomization: training episodes draw kappa, evaluation keeps the flag's value
-    args = mocc.build_parser().parse_args(
-        ["train", "--additive-increase-pkts", "0.25", "--additive-increase-range", "0,0.5"]
-    )
-    ranges = mocc.ranges_from_args(args)
-    assert "additive_increase_pkts = 0.25" in (ranges.base_toml() or "")
-    rng = random.Random(5)
-    drawn = [
-        float((ranges.algs_toml(rng) or "").split("additive_increase_pkts = ")[1].split()[0])
-        for _ in range(60)
-    ]
-    assert all(0 <= k <= 0.5 for k in drawn) and min(drawn) < 0.1 and max(drawn) > 0.4
-    assert ranges.describe()["additive_increase_range"] == [0.0, 0.5]
-    bad = mocc.build_parser().parse_args(["train", "--additive-increase-range", "0.5,0.1"])
-    with pytest.raises(SystemExit, match="additive-increase-range"):
-        mocc.ranges_from_args(bad)
-
-    bad = mocc.build_parser().parse_args(["train", "--additive-increase-pkts", "-1"])
-    with pytest.raises(SystemExit, match="additive-increase-pkts"):
-        mocc.ranges_from_args(bad)
-
+    tables = [episodes.draw(rng)[1] or "" for _ in range(40)]
+    assert all(t.startswith(knobs.toml()) and _native.dynamics("mocc", t) == d for t in tables)
+    assert any("startup = false" in t for t in tables)
+    assert any("startup = false" not in t for t in tables)
+    for bad, why in (("alpah=1", "no such knob"), ("min_rate_pkts=-1", "min_rate_pkts"),
+                     ("startup=false", "episode begins"),
+                     ("share_probe_every_mis=1.5", "expected u32")):
+        with pytest.raises(SystemExit, match=why):
+            mocc.make_knobs(_args("--knob", bad).knob)
+    with pytest.raises(SystemExit):
+        _args("--knob", "alpha")
+    # a card's dynamics as the base (adapt): only what differs from the defaults is written
+    assert mocc.make_knobs([], d).overrides == knobs.overrides
+    # the knob changes what an action does: a flow holding a = 0 below the capacity climbs
+    # only with the additive increase
     scenario = (
         "duration_s = 6\nseed = 4\n[link]\nrate_mbps = 4\nbuffer_bdp = 1\n"
         '[[flow]]\nalg = "mocc"\nrtt_ms = 40\nw = [0.4, 0.4, 0.2]\n'
     )
-    start = mocc.MoccRanges().base_toml() + "startup = false\ninitial_rate_mbps = 0.5\n"
+    start = {"startup": False, "initial_rate_mbps": 0.5, "share_probe_every_mis": 0}
     thr = []
-    for extra in ("additive_increase_pkts = 0.0\n", "additive_increase_pkts = 0.5\n"):
-        env = _native.SimEnv(scenario, "mocc", algs_toml=start + extra)
+    for k in (0.0, 0.5):
+        env = _native.SimEnv(scenario, "mocc", algs_toml=Knobs(
+            "mocc", {"additive_increase_pkts": k, "min_rate_pkts": 0.0}).toml(start))
         env.reset()
         done = False
         while not done:
             done = env.step(np.zeros((1, 1), dtype=np.float32))[3]
         thr.append(env.results()["flows"][0]["throughput_mbps"])
     assert thr[0] == pytest.approx(0.5, rel=0.1) and thr[1] > 1.5 * thr[0], thr
+
+
+def _episodes() -> Episodes:
+    ranges = ScenarioRanges(duration_s=(1.5, 2.5), rate_mbps=(1, 8), rtt_ms=(10, 100),
+                            buffer_bdp=(0.1, 100), buffer_dist="log-uniform", stagger_s=(0, 0.4),
+                            preferences=[(0.4, 0.4, 0.2)], other_preferences=mocc.landmarks(),
+                            mixed_prob=0.5)
+    return Episodes("mocc", ranges, "[algs.mocc]\n", EpisodeStart(
+        0.5, {"startup": False}, {"initial_rate_mbps": (0.2, 10.0)}))
+
+
+def _trajectory(pool: object, steps: int = 60) -> list[tuple]:
+    envs = Lockstep(pool, _episodes(), [1, 2, 3], seed=11, obs_dim=SPEC.obs_dim)
+    rng = np.random.default_rng(0)
+    out = [envs.reset()]
+    for _ in range(steps):
+        b = envs.step(rng.uniform(-3, 3, size=(envs.num_rows, 1)).astype(np.float32))
+        out.append((b.obs, b.rewards, b.active, b.done, b.terminal, b.finished))
+    envs.close()
+    return out
+
+
+def _same(a: list[tuple], b: list[tuple]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        for u, v in zip(x, y, strict=True):
+            if isinstance(u, np.ndarray):
+                np.testing.assert_array_equal(u, v)
+            else:
+                assert u == v or (json.dumps(u) == json.dumps(v))
+
+
+def test_worker_processes_give_the_serial_transitions() -> None:
+    """Rollouts in worker processes: the same seed and actions give the same observations,
+    rewards, active flags, episode ends and figures as in this process; rows of learners that
+    have not started yet are inactive (Rust's flag) and carry zeros."""
+    serial = _trajectory(SerialPool())
+    with ProcessPool(2) as pool:
+        parallel = _trajectory(pool)
+    _same(serial, parallel)
+    ends = sum(bool(t[3].any()) for t in serial[1:])
+    assert ends >= 2 and any(t[5] for t in serial[1:])  # episodes ended, figures came back
+    # the active flag is Rust's: a learner that has not started has no decision (and zeros)
+    scenario = (
+        "duration_s = 3\nseed = 4\n[link]\nrate_mbps = 4\nbuffer_bdp = 1\n"
+        '[[flow]]\nalg = "mocc"\nrtt_ms = 40\n[[flow]]\nalg = "mocc"\nrtt_ms = 40\n'
+        "start_s = 1.0\n"
+    )
+    env = _native.SimEnv(scenario, "mocc",
+                         algs_toml="[algs.mocc]\nstartup = false\ninitial_rate_mbps = 1.0\n")
+    obs, _, active, _, t = env.reset()
+    assert t < 1.0 and list(active) == [True, False] and np.all(obs[1] == 0.0)
+
+
+def test_ray_actors_give_the_serial_transitions() -> None:
+    pytest.importorskip("ray")
+    from ccp_train.rl.vec import RayPool
+
+    serial = _trajectory(SerialPool(), steps=20)
+    with RayPool(2, "local") as pool:
+        remote = _trajectory(pool, steps=20)
+    _same(serial, remote)
 
 
 # --- a tiny real run -------------------------------------------------------------------------
@@ -325,12 +393,13 @@ def test_train_writes_a_valid_model_and_card(tiny: tuple[Path, dict]) -> None:
     out, summary = tiny
     assert summary["iterations"] == 4 and summary["transitions"] > 0
     card = card_mod.check_card(out / "mocc.json")  # schema, sha256, I/O read from the file
-    probe = _native.SimEnv(mocc.eval_scenarios(mocc.MoccRanges(), 1, 0)[0], "mocc")
     assert card["algorithm"] == "mocc"
-    assert card["feature_version"] == probe.feature_version
-    assert card["obs_dim"] == 33 and card["act_dim"] == 1
-    assert card["action_low"] == [-5.0] and card["action_high"] == [5.0]
-    assert card["dynamics"] == _native.dynamics("mocc", mocc.MoccRanges().base_toml())
+    assert card["feature_version"] == SPEC.feature_version
+    assert card["obs_dim"] == SPEC.obs_dim and card["act_dim"] == SPEC.act_dim
+    assert card["action_low"] == list(SPEC.action_low)
+    assert card["action_high"] == list(SPEC.action_high)
+    # trained under the agent's default dynamics, governors included
+    assert card["dynamics"] == _native.dynamics("mocc")
     t = card["training"]
     assert t["command"].startswith("python -m ccp_train.mocc train") and "--seed 3" in t["command"]
     assert t["seed"] == 3 and t["steps"] == summary["transitions"]
@@ -382,20 +451,20 @@ def test_cycles_stop_once_every_landmark_converged_and_resume(tmp_path: Path) ->
     assert head == first and tail.startswith("python -m ccp_train.mocc train") and "--init" in tail
     # a checkpoint that stores no command: the card beside it names one only if it describes
     # the checkpoint's model
-    ckpt = mocc.load_checkpoint(out / "mocc.pt")
-    assert ckpt["command"] == first
+    ckpt = checkpoint.load(out / "mocc.pt", mocc.CKPT_FORMAT)
+    assert ckpt["command"] == first and ckpt["dynamics"] == _native.dynamics("mocc")
     ckpt["command"] = None
-    assert mocc.init_command(out / "mocc.pt", ckpt) == first
+    assert checkpoint.command_of(out / "mocc.pt", ckpt) == first
     ckpt["onnx_sha256"] = "0" * 64
     with pytest.raises(SystemExit, match="records no training command"):
-        mocc.init_command(out / "mocc.pt", ckpt)
+        checkpoint.command_of(out / "mocc.pt", ckpt)
 
 
 def test_onnx_equals_the_torch_actor_mean(tiny: tuple[Path, dict]) -> None:
     out, _ = tiny
-    agent = mocc.agent_from_checkpoint(mocc.load_checkpoint(out / "mocc.pt"))
+    agent = mocc.agent_from_checkpoint(checkpoint.load(out / "mocc.pt", mocc.CKPT_FORMAT), SPEC)
     rng = np.random.default_rng(0)
-    state = rng.uniform(-1, 3, size=(64, 30)).astype(np.float32)
+    state = rng.uniform(-1, 3, size=(64, SPEC.slice("state").stop)).astype(np.float32)
     w = rng.dirichlet([1, 1, 1], size=64).astype(np.float32)
     obs = np.concatenate([state, w], axis=1)
     sess = ort.InferenceSession(str(out / "mocc.onnx"), providers=["CPUExecutionProvider"])
@@ -414,18 +483,25 @@ def test_agent_runs_the_trained_model(tiny: tuple[Path, dict], tmp_path: Path) -
         "[[flow]]\nalg = \"mocc\"\nrtt_ms = 30\nw = [0.6, 0.3, 0.1]\n"
         "[[flow]]\nalg = \"mocc\"\nrtt_ms = 30\nw = [0.1, 0.6, 0.3]\n"
     )
-    # the agent serves the dynamics the model trained under (the card's)
-    config = tmp_path / "algs.toml"
-    config.write_text(mocc.MoccRanges().base_toml())
+    # trained under the agent's default dynamics: served with no --config
     run = subprocess.run(
         [str(_agent_binary()), "--alg", "mocc", "--models", str(out), "--sim", str(scenario),
-         "--config", str(config), "--json"],
+         "--json"],
         capture_output=True, text=True, check=False,
     )
     assert run.returncode == 0, run.stderr
     res = json.loads(run.stdout)
     assert [f["alg"] for f in res["flows"]] == ["mocc", "mocc"]
     assert all(f["throughput_mbps"] > 0.05 for f in res["flows"])
+    # served under other dynamics (the governors off), the agent refuses it, naming the knob
+    config = tmp_path / "off.toml"
+    config.write_text("[algs.mocc]\nshare_probe_every_mis = 0\n")
+    run = subprocess.run(
+        [str(_agent_binary()), "--alg", "mocc", "--models", str(out), "--sim", str(scenario),
+         "--config", str(config), "--json"],
+        capture_output=True, text=True, check=False,
+    )
+    assert run.returncode != 0 and "share_probe_every_mis" in run.stderr, run.stderr
 
 
 def test_adapt_with_requirement_replay(
@@ -445,7 +521,9 @@ def test_adapt_with_requirement_replay(
     assert report["w_old"] == "0.1,0.1,0.8"  # the landmark farthest from w_new
     card = card_mod.check_card(adapted / "mocc.json")
     assert card["evaluation"]["adaptation"]["w_new"] == "0.45,0.35,0.2"
-    ckpt = mocc.load_checkpoint(adapted / "mocc.pt")
+    # adapted under the dynamics the model was trained with
+    assert card["dynamics"] == json.loads((out / "mocc.json").read_text())["dynamics"]
+    ckpt = checkpoint.load(adapted / "mocc.pt", mocc.CKPT_FORMAT)
     # the new objective joins the stored ones that later adaptations replay
     assert [0.45, 0.35, 0.2] in ckpt["pool"] and len(ckpt["pool"]) == 37
     assert ckpt["iteration"] == 6
