@@ -18,6 +18,8 @@ use ccp_runtime::policy::{
 use ccp_runtime::{Agent, AgentOptions, ConfigError};
 use serde::Deserialize;
 
+mod common;
+
 const TOL: f32 = 1e-5;
 
 fn repo_root() -> PathBuf {
@@ -1018,4 +1020,59 @@ fn an_agent_reload_keeps_the_old_mocc_model_when_the_new_one_has_other_dynamics(
         other => panic!("expected KeptOld on alpha, got {other:?}"),
     }
     assert!(Arc::ptr_eq(&old, &store.model("mocc").unwrap()));
+}
+
+/// SIGHUP with a card trained under other dynamics: the binary logs the knob and keeps
+/// serving the old model (a new `ccp_mocc` flow still runs MOCC).
+#[test]
+fn sighup_keeps_the_old_mocc_model_and_logs_the_knob() {
+    use ccp_runtime::guard::CHANGE_PROG;
+    use ccp_runtime::wire;
+    use std::time::{Duration, Instant};
+    let d = mocc_models("mocc-hup", Some(&AlgsConfig::default()));
+    let flow_log = d.join("flows.jsonl");
+    let name = common::unique("policy-hup");
+    let mut agent = common::AgentProc::start(
+        &name,
+        &[
+            "--models",
+            d.to_str().unwrap(),
+            "--flow-log",
+            flow_log.to_str().unwrap(),
+        ],
+        &[],
+    );
+    edit_card(&d, "mocc", |v| {
+        v["dynamics"] = serde_json::to_value(mocc_dynamics(&mocc_alpha(0.05))).unwrap()
+    });
+    agent.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !agent.stderr_text().contains("`dynamics.alpha`") {
+        assert!(
+            Instant::now() < deadline,
+            "no reload error logged: {}",
+            agent.stderr_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = agent.stderr_text();
+    assert!(log.contains("kept the old model"), "{log}");
+    assert!(agent.is_running(), "{log}");
+    let mut dp = common::Peer::bind(&common::unique("policy-hup-dp"), &name);
+    dp.send(&wire::create(7, "ccp_mocc", 14_480, 1448)).unwrap();
+    dp.expect(CHANGE_PROG, 7, Duration::from_secs(10));
+    let st = agent.stop(Duration::from_secs(10));
+    assert_eq!(
+        st.and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        agent.stderr_text()
+    );
+    let lines = std::fs::read_to_string(&flow_log).unwrap();
+    let create: serde_json::Value = lines
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["event"] == "create" && v["sid"] == 7)
+        .unwrap_or_else(|| panic!("no create line for sid 7: {lines}"));
+    assert_eq!(create["alg"], "mocc", "{create}");
 }
