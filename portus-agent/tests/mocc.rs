@@ -108,31 +108,18 @@ fn same_preference_crowds_keep_the_policys_queue() {
     }
 }
 
-/// The shipped model was trained under the dynamics the agent runs by default: the additive
-/// increase in its card's `mocc_knobs` equals `MoccConfig::default()`'s (a card without the
-/// knobs predates them: eq. 1 alone, κ = 0; one without the gate added the term to every
-/// decision, −5); the cap and the gate matter only when κ > 0. (Under `CCP_MOCC_CONFIG`,
-/// the knobs the tests run under.)
+/// The shipped model was trained under the dynamics the agent runs (by default, or under
+/// `CCP_MOCC_CONFIG`): its card's `dynamics` section, every knob of it, passes the agent's
+/// own load-time check (`ModelCard::check_dynamics`), which names the first knob that differs.
 #[test]
-fn shipped_model_was_trained_under_the_default_knobs() {
-    let text = std::fs::read_to_string(models().join("mocc.json")).expect("models/mocc.json");
-    let card: serde_json::Value = serde_json::from_str(&text).expect("card JSON");
-    let knobs = &card["training"]["scenario_ranges"]["mocc_knobs"];
-    let d = algs_config().mocc;
-    let kappa = knobs["additive_increase_pkts"].as_f64().unwrap_or(0.0);
-    assert_eq!(kappa, d.additive_increase_pkts, "card {knobs}");
-    if kappa > 0.0 {
-        assert_eq!(
-            knobs["additive_increase_cap"].as_f64(),
-            Some(d.additive_increase_cap),
-            "card {knobs}"
-        );
-        let every_decision = -f64::from(ccp_algs::mocc::ACTION_BOUND);
-        let gate = knobs["additive_increase_min_action"]
-            .as_f64()
-            .unwrap_or(every_decision);
-        assert_eq!(gate, d.additive_increase_min_action, "card {knobs}");
-    }
+fn shipped_model_was_trained_under_the_agents_dynamics() {
+    let agent = ccp_runtime::Agent::new(&AgentOptions {
+        models: Some(models()),
+        algs: algs_config(),
+        ..Default::default()
+    })
+    .unwrap_or_else(|e| panic!("{:#}", anyhow::Error::from(e)));
+    assert!(agent.registry().get("mocc").is_some());
 }
 
 /// The headline command from a checkout, as a user types it: the default `models/` directory,
