@@ -877,20 +877,12 @@ fn mocc_models(tag: &str, trained: Option<&AlgsConfig>) -> PathBuf {
         std::fs::copy(shipped.join(f), d.join(f))
             .unwrap_or_else(|e| panic!("{}: {e}", shipped.join(f).display()));
     }
-    edit_card(&d, "mocc", |v| {
-        let card = v.as_object_mut().unwrap();
-        match trained {
-            Some(cfg) => {
-                card.insert(
-                    "dynamics".into(),
-                    serde_json::to_value(mocc_dynamics(cfg)).unwrap(),
-                );
-            }
-            None => {
-                card.remove("dynamics");
-            }
-        }
-    });
+    match trained {
+        Some(cfg) => set_mocc_dynamics(&d, cfg),
+        None => edit_card(&d, "mocc", |v| {
+            v.as_object_mut().unwrap().remove("dynamics");
+        }),
+    }
     d
 }
 
@@ -907,6 +899,23 @@ fn ccp_agent(args: &[&str]) -> std::process::Output {
         .args(args)
         .output()
         .expect("run ccp-agent")
+}
+
+/// `ccp-agent --list --models <models>` exits 2 with every one of `wants` in its message.
+fn refused_at_startup(models: &Path, wants: &[&str]) {
+    let out = ccp_agent(&["--list", "--models", models.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for want in wants {
+        assert!(err.contains(want), "{want:?} not in: {err}");
+    }
+}
+
+/// Rewrite `dir`'s MOCC card as trained under `cfg`.
+fn set_mocc_dynamics(dir: &Path, cfg: &AlgsConfig) {
+    edit_card(dir, "mocc", |v| {
+        v["dynamics"] = serde_json::to_value(mocc_dynamics(cfg)).unwrap()
+    });
 }
 
 #[test]
@@ -929,13 +938,7 @@ fn the_agent_refuses_a_mocc_model_trained_with_another_alpha() {
         "{msg}"
     );
     // start-up: exit 2 with that message
-    let out = ccp_agent(&["--list", "--models", d.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("`dynamics.alpha`") && err.contains("mocc.json"),
-        "{err}"
-    );
+    refused_at_startup(&d, &["`dynamics.alpha`", "mocc.json"]);
 }
 
 #[test]
@@ -957,8 +960,7 @@ fn a_mocc_model_loads_once_the_operator_configures_its_dynamics() {
     let cfg = d.join("agent.toml");
     std::fs::write(&cfg, "[algs.mocc]\nalpha = 0.05\n").unwrap();
     let models = d.to_str().unwrap();
-    let out = ccp_agent(&["--list", "--models", models]);
-    assert_eq!(out.status.code(), Some(2));
+    refused_at_startup(&d, &["`dynamics.alpha`"]);
     let out = ccp_agent(&[
         "--list",
         "--models",
@@ -993,13 +995,7 @@ fn the_agent_refuses_a_mocc_card_without_dynamics() {
         ),
         "{e:?}"
     );
-    let out = ccp_agent(&["--list", "--models", d.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("no `dynamics` section") && err.contains("retrain"),
-        "{err}"
-    );
+    refused_at_startup(&d, &["no `dynamics` section", "retrain"]);
 }
 
 #[test]
@@ -1008,9 +1004,7 @@ fn an_agent_reload_keeps_the_old_mocc_model_when_the_new_one_has_other_dynamics(
     let agent = agent_with(&d, AlgsConfig::default()).unwrap();
     let store = agent.models().expect("a model store");
     let old = store.model("mocc").unwrap();
-    edit_card(&d, "mocc", |v| {
-        v["dynamics"] = serde_json::to_value(mocc_dynamics(&mocc_alpha(0.05))).unwrap()
-    });
+    set_mocc_dynamics(&d, &mocc_alpha(0.05));
     let r = store.reload();
     assert_eq!(r.len(), 1);
     match &r[0].status {
@@ -1042,9 +1036,7 @@ fn sighup_keeps_the_old_mocc_model_and_logs_the_knob() {
         ],
         &[],
     );
-    edit_card(&d, "mocc", |v| {
-        v["dynamics"] = serde_json::to_value(mocc_dynamics(&mocc_alpha(0.05))).unwrap()
-    });
+    set_mocc_dynamics(&d, &mocc_alpha(0.05));
     agent.signal("HUP");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !agent.stderr_text().contains("`dynamics.alpha`") {
