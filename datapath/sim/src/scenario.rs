@@ -436,10 +436,30 @@ fn check_alg(field: &str, alg: &str) -> Result<(), ScenarioError> {
     ))
 }
 
+/// A name a datapath can announce: 1–15 bytes of `[a-z0-9_]` (the kernel's
+/// `TCP_CA_NAME_MAX` is 16 with the NUL). Scenarios built in code are checked only for this:
+/// which names an agent serves is the agent's registry's business (an algorithm registered
+/// at run time, e.g. in a test, has no line in [`ALGORITHMS`]); files are checked against
+/// the portfolio's names when they are read ([`check_alg`]), to catch typos.
+fn check_datapath_name(field: &str, alg: &str) -> Result<(), ScenarioError> {
+    let ok = (1..=15).contains(&alg.len())
+        && alg
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(field_err(
+            field,
+            format!("{alg:?} is not a datapath algorithm name: use 1-15 of [a-z0-9_]"),
+        ))
+    }
+}
+
 fn check_flow(i: usize, f: &FlowSpec, duration_s: f64) -> Result<(), ScenarioError> {
     let field = |k: &str| format!("flow[{i}].{k}");
     if let Some(a) = &f.alg {
-        check_alg(&field("alg"), a)?;
+        check_datapath_name(&field("alg"), a)?;
     }
     if !(f.rtt_ms.is_finite() && f.rtt_ms > 0.0 && f.rtt_ms <= 100_000.0) {
         return Err(field_err(
@@ -743,6 +763,22 @@ count = 2
         assert_eq!(s.flows[1].cong_alg(), "ccp");
         // BDP from the smallest RTT: 50 Mbit/s * 20 ms = 125000 B = 83.3 packets
         assert_eq!(s.buffer_packets(), 83);
+    }
+
+    #[test]
+    fn files_name_portfolio_algorithms_code_any_datapath_name() {
+        let typo = GOOD.replace("\"cubic\"", "\"cubc\"");
+        let e = Scenario::from_toml_str(&typo, ".").unwrap_err().to_string();
+        assert!(e.contains("unknown algorithm \"cubc\""), "{e}");
+        // a scenario built in code may name an algorithm registered at run time
+        let mut s = Scenario::from_toml_str(GOOD, ".").unwrap();
+        s.flows[0].alg = Some("toy".into());
+        assert!(s.validate().is_ok());
+        for bad in ["", "Toy", "a;b", "sixteen_chars_xx"] {
+            s.flows[0].alg = Some(bad.into());
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.contains("not a datapath algorithm name"), "{bad:?}: {e}");
+        }
     }
 
     #[test]
