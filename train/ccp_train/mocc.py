@@ -55,9 +55,10 @@ from ccp_train.export import export_torch
 from ccp_train.rl import checkpoint, curves, determinism, flags
 from ccp_train.rl.evaluate import harness_tune
 from ccp_train.rl.log import Logger
-from ccp_train.rl.ppo import PPOConfig, RewardMemory, collect, linear, ppo_update
+from ccp_train.rl.loop import Group, Trainer, fmt_pref
+from ccp_train.rl.ppo import PPOConfig
 from ccp_train.rl.spec import AlgSpec, Knobs, parse_knob
-from ccp_train.rl.vec import Lockstep, Pool, make_pool, run_fixed
+from ccp_train.rl.vec import Pool, make_pool, run_fixed
 from ccp_train.scenarios import Episodes, EpisodeStart
 
 ALG = "mocc"
@@ -128,10 +129,6 @@ def parse_pref(text: str) -> Pref:
         raise argparse.ArgumentTypeError(
             f"preference {text!r}: expected three weights in [0,1] summing to 1, e.g. 0.4,0.5,0.1")
     return v[0], v[1], v[2]
-
-
-def fmt_pref(w: Sequence[float]) -> str:
-    return ",".join(f"{x:g}" for x in w)
 
 
 # --- networks --------------------------------------------------------------------------------
@@ -284,76 +281,6 @@ def evaluate(agent: MoccAgent, pool: Pool, prefs: Sequence[Pref], scenarios: Seq
 # --- training --------------------------------------------------------------------------------
 
 
-class Group:
-    """Lockstep envs with the critic's reward memory and their current objective."""
-
-    def __init__(self, pool: Pool, episodes: Episodes, args: argparse.Namespace, seed: int,
-                 obs_dim: int) -> None:
-        self.episodes = episodes
-        self.envs = Lockstep(pool, episodes, args.learners, seed, obs_dim)
-        self.memory = RewardMemory(self.envs.num_rows, args.critic_memory, args.reward_ema)
-        self.objective: Pref | None = None
-
-    def set_objective(self, w: Pref) -> None:
-        """Every learner of every new episode gets `w`; starts new episodes now."""
-        self.envs.set_episodes(self.episodes.with_ranges(preferences=[tuple(w)]))
-        self.envs.reset()
-        self.memory.clear()
-        self.objective = tuple(w)  # type: ignore[assignment]
-
-
-class Trainer:
-    """One iteration = one rollout per group + one PPO update on all of them."""
-
-    def __init__(self, args: argparse.Namespace, agent: MoccAgent, spec: AlgSpec,
-                 logger: Logger, ckpt: dict | None = None) -> None:
-        self.args, self.agent, self.spec, self.logger = args, agent, spec, logger
-        self.cfg = PPOConfig.from_args(args)
-        self.opt = torch.optim.Adam(agent.parameters(), lr=args.lr, eps=1e-5)
-        self.gen = torch.Generator().manual_seed(args.seed)
-        self.iteration = self.steps = self.env_steps = 0
-        self.train_wall = 0.0
-        if ckpt is not None:
-            self.opt.load_state_dict(ckpt["optimizer"])
-            for g in self.opt.param_groups:
-                g["lr"] = args.lr
-            self.iteration, self.steps = int(ckpt["iteration"]), int(ckpt["steps"])
-
-    def iterate(self, phase: str, groups: Sequence[Group], **extra: Any) -> dict[str, Any]:
-        a, t0 = self.args, time.perf_counter()
-        rolls = [collect(self.agent, g.envs, g.memory, a.n_steps, self.cfg,
-                         self.spec.action_low, self.spec.action_high) for g in groups]
-        t1 = time.perf_counter()
-        ent = a.ent_scale * linear(a.ent_start, a.ent_end, a.ent_decay_iters, self.iteration)
-        upd = ppo_update(self.agent, self.opt, [b for b, _ in rolls], self.cfg, ent, self.gen,
-                         float(self.agent.value_scale))
-        t2 = time.perf_counter()
-        self.iteration += 1
-        n = sum(s["transitions"] for _, s in rolls)
-        env_steps = sum(s["env_steps"] for _, s in rolls)
-        self.steps += n
-        self.env_steps += env_steps
-        self.train_wall += t2 - t0
-        fin = rolls[0][1]["finished"]
-        rec = {"kind": "iteration", "phase": phase, "iteration": self.iteration,
-               "objective": fmt_pref(groups[0].objective or ()), "reward": rolls[0][1]["reward"],
-               **upd, "std": self.agent.std(), "ent_coef": ent, "transitions": n,
-               "sps": n / (t2 - t0), "env_sps": env_steps / (t2 - t0), "rollout_s": t1 - t0,
-               "update_s": t2 - t1, "steps_total": self.steps, "wall_s": self.train_wall,
-               "episodes": len(fin),
-               "utilization": float(np.nanmean([f["utilization"] for f in fin])) if fin else None}
-        if len(groups) > 1:
-            rec["replay_objective"] = fmt_pref(groups[1].objective or ())
-            rec["replay_reward"] = rolls[1][1]["reward"]
-        rec.update(extra)
-        self.logger.log(rec)
-        return rec
-
-    def save(self, path: Path, **meta: Any) -> Path:
-        return checkpoint.save(path, CKPT_FORMAT, self.agent, self.opt, iteration=self.iteration,
-                               steps=self.steps, args=vars(self.args), **meta)
-
-
 def export_model(agent: MoccAgent, spec: AlgSpec, out: Path, training: dict[str, Any],
                  evaluation: dict[str, Any], knobs: Knobs) -> tuple[Path, Path]:
     """`out/mocc.onnx` (the actor mean) and its card, whose dynamics are `knobs`'."""
@@ -387,7 +314,7 @@ def cmd_train(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     else:
         agent = MoccAgent(spec, args.pref_layers, args.hidden, args.log_std_init, args.gamma,
                           args.critic_memory)
-    tr = Trainer(args, agent, spec, logger, ckpt)
+    tr = Trainer(args, agent, spec, logger, CKPT_FORMAT, ckpt)
     lms, toml = landmarks(), knobs.toml()
     order = traversal_order(lms)
     with make_pool(args.workers, args.ray) as pool:
@@ -521,7 +448,7 @@ def cmd_adapt(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     trained = ckpt.get("dynamics") or _card.read_card(model.with_suffix(".json"))["dynamics"]
     spec, knobs = AlgSpec.of(ALG), make_knobs(args.knob, trained)
     agent = agent_from_checkpoint(ckpt, spec)
-    tr = Trainer(args, agent, spec, logger)
+    tr = Trainer(args, agent, spec, logger, CKPT_FORMAT)
     tr.iteration, tr.steps = int(ckpt["iteration"]), int(ckpt["steps"])
     it0 = tr.iteration
     pool_w: list[Pref] = [(w[0], w[1], w[2]) for w in ckpt["pool"]] or landmarks()
@@ -601,18 +528,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="P(an episode skips start-up and starts the policy at a random rate)")
     g.add_argument("--policy-start-mbps", type=flags.floats(2), default="0.2,10",
                    help="log-uniform range of that starting rate")
-    PPOConfig.add_flags(p)
-    g = p.add_argument_group("optimisation")
-    g.add_argument("--n-steps", type=int, default=512, help="lockstep steps per rollout")
-    g.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
-    g.add_argument("--ent-start", type=float, default=1.0, help="paper's beta at iteration 0")
-    g.add_argument("--ent-end", type=float, default=0.1, help="paper's beta after the decay")
-    g.add_argument("--ent-decay-iters", type=int, default=1000, help="iterations of the decay")
-    g.add_argument("--ent-scale", type=float, default=0.01,
-                   help="entropy coefficient = scale x beta (docs/training.md)")
-    g.add_argument("--critic-memory", type=int, choices=(0, 2), default=2,
-                   help="the critic's privileged inputs: last reward and its moving average")
-    g.add_argument("--reward-ema", type=float, default=0.1, help="that moving average's weight")
+    PPOConfig.add_flags(p)  # defaults: Table 2 and docs/training.md
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -68,6 +68,18 @@ class PPOConfig:
         g.add_argument("--norm-adv", action=argparse.BooleanOptionalAction, default=True,
                        help="normalize advantages per minibatch")
         g.add_argument("--target-kl", type=float, default=0.0, help="stop epochs above (0: off)")
+        g.add_argument("--n-steps", type=int, default=512, help="lockstep steps per rollout")
+        g.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
+        g.add_argument("--ent-start", type=float, default=1.0, help="entropy beta at iteration 0")
+        g.add_argument("--ent-end", type=float, default=0.1, help="beta after the decay")
+        g.add_argument("--ent-decay-iters", type=int, default=1000,
+                       help="iterations of the linear beta decay")
+        g.add_argument("--ent-scale", type=float, default=0.01,
+                       help="entropy coefficient = scale x beta")
+        g.add_argument("--critic-memory", type=int, choices=(0, 2), default=2,
+                       help="the critic's privileged inputs: last reward and its moving average")
+        g.add_argument("--reward-ema", type=float, default=0.1,
+                       help="that moving average's weight of the newest reward")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PPOConfig:
