@@ -66,12 +66,23 @@ def plan(command: str, work: Path) -> tuple[list[list[str]], Path]:
     return runs, last_out
 
 
+def last_part(runs: list[list[str]], checkpoint: Path) -> list[list[str]]:
+    """Only the last part of a replay plan, its ``--init`` replaced by `checkpoint`."""
+    args = list(runs[-1])
+    if "--init" not in args:
+        raise ReplayError("--from-checkpoint: the card's last part has no --init to replace")
+    args[args.index("--init") + 1] = str(checkpoint)
+    return [args]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ccp_train.reproduce", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("card", type=Path, help="the shipped model's card (<alg>.json)")
     p.add_argument("--workdir", type=Path, default=None, help="work folder (default: a temp one)")
     p.add_argument("--keep", action="store_true", help="keep the work folder")
+    p.add_argument("--from-checkpoint", type=Path, default=None, metavar="CKPT",
+                   help="replay only the last part, from this checkpoint")
     args = p.parse_args(argv)
     try:
         card = json.loads(args.card.read_text())
@@ -86,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     try:
         runs, final = plan(command, work)
+        if args.from_checkpoint is not None:
+            runs = last_part(runs, args.from_checkpoint.resolve())
     except ReplayError as e:
         print(f"error: {args.card}: {e}", file=sys.stderr)
         return 2

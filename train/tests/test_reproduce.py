@@ -62,6 +62,11 @@ def test_a_fine_tune_chain_replays_from_its_card(tmp_path, capsys):
     assert "IDENTICAL" in capsys.readouterr().out
     # nothing was written to the original output folders' paths by the replay
     assert (work / "part1" / "mocc.pt").is_file() and (work / "part2" / "mocc.onnx").is_file()
+    # the last part alone, from the starting point's checkpoint
+    assert reproduce.main([str(tuned / "mocc.json"), "--workdir", str(tmp_path / "w1"),
+                           "--from-checkpoint", str(first / "mocc.pt")]) == 0
+    assert "IDENTICAL" in capsys.readouterr().out
+    assert not (tmp_path / "w1" / "part1").exists()
     # a card whose bytes do not match is reported, exit 1
     bad = card(tuned)
     bad["sha256"] = "0" * 64
