@@ -13,17 +13,24 @@
 - ``ccp_train.scenarios``: scenario distributions (ranges of rate, RTT, buffer, loss, traces,
   competing flows) rendered as the simulator's TOML.
 
-``export``, ``card`` and ``fixtures`` need no native module (``PYTHONPATH=train`` works).
+- ``ccp_train.rl``: what every trainer shares (specs and knobs from the bindings, rollouts in
+  processes or on Ray, PPO, checkpoints, logs, harness hooks); ``ccp_train.mocc``: MOCC's
+  trainer. ``docs/training.md`` explains both.
+
+``export`` and ``fixtures`` need no native module (``PYTHONPATH=train`` works); ``card`` needs
+it for a learned algorithm's ``dynamics``.
 """
 
 import gymnasium as gym
 
-__all__ = ["card", "envs", "export", "fixtures", "scenarios"]
+__all__ = ["card", "envs", "export", "fixtures", "rl", "scenarios"]
 
-#: learned algorithms with a training environment, by registry name
-TRAINABLE = ("mocc",)
+try:  # every learned algorithm of the bindings gets a Gymnasium id
+    from ccp_train import _native
 
-for _alg in TRAINABLE:
-    _id = f"ccp/{_alg.capitalize()}-v0"
-    if _id not in gym.registry:
-        gym.register(id=_id, entry_point="ccp_train.envs:CcpEnv", kwargs={"alg": _alg})
+    for _alg in _native.learned_algorithms():
+        _id = f"ccp/{_alg.capitalize()}-v0"
+        if _id not in gym.registry:
+            gym.register(id=_id, entry_point="ccp_train.envs:CcpEnv", kwargs={"alg": _alg})
+except ImportError:  # not built: export, card (without dynamics) and fixtures still work
+    pass

@@ -117,6 +117,7 @@ def build_mlp(out: Path) -> dict:
         action_low=[-1.0],
         action_high=[1.0],
         training=_training("fx_mlp", 1),
+        dynamics={},  # no algorithm of the agent: nothing to check
     )
     rng = np.random.default_rng(11)
     obs = rng.normal(size=(ROWS, 30)).astype(np.float32)
@@ -153,6 +154,7 @@ def build_owl(out: Path) -> dict:
         action_high=[6.0],
         masked=True,
         training=_training("fx_owl", 2),
+        dynamics={},  # no algorithm of the agent: nothing to check
     )
     rng = np.random.default_rng(22)
     mask = (rng.random(size=(ROWS, 60)) < 0.8).astype(np.float32)
@@ -190,6 +192,7 @@ def build_lstm(out: Path) -> dict:
         action_high=[5.0],
         recurrent=rec,
         training=_training("fx_lstm", 3),
+        dynamics={},  # no algorithm of the agent: nothing to check
     )
     rng = np.random.default_rng(33)
     seqs = []
@@ -226,6 +229,7 @@ def build_wild(out: Path) -> None:
         action_low=[-1.0] * 3,
         action_high=[1.0] * 3,
         training=_training("fx_wild", 0),
+        dynamics={},  # no algorithm of the agent: nothing to check
     )
 
 
