@@ -18,19 +18,3 @@ use ccp_algs::AlgsConfig;
 pub fn learned_algorithm(name: &str, cfg: &AlgsConfig) -> Option<Arc<dyn LearnedAlgorithm>> {
     ccp_algs::registry::learned_by_name(cfg, name)
 }
-
-/// Named `[start, end)` slices of a learned algorithm's observation that a trainer needs to
-/// build its networks (`_native.spec(alg)["layout"]`): MOCC's preference sub-network reads
-/// `w`, its towers `state`. Empty for an algorithm whose trainer needs none.
-///
-/// Read from the algorithm's own constants, never copied; it belongs in `PolicySpec` (a
-/// layout field) once the algorithms expose one, and this function then goes.
-pub fn obs_layout(alg: &str) -> Vec<(&'static str, std::ops::Range<usize>)> {
-    match alg {
-        "mocc" => {
-            use ccp_algs::mocc::{OBS_DIM, W_OFFSET};
-            vec![("state", 0..W_OFFSET), ("w", W_OFFSET..OBS_DIM)]
-        }
-        _ => Vec::new(),
-    }
-}

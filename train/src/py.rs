@@ -171,11 +171,12 @@ fn learned_algorithms() -> Vec<&'static str> {
 /// `spec(alg)`: what `alg`'s models look like and how its observation is laid out, as a dict:
 /// `algorithm`, `feature_version`, `obs_dim`, `act_dim`, `action_low`, `action_high`,
 /// `masked`, `recurrent_hidden` (LSTM size or None), and `layout`, named `[start, end)`
-/// slices of the observation a trainer needs (MOCC: `state`, `w`; see
-/// [`crate::obs_layout`]).
+/// slices of the observation a trainer builds its networks on (`LearnedAlgorithm::obs_layout`;
+/// MOCC: `state`, `w`).
 #[pyfunction]
 fn spec<'py>(py: Python<'py>, alg: &str) -> PyResult<Bound<'py, PyDict>> {
-    let s = learned(alg, &AlgsConfig::default())?.spec();
+    let a = learned(alg, &AlgsConfig::default())?;
+    let s = a.spec();
     let d = PyDict::new(py);
     d.set_item("algorithm", s.algorithm)?;
     d.set_item("feature_version", s.feature_version)?;
@@ -186,7 +187,7 @@ fn spec<'py>(py: Python<'py>, alg: &str) -> PyResult<Bound<'py, PyDict>> {
     d.set_item("masked", s.masked)?;
     d.set_item("recurrent_hidden", s.recurrent_hidden)?;
     let layout = PyDict::new(py);
-    for (name, range) in crate::obs_layout(s.algorithm) {
+    for (name, range) in a.obs_layout() {
         layout.set_item(name, (range.start, range.end))?;
     }
     d.set_item("layout", layout)?;
