@@ -25,7 +25,8 @@ suite() {
 suite fmt cargo fmt --all -- --check
 suite clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 # the training bindings before the Rust tests: the policy tests build their fixture models
-# with `python -m ccp_train.fixtures`, whose cards' dynamics come from `ccp_train._native`
+# with `python -m ccp_train.fixtures`, and the package (its cards, its Gymnasium ids) imports
+# the native module `ccp_train._native`
 suite python-build .venv/bin/maturin develop --release --quiet
 suite rust cargo test --workspace --no-fail-fast
 suite fuzz bash ops/fuzz.sh
