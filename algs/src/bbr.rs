@@ -141,7 +141,7 @@ impl Default for BbrConfig {
 impl BbrConfig {
     /// Check every knob against its range (see `config`).
     pub fn validate(&self) -> Result<(), crate::config::KnobError> {
-        use crate::config::{Knobs, Range, INTERVAL_US};
+        use crate::config::{Knobs, Range};
         let k = Knobs("bbr");
         k.real("high_gain", self.high_gain, Range::Closed(1.0, 10.0))?;
         k.real("cwnd_gain", self.cwnd_gain, Range::Closed(0.5, 10.0))?;
@@ -184,18 +184,8 @@ impl BbrConfig {
         k.int("min_cwnd_pkts", self.min_cwnd_pkts, 1, 1_000)?;
         k.int("quantization_pkts", self.quantization_pkts, 0, 1_000)?;
         k.int("reports_per_rtt", self.reports_per_rtt, 1, 100)?;
-        k.int(
-            "min_interval_us",
-            self.min_interval_us,
-            INTERVAL_US.0,
-            INTERVAL_US.1,
-        )?;
-        k.int(
-            "initial_interval_us",
-            self.initial_interval_us,
-            INTERVAL_US.0,
-            INTERVAL_US.1,
-        )
+        k.interval_us("min_interval_us", self.min_interval_us)?;
+        k.interval_us("initial_interval_us", self.initial_interval_us)
     }
 }
 

@@ -106,6 +106,11 @@ impl Knobs {
         }
     }
 
+    /// A report-interval knob (µs) within [`INTERVAL_US`].
+    pub fn interval_us(self, knob: &'static str, v: u32) -> Result<(), KnobError> {
+        self.int(knob, v, INTERVAL_US.0, INTERVAL_US.1)
+    }
+
     fn err(self, knob: &'static str, v: impl fmt::Display, expected: String) -> KnobError {
         KnobError {
             alg: self.0,

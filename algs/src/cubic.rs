@@ -64,22 +64,12 @@ impl Default for CubicConfig {
 impl CubicConfig {
     /// Check every knob against its range (see `config`): `c` in (0, 100], `beta` in (0, 1).
     pub fn validate(&self) -> Result<(), crate::config::KnobError> {
-        use crate::config::{Knobs, Range, INTERVAL_US};
+        use crate::config::{Knobs, Range};
         let k = Knobs("cubic");
         k.real("c", self.c, Range::AboveTo(0.0, 100.0))?;
         k.real("beta", self.beta, Range::Open(0.0, 1.0))?;
-        k.int(
-            "min_interval_us",
-            self.min_interval_us,
-            INTERVAL_US.0,
-            INTERVAL_US.1,
-        )?;
-        k.int(
-            "initial_interval_us",
-            self.initial_interval_us,
-            INTERVAL_US.0,
-            INTERVAL_US.1,
-        )
+        k.interval_us("min_interval_us", self.min_interval_us)?;
+        k.interval_us("initial_interval_us", self.initial_interval_us)
     }
 }
 

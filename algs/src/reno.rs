@@ -47,20 +47,10 @@ impl Default for RenoConfig {
 impl RenoConfig {
     /// Check every knob against its range (see `config`).
     pub fn validate(&self) -> Result<(), crate::config::KnobError> {
-        use crate::config::{Knobs, INTERVAL_US};
+        use crate::config::Knobs;
         let k = Knobs("reno");
-        k.int(
-            "min_interval_us",
-            self.min_interval_us,
-            INTERVAL_US.0,
-            INTERVAL_US.1,
-        )?;
-        k.int(
-            "initial_interval_us",
-            self.initial_interval_us,
-            INTERVAL_US.0,
-            INTERVAL_US.1,
-        )
+        k.interval_us("min_interval_us", self.min_interval_us)?;
+        k.interval_us("initial_interval_us", self.initial_interval_us)
     }
 }
 
