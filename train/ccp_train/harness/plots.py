@@ -4,6 +4,7 @@ throughput over time for fairness runs, a CDF of Jain's index, convergence-time 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def scatter(rs: list[dict], suites: list[str], path: Path, title: str) -> Path |
         ax.set_title(f"{suite} ({len({r['scenario'] for r in rs if r['suite'] == suite})} "
                      "scenarios)")
         ax.legend(fontsize=8, loc="lower left")
-    fig.suptitle(title)
+    fig.suptitle(textwrap.fill(title, 110), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
