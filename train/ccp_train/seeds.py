@@ -1,7 +1,7 @@
 """The recipe, not the draw: train a shipped model's recipe with several seeds, measure every
 model with the evaluation harness, and pick the seed to ship by a rule fixed in advance.
 
-    python -m ccp_train.seeds models/mocc.json --seeds 1,2,3 --out /tmp/spread [--ship]
+    python -m ccp_train.seeds models/mocc.json --seeds 1,2,3 --out /tmp/spread [--jobs 2] [--ship]
 
 For each seed the card's training command (a chain is replayed part by part, as
 ``ccp_train.reproduce`` does) runs with every ``--seed`` replaced by that seed. Each model is then
@@ -29,6 +29,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ccp_train.harness import evaluate
@@ -82,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--suites", default=None, help="harness suites (default: all)")
     p.add_argument("--ship", action="store_true",
                    help="copy the chosen seed's model into the card's folder")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="seeds trained at once (each is single-threaded and deterministic, so "
+                        "the models do not depend on this)")
     p.add_argument("--min-seeds", type=int, default=3, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     try:
@@ -101,19 +105,29 @@ def main(argv: list[str] | None = None) -> int:
     suites = args.suites.split(",") if args.suites else None
     hseeds = list(range(1, args.harness_seeds + 1))
     per: dict[int, dict] = {}
+    finals: dict[int, Path] = {}
+    chains: dict[int, list[list[str]]] = {}
     for s in seeds:
-        work = (args.out / f"seed{s}").resolve()
         try:
-            runs, final = plan(with_seed(command, s), work)
+            chains[s], finals[s] = plan(with_seed(command, s), (args.out / f"seed{s}").resolve())
         except ReplayError as e:
             print(f"error: {args.card}: {e}", file=sys.stderr)
             return 2
-        for i, a in enumerate(runs):
-            print(f"[seed {s}, {i + 1}/{len(runs)}] python {shlex.join(a)}", flush=True)
+
+    def train(s: int) -> bool:
+        for i, a in enumerate(chains[s]):
+            print(f"[seed {s}, {i + 1}/{len(chains[s])}] python {shlex.join(a)}", flush=True)
             if subprocess.run([sys.executable, *a], stdout=subprocess.DEVNULL,
                               check=False).returncode != 0:
                 print(f"error: seed {s} part {i + 1} failed", file=sys.stderr)
-                return 1
+                return False
+        return True
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        if not all(pool.map(train, seeds)):
+            return 1
+    for s in seeds:
+        work, final = (args.out / f"seed{s}").resolve(), finals[s]
         # the agent serves each model under the dynamics its card records
         config = work / "agent.toml"
         config.write_text(agent_config(json.loads((final / f"{alg}.json").read_text())))
