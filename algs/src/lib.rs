@@ -15,6 +15,7 @@ pub mod config;
 pub mod controller;
 pub mod cubic;
 pub mod iris;
+pub mod jury;
 pub mod learned;
 pub mod mocc;
 pub mod policy;

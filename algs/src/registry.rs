@@ -123,7 +123,7 @@ algorithms! {
     reno:  builtin crate::reno::Reno,   crate::reno::RenoConfig;
     cubic: builtin crate::cubic::Cubic, crate::cubic::CubicConfig;
     bbr:   builtin crate::bbr::Bbr,     crate::bbr::BbrConfig;
-    jury:  reserved;
+    jury:  learned crate::jury::Jury,   crate::jury::JuryConfig;
     owl:   reserved;
     mocc:  learned crate::mocc::Mocc,   crate::mocc::MoccConfig;
     iris:  builtin crate::iris::Iris,   crate::iris::IrisConfig;
@@ -231,12 +231,15 @@ mod tests {
             ALGORITHMS,
             ["reno", "cubic", "bbr", "jury", "owl", "mocc", "iris", "nuwa"]
         );
-        assert_eq!(learned_names(), ["mocc"]);
-        assert!(is_learned("mocc") && is_learned("ccp_mocc"));
-        assert!(!is_learned("cubic") && !is_learned("jury") && !is_learned("ccp"));
+        assert_eq!(learned_names(), ["jury", "mocc"]);
+        assert!(is_learned("mocc") && is_learned("ccp_mocc") && is_learned("jury"));
+        assert!(!is_learned("cubic") && !is_learned("owl") && !is_learned("ccp"));
         let cfg = AlgsConfig::default();
         let l = learned(&cfg);
-        assert_eq!(l.iter().map(|a| a.name()).collect::<Vec<_>>(), ["mocc"]);
+        assert_eq!(
+            l.iter().map(|a| a.name()).collect::<Vec<_>>(),
+            ["jury", "mocc"]
+        );
         assert_eq!(
             learned_by_name(&cfg, "ccp_mocc").map(|a| a.name()),
             Some("mocc")
@@ -252,7 +255,7 @@ mod tests {
             let registered = Registry::builtin().get(name).is_some() || is_learned(name);
             assert_eq!(implemented, registered, "{name}");
         }
-        assert!(defaults("jury").is_none() && defaults("vegas").is_none());
+        assert!(defaults("owl").is_none() && defaults("vegas").is_none());
     }
 
     #[test]
@@ -275,6 +278,6 @@ mod tests {
         );
         // unknown tables are refused
         assert!(serde_json::from_value::<AlgsConfig>(serde_json::json!({"vegas": {}})).is_err());
-        assert!(serde_json::from_value::<AlgsConfig>(serde_json::json!({"jury": {}})).is_err());
+        assert!(serde_json::from_value::<AlgsConfig>(serde_json::json!({"owl": {}})).is_err());
     }
 }

@@ -1,0 +1,104 @@
+//! Jury's knobs and their ranges.
+
+/// Jury's knobs. Defaults are the paper's where it gives one (Table 2: the 30 ms interval,
+/// α, β1, β2); the others are this implementation's choices, each explained in the module
+/// header. Every knob but the reward's ([`REWARD_KNOBS`]) is part of the dynamics a model was
+/// trained under ([`super::Jury`]'s `dynamics()`): the agent refuses a model trained with other
+/// values.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JuryConfig {
+    /// Control interval (ms): one report and at most one decision per interval (Table 2).
+    pub interval_ms: f64,
+    /// Action control coefficient α of eq. 7 (Table 2).
+    pub alpha: f64,
+    /// Intervals of signals stacked into one observation (§3.5: "a window of intervals").
+    pub history: u32,
+    /// Moving-average length (intervals) of the policy's RTT and loss signals (§3.4).
+    pub signal_window: u32,
+    /// Intervals the bandwidth-occupancy estimate (eq. 5) is fitted over (§3.4's moving
+    /// average, weighted by each interval's probe size: [`super::core::OccupancyFit`]).
+    pub occupancy_window: u32,
+    /// The fit updates only while the window's rate changes add up to
+    /// `sqrt(Σ(a − 1)²) ≥ min_probe`: near `a = 1` eq. 5 divides measurement noise by `a − 1`.
+    pub min_probe: f64,
+    /// Exploration (§3.4): a post-processed action with `|a| < explore_band` ...
+    pub explore_band: f64,
+    /// ... is replaced, with this probability, by `+1` or `−1` (equally likely).
+    pub explore_prob: f64,
+    /// Statistical significance (§3.4): while an interval's ACKs cover fewer packets than
+    /// this, the flow increases at the largest action (`a = 1`) without asking the policy.
+    pub min_pkts: u32,
+    /// RTT assumed before the first sample (ms): the pacing rate of the first window.
+    pub initial_rtt_ms: f64,
+    /// Smallest congestion window (packets).
+    pub min_cwnd_pkts: f64,
+    /// Reward (eq. 9): exponent ζ of the occupancy term, `0 < ζ < 1`.
+    pub zeta: f64,
+    /// Reward (eq. 9): weight β1 of the queueing delay `RTT − RTT_min` (per µs, Table 2).
+    pub beta1: f64,
+    /// Reward (eq. 9): weight β2 of the delivery ratio `(1 − L_t)/(1 − L_min)` (Table 2).
+    pub beta2: f64,
+}
+
+/// Knobs that only shape the reward (a training signal), not what the policy observes or how
+/// its action acts: left out of [`super::Jury`]'s dynamics, recorded in the card's training
+/// section instead.
+pub const REWARD_KNOBS: [&str; 3] = ["zeta", "beta1", "beta2"];
+
+impl Default for JuryConfig {
+    fn default() -> Self {
+        Self {
+            interval_ms: 30.0,
+            alpha: 0.025,
+            history: 10,
+            signal_window: 3,
+            occupancy_window: 8,
+            min_probe: 0.01,
+            explore_band: 0.1,
+            explore_prob: 0.9,
+            min_pkts: 8,
+            initial_rtt_ms: 100.0,
+            min_cwnd_pkts: 4.0,
+            zeta: 0.9,
+            beta1: 1e-5,
+            beta2: 5.0,
+        }
+    }
+}
+
+impl JuryConfig {
+    /// The control interval in µs (validated: within the agent's report-interval bounds).
+    pub fn interval_us(&self) -> u32 {
+        // validate() keeps interval_ms within [1, 10 000]
+        (self.interval_ms * 1000.0).round() as u32
+    }
+
+    pub fn validate(&self) -> Result<(), crate::config::KnobError> {
+        use crate::config::{Knobs, Range};
+        let k = Knobs("jury");
+        k.real(
+            "interval_ms",
+            self.interval_ms,
+            Range::Closed(1.0, 10_000.0),
+        )?;
+        k.real("alpha", self.alpha, Range::Open(0.0, 1.0))?;
+        k.int("history", self.history, 1, 64)?;
+        k.int("signal_window", self.signal_window, 1, 64)?;
+        k.int("occupancy_window", self.occupancy_window, 1, 256)?;
+        k.real("min_probe", self.min_probe, Range::AboveTo(0.0, 1.0))?;
+        k.real("explore_band", self.explore_band, Range::Closed(0.0, 1.0))?;
+        k.real("explore_prob", self.explore_prob, Range::Closed(0.0, 1.0))?;
+        k.int("min_pkts", self.min_pkts, 0, 1_000_000)?;
+        k.real(
+            "initial_rtt_ms",
+            self.initial_rtt_ms,
+            Range::AboveTo(0.0, 1e5),
+        )?;
+        k.real("min_cwnd_pkts", self.min_cwnd_pkts, Range::Closed(1.0, 1e6))?;
+        k.real("zeta", self.zeta, Range::Open(0.0, 1.0))?;
+        k.real("beta1", self.beta1, Range::Closed(0.0, 1.0))?;
+        k.real("beta2", self.beta2, Range::Closed(0.0, 1e3))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,425 @@
+//! Jury's per-flow core: signals (§3.1), the occupancy estimate (eq. 5), post-processing
+//! (eq. 6), the window update (eq. 7–8), exploration and significance (§3.4), reward (eq. 9).
+
+use std::collections::VecDeque;
+
+use super::config::JuryConfig;
+use crate::controller::{Action, FlowInfo, FlowMetrics};
+use crate::learned::LearnedCore;
+use crate::policy::PolicySpec;
+use crate::signals::Interval;
+
+/// Version of the observation layout; bump it whenever the features or their order change.
+pub const FEATURE_VERSION: u32 = 1;
+/// Values per interval in the observation: RTT change, delivery-ratio change, queue.
+pub const FEATURES_PER_INTERVAL: usize = 3;
+/// Bound of `|ΔRTT / Δt|` (eq. 1: the aggregate rate's excess over capacity, a fraction).
+pub const D_MAX: f64 = 1.0;
+/// Bound of `|(1 − L_t)/(1 − L_{t−1}) − 1|`.
+pub const LOSS_DEV_MAX: f64 = 0.5;
+/// Bound of the standing queue `(RTT_t − RTT_min) / Δt`, in control intervals.
+pub const Q_MAX: f64 = 4.0;
+/// Action bounds: `μ ∈ [−1, 1]`, `δ ∈ [0, 1]`; the post-processed `a ∈ [−1, 1]`.
+pub const MU_BOUND: f32 = 1.0;
+pub const DELTA_MAX: f32 = 1.0;
+/// Largest window (bytes) and pacing rate (bytes/s) ever set.
+pub const MAX_CWND_BYTES: f64 = (1u64 << 30) as f64;
+pub const MAX_RATE_BPS: f64 = 12.5e9;
+/// Rate decisions remembered to pair ACKs with the rate their packets were sent at.
+const RATE_MEMORY: usize = 1024;
+
+/// The policy layout of a Jury model with `history` stacked intervals.
+pub fn policy_spec(history: usize) -> PolicySpec {
+    PolicySpec {
+        algorithm: "jury",
+        feature_version: FEATURE_VERSION,
+        obs_dim: FEATURES_PER_INTERVAL * history,
+        act_dim: 2,
+        act_low: vec![-MU_BOUND, 0.0],
+        act_high: vec![MU_BOUND, DELTA_MAX],
+        recurrent_hidden: None,
+        masked: false,
+    }
+}
+
+/// Eq. 5: the flow's share of the bottleneck from a rate ratio `a = x_{t+1}/x_t` and the
+/// throughput ratio `g = thr_{t+1}/thr_t` it caused, clamped to `[0, 1]`; `None` when `a` is
+/// too close to 1 (`|ln a| < min_probe`) or an input is not a positive finite number.
+pub fn occupancy(a: f64, g: f64, min_probe: f64) -> Option<f64> {
+    if !(a.is_finite() && g.is_finite() && a > 0.0 && g > 0.0) || a.ln().abs() < min_probe {
+        return None;
+    }
+    let r = (a - g) / (g * (a - 1.0));
+    r.is_finite().then(|| r.clamp(0.0, 1.0))
+}
+
+/// Eq. 5 over a window of intervals: eq. 4 is linear in the share `s` once rearranged,
+/// `a/g − 1 = (a − 1)·s`, so the window's estimate is the least-squares fit
+/// `s = Σ(a−1)(a/g−1) / Σ(a−1)²`, which is the moving average of eq. 5's per-interval
+/// values weighted by `(a − 1)²` (a probe ten times larger counts a hundred times more:
+/// eq. 5 divides throughput noise by `a − 1`).
+#[derive(Debug, Clone)]
+pub struct OccupancyFit {
+    n: usize,
+    pairs: VecDeque<(f64, f64)>,
+    min_probe: f64,
+    estimate: Option<f64>,
+}
+
+impl OccupancyFit {
+    /// A fit over the last `n` intervals that needs `Σ(a−1)² ≥ min_probe²`.
+    pub fn new(n: u32, min_probe: f64) -> Self {
+        Self {
+            n: (n as usize).max(1),
+            pairs: VecDeque::new(),
+            min_probe,
+            estimate: None,
+        }
+    }
+
+    /// Add one interval's rate ratio `a` and throughput ratio `g` (ignored unless both are
+    /// positive and finite); returns the estimate, which holds while the window's probes are
+    /// too small.
+    pub fn push(&mut self, a: f64, g: f64) -> Option<f64> {
+        if a.is_finite() && g.is_finite() && a > 0.0 && g > 0.0 {
+            if self.pairs.len() == self.n {
+                self.pairs.pop_front();
+            }
+            self.pairs.push_back((a - 1.0, a / g - 1.0));
+            let (uv, uu) = self
+                .pairs
+                .iter()
+                .fold((0.0, 0.0), |(uv, uu), (u, v)| (uv + u * v, uu + u * u));
+            if uu >= self.min_probe * self.min_probe && (uv / uu).is_finite() {
+                self.estimate = Some((uv / uu).clamp(0.0, 1.0));
+            }
+        }
+        self.estimate
+    }
+
+    pub fn estimate(&self) -> Option<f64> {
+        self.estimate
+    }
+}
+
+/// Eq. 6: the action within the policy's range `[μ − δ, μ + δ]` that a flow with occupancy
+/// `ratio_bw` takes, clamped to `[−1, 1]`.
+pub fn post_process(mu: f64, delta: f64, ratio_bw: f64) -> f64 {
+    (mu + (1.0 - 2.0 * ratio_bw) * delta).clamp(-1.0, 1.0)
+}
+
+/// Eq. 7: the window after action `a` with gain `alpha`.
+pub fn window_update(cwnd: f64, a: f64, alpha: f64) -> f64 {
+    if a >= 0.0 {
+        cwnd * (1.0 + alpha * a)
+    } else {
+        cwnd / (1.0 - alpha * a)
+    }
+}
+
+/// A moving average over the last `n` values.
+#[derive(Debug, Clone)]
+struct Sma {
+    n: usize,
+    v: VecDeque<f64>,
+}
+
+impl Sma {
+    fn new(n: u32) -> Self {
+        let n = (n as usize).max(1);
+        Self {
+            n,
+            v: VecDeque::with_capacity(n),
+        }
+    }
+    fn push(&mut self, x: f64) -> f64 {
+        if self.v.len() == self.n {
+            self.v.pop_front();
+        }
+        self.v.push_back(x);
+        self.mean().unwrap_or(x)
+    }
+    fn mean(&self) -> Option<f64> {
+        (!self.v.is_empty()).then(|| self.v.iter().sum::<f64>() / self.v.len() as f64)
+    }
+}
+
+/// What the last interval measured, for the reward.
+#[derive(Debug, Clone, Copy)]
+struct Measured {
+    queue_us: f64,
+    loss: f64,
+}
+
+/// One Jury flow.
+pub struct JuryCore {
+    config: JuryConfig,
+    spec: PolicySpec,
+    mss: f64,
+    metrics: FlowMetrics,
+    /// Flow time (µs): the sum of the report intervals so far.
+    clock_us: u64,
+    cwnd: f64,
+    rate: f64,
+    /// `(time, pacing rate)` of every decision, oldest first.
+    rates: VecDeque<(u64, f64)>,
+    prev_thr: Option<f64>,
+    prev_rtt: Option<f64>,
+    rtt_min: Option<f64>,
+    prev_loss: f64,
+    loss_min: Option<f64>,
+    d: Sma,
+    l: Sma,
+    occ: OccupancyFit,
+    history: VecDeque<[f32; FEATURES_PER_INTERVAL]>,
+    last: Option<Measured>,
+    rng: u64,
+    last_action: f64,
+    decisions: u64,
+    forced: u64,
+    explored: u64,
+}
+
+impl JuryCore {
+    pub fn new(config: JuryConfig, info: &FlowInfo) -> Self {
+        let mss = f64::from(info.mss.max(1));
+        let spec = policy_spec(config.history as usize);
+        let mut core = Self {
+            spec,
+            mss,
+            metrics: FlowMetrics::default(),
+            clock_us: 0,
+            cwnd: 0.0,
+            rate: 0.0,
+            rates: VecDeque::new(),
+            prev_thr: None,
+            prev_rtt: None,
+            rtt_min: None,
+            prev_loss: 0.0,
+            loss_min: None,
+            d: Sma::new(config.signal_window),
+            l: Sma::new(config.signal_window),
+            occ: OccupancyFit::new(config.occupancy_window, config.min_probe),
+            history: VecDeque::with_capacity(config.history as usize),
+            last: None,
+            // a per-flow stream: flows of one host explore independently, runs repeat
+            rng: splitmix(u64::from(info.sock_id) ^ 0x6a75_7279_5f65_7870),
+            last_action: 0.0,
+            decisions: 0,
+            forced: 0,
+            explored: 0,
+            config,
+        };
+        let init = f64::from(info.init_cwnd_bytes.max(1));
+        core.cwnd = core.bound_cwnd(init);
+        core.set_rate();
+        core
+    }
+
+    /// The smoothed occupancy estimate (0 before any estimate: a new flow assumes it has no
+    /// share, so eq. 6 takes the top of the policy's range).
+    pub fn ratio_bw(&self) -> f64 {
+        self.occ.estimate().unwrap_or(0.0)
+    }
+    /// The window (bytes).
+    pub fn cwnd_bytes(&self) -> f64 {
+        self.cwnd
+    }
+    /// The pacing rate (bytes/s).
+    pub fn rate_bps(&self) -> f64 {
+        self.rate
+    }
+    /// The last action applied (after post-processing and exploration).
+    pub fn last_action(&self) -> f64 {
+        self.last_action
+    }
+    /// Decisions the policy made, intervals the significance rule increased without it, and
+    /// actions exploration replaced.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        (self.decisions, self.forced, self.explored)
+    }
+    /// The observation as it stands (oldest interval first, zero-padded).
+    pub fn features(&self) -> Vec<f32> {
+        let mut obs = vec![0.0; self.spec.obs_dim];
+        let pad = self.config.history as usize - self.history.len();
+        for (i, f) in self.history.iter().enumerate() {
+            let o = (pad + i) * FEATURES_PER_INTERVAL;
+            obs[o..o + FEATURES_PER_INTERVAL].copy_from_slice(f);
+        }
+        obs
+    }
+
+    fn bound_cwnd(&self, c: f64) -> f64 {
+        let lo = self.config.min_cwnd_pkts * self.mss;
+        if c.is_finite() {
+            c.clamp(lo, MAX_CWND_BYTES)
+        } else {
+            lo
+        }
+    }
+
+    /// Eq. 8: pace at `cwnd / RTT_t` (the last interval's mean RTT; before any sample the
+    /// configured initial RTT), and remember the rate for the occupancy estimate.
+    fn set_rate(&mut self) {
+        let rtt_us = self
+            .prev_rtt
+            .unwrap_or(self.config.initial_rtt_ms * 1000.0)
+            .max(1.0);
+        self.rate = (self.cwnd * 1e6 / rtt_us).clamp(1.0, MAX_RATE_BPS);
+        if self.rates.len() == RATE_MEMORY {
+            self.rates.pop_front();
+        }
+        self.rates.push_back((self.clock_us, self.rate));
+    }
+
+    /// The pacing rate in effect at flow time `t` (µs).
+    fn rate_at(&self, t: f64) -> f64 {
+        self.rates
+            .iter()
+            .rev()
+            .find(|(at, _)| (*at as f64) <= t)
+            .or(self.rates.front())
+            .map_or(self.rate, |&(_, x)| x)
+    }
+
+    fn step(&mut self, a: f64) {
+        self.cwnd = self.bound_cwnd(window_update(self.cwnd, a, self.config.alpha));
+        self.last_action = a;
+        self.set_rate();
+    }
+
+    fn action(&mut self) -> Action {
+        let a = Action {
+            cwnd_bytes: Some(self.cwnd as u32),
+            rate_bps: Some(self.rate as u64),
+            report_interval_us: None,
+        };
+        self.metrics.record(&a);
+        a
+    }
+
+    fn next_unit(&mut self) -> f64 {
+        self.rng = splitmix(self.rng);
+        (self.rng >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// §3.1, per report: the signals, the occupancy estimate, the reward's inputs.
+    fn measure(&mut self, iv: &Interval) {
+        let dt = iv.interval_us.max(1) as f64;
+        self.clock_us = self.clock_us.saturating_add(iv.interval_us.max(1));
+        if let Some(m) = iv.rtt_min_us {
+            let m = m as f64;
+            self.rtt_min = Some(self.rtt_min.map_or(m, |r| r.min(m)));
+        }
+        let rtt = iv.rtt_mean_us.or(self.prev_rtt);
+        let total = iv.acked_pkts.saturating_add(iv.lost_pkts);
+        let loss = if total > 0 {
+            iv.lost_pkts as f64 / total as f64
+        } else {
+            self.prev_loss
+        };
+        // RTT change over the interval: eq. 1's (Σx − c)/c once a queue exists
+        let d_raw = match (iv.rtt_mean_us, self.prev_rtt) {
+            (Some(now), Some(before)) => (now - before) / dt,
+            _ => 0.0,
+        };
+        let l_raw = (1.0 - loss) / (1.0 - self.prev_loss).max(0.01) - 1.0;
+        let d = self.d.push(d_raw).clamp(-D_MAX, D_MAX);
+        let l = self.l.push(l_raw).clamp(-LOSS_DEV_MAX, LOSS_DEV_MAX);
+        let queue_us = match (rtt, self.rtt_min) {
+            (Some(r), Some(m)) => (r - m).max(0.0),
+            _ => 0.0,
+        };
+        let q = (queue_us / dt).clamp(0.0, Q_MAX);
+        if self.history.len() == self.config.history as usize {
+            self.history.pop_front();
+        }
+        self.history.push_back([
+            (d / D_MAX) as f32,
+            (l / LOSS_DEV_MAX) as f32,
+            (q / Q_MAX) as f32,
+        ]);
+
+        // eq. 5 on the packets these ACKs acknowledge: sent one RTT earlier, at the rate in
+        // effect then, against the interval before
+        let thr = iv.acked_bytes as f64 * 1e6 / dt;
+        if let (Some(prev), Some(r)) = (self.prev_thr, rtt) {
+            if prev > 0.0 && thr > 0.0 {
+                let sent = self.clock_us as f64 - r - dt / 2.0;
+                let a = self.rate_at(sent) / self.rate_at(sent - dt);
+                self.occ.push(a, thr / prev);
+            }
+        }
+        self.prev_thr = Some(thr);
+        self.prev_rtt = rtt;
+        if total > 0 {
+            self.prev_loss = loss;
+            self.loss_min = Some(self.loss_min.map_or(loss, |m| m.min(loss)));
+        }
+        self.last = Some(Measured { queue_us, loss });
+    }
+}
+
+impl LearnedCore for JuryCore {
+    fn spec(&self) -> &PolicySpec {
+        &self.spec
+    }
+
+    fn observe(&mut self, iv: &Interval, obs: &mut [f32], _mask: &mut [f32]) -> bool {
+        self.metrics.observe(iv);
+        self.measure(iv);
+        if iv.acked_pkts < u64::from(self.config.min_pkts) || self.prev_rtt.is_none() {
+            // §3.4 statistical significance: too few packets to judge, increase at once
+            self.forced += 1;
+            self.step(1.0);
+            return false;
+        }
+        for (o, v) in obs.iter_mut().zip(self.features()) {
+            *o = v;
+        }
+        true
+    }
+
+    fn apply(&mut self, action: &[f32]) -> Action {
+        let get = |i: usize| action.get(i).copied().filter(|v| v.is_finite());
+        let mu = f64::from(get(0).unwrap_or(0.0).clamp(-MU_BOUND, MU_BOUND));
+        let delta = f64::from(get(1).unwrap_or(0.0).clamp(0.0, DELTA_MAX));
+        let mut a = post_process(mu, delta, self.ratio_bw());
+        if a.abs() < self.config.explore_band && self.next_unit() < self.config.explore_prob {
+            a = if self.next_unit() < 0.5 { -1.0 } else { 1.0 };
+            self.explored += 1;
+        }
+        self.decisions += 1;
+        self.step(a);
+        self.action()
+    }
+
+    fn hold(&mut self) -> Action {
+        self.action()
+    }
+
+    /// Eq. 9: `ratio^ζ − ratio·(β1·(RTT − RTT_min) − β2·(1 − L_t)/(1 − L_min))`, RTT in µs.
+    fn reward(&self) -> f64 {
+        let Some(m) = self.last else { return 0.0 };
+        let c = &self.config;
+        let ratio = self.ratio_bw();
+        let delivered = (1.0 - m.loss) / (1.0 - self.loss_min.unwrap_or(0.0)).max(1e-3);
+        ratio.powf(c.zeta) - ratio * (c.beta1 * m.queue_us - c.beta2 * delivered)
+    }
+
+    fn initial_action(&mut self) -> Action {
+        self.action()
+    }
+
+    fn metrics(&self) -> &FlowMetrics {
+        &self.metrics
+    }
+}
+
+/// SplitMix64: a small, seedable generator (exploration needs no more).
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}

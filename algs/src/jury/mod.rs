@@ -1,0 +1,182 @@
+//! Jury (fairness-generalizable DRL congestion control, jury.txt §3–4) as a CCP algorithm: a
+//! policy that sees only bottleneck-wide signals proposes an action *range*, and a
+//! post-processing step places each flow in that range by its own bandwidth occupancy, so
+//! flows with a larger share take smaller actions and converge to a fair share on networks the
+//! policy never saw. The policy is an ONNX model trained in Python (TD3) on this same code
+//! ([`crate::learned`]); everything below runs identically in training and in the agent.
+//!
+//! Per control interval `t` (30 ms, Table 2), over the interval's ACKs:
+//!
+//! ```text
+//!   d_t = (RTT_t − RTT_{t−1}) / Δt              RTT change (eq. 1: (Σx − c)/c under a queue)
+//!   l_t = (1 − L_t)/(1 − L_{t−1}) − 1           delivery-ratio change (L: loss fraction)
+//!   q_t = (RTT_t − RTT_min) / Δt                standing queue, in intervals
+//!   s_t = (d, l, q) over the last 10 intervals  → policy π(s_t) = (μ_t, δ_t)
+//!   ratio_bw = (a − g) / (g·(a − 1))  ∈ [0, 1]  (eq. 5) a = x_{t}/x_{t−1}, g = thr_t/thr_{t−1}
+//!   a_t = μ_t + (1 − 2·ratio_bw)·δ_t  ∈ [−1, 1] (eq. 6)
+//!   a_t ← ±1 (p = 0.9 each way half)   if |a_t| < 0.1            exploration (§3.4)
+//!   cwnd ← cwnd·(1 + α·a)  if a ≥ 0,  cwnd/(1 − α·a)  if a < 0,  α = 0.025      (eq. 7)
+//!   x = cwnd / RTT_t                                                            (eq. 8)
+//!   a_t = 1 without asking π   while an interval acks < 8 packets  (significance, §3.4)
+//!   r_t = ratio^ζ − ratio·(β1·(RTT_t − RTT_min) − β2·(1 − L_t)/(1 − L_min))      (eq. 9)
+//! ```
+//!
+//! Reacts to: the bottleneck's queue (its change and its standing size), the delivery ratio,
+//! and through eq. 5 how the flow's own throughput answers its own rate changes. Ignores: the
+//! absolute rate, throughput and RTT (the policy's inputs are the same for every flow sharing
+//! a bottleneck, whatever its share or base RTT), ECN, reordering, timeouts (no special
+//! response: the policy sees the loss).
+//!
+//! Choices where the paper is vague, or CCP differs from the paper's kernel module
+//! (measurements and what was tried: `docs/algorithms/jury.md`):
+//!
+//! - **Which ACKs**: the paper measures "packets sent in interval t" on their ACKs. A fold
+//!   program reports the ACKs that *arrived* in an interval; they acknowledge packets sent one
+//!   RTT earlier, so eq. 5 pairs the throughput ratio of two consecutive reports with the
+//!   ratio of the pacing rates in effect one mean RTT before them (a per-flow record of
+//!   decisions), not with the last action.
+//! - **Policy inputs**: the paper's RTT and loss changes, plus `q_t`, the standing queue in
+//!   control intervals: the reward penalises `RTT − RTT_min`, which the changes alone cannot
+//!   reveal (a steady full queue and an empty one both read `d = 0`); like `d`, it is the same
+//!   for every flow on the bottleneck, whatever its base RTT, so eq. 6 alone still decides who
+//!   gets more. History 10 intervals; `d` bounded to ±1, `l` to ±0.5, `q` to [0, 4], each
+//!   scaled to [−1, 1]; zero-padded before ten intervals exist.
+//! - **Filters** (§3.4 "moving average ... bounds"): `d` and `l` are 3-interval moving
+//!   averages; `ratio_bw` is the mean of the last 8 estimates. An estimate is taken only when
+//!   `|ln a| ≥ 0.01` (eq. 5 divides noise by `a − 1`); until the first, `ratio_bw = 0`.
+//! - **Action range**: `μ ∈ [−1, 1]`, `δ ∈ [0, 1]`, `a` clamped to `[−1, 1]` (the
+//!   exploration's ±1 is "maximal", so 1 is the largest action: ±2.5 % per interval).
+//! - **Exploration** band `|a| < 0.1`, probability 0.9 (the paper: "a high likelihood"),
+//!   from a per-flow SplitMix64 stream seeded by the socket id: runs repeat exactly.
+//! - **Significance** threshold 8 ACKed packets per interval; intervals without any RTT
+//!   sample count as insignificant too. This is Jury's start-up (from the initial window).
+//! - **Reward** ζ = 0.9 (the paper only says 0 < ζ < 1; Vivace's exponent), β1 = 1e-5 with
+//!   RTT in µs, β2 = 5 (Table 2), `ratio_bw` the smoothed estimate, `L_min` the smallest loss
+//!   fraction seen. Reward knobs are not dynamics (they do not act on a served flow).
+//! - **Window bounds** [4 packets, 1 GiB], pacing at most 100 Gbit/s; before the first RTT
+//!   sample the pacing rate is the initial window over 100 ms.
+//! - **Dynamics** ([`crate::learned::LearnedAlgorithm::dynamics`]): every [`JuryConfig`] knob
+//!   but `zeta`, `beta1`, `beta2`.
+//! - **A bare [`Jury`]** (no model) answers `μ = δ = 0`, so it explores `±1` around its
+//!   window: a placeholder, not Jury; the agent registers Jury only with a model.
+//!
+//! Not here: TD3, the networks and the multi-flow episodes live in the Python trainer
+//! (`train/ccp_train/jury.py`); this module is what it trains on.
+
+pub mod config;
+pub mod core;
+#[cfg(test)]
+mod tests;
+
+pub use self::config::{JuryConfig, REWARD_KNOBS};
+pub use self::core::{
+    occupancy, policy_spec, post_process, window_update, JuryCore, OccupancyFit,
+    FEATURES_PER_INTERVAL, FEATURE_VERSION,
+};
+
+use crate::controller::{Algorithm, Controller, FlowInfo};
+use crate::learned::{Dynamics, LearnedAlgorithm, LearnedController, LearnedCore};
+use crate::policy::{Policy, PolicyError, PolicySpec};
+use crate::signals::{fields, FoldProgram, ProgramBuilder};
+
+/// Report fields Jury reads.
+const JURY_FIELDS: [&str; 8] = [
+    fields::ACKED_BYTES,
+    fields::ACKED_PKTS,
+    fields::LOST_PKTS,
+    fields::TIMEOUT,
+    fields::RTT_MIN_US,
+    fields::RTT_SUM_US,
+    fields::RTT_CNT,
+    fields::INTERVAL_US,
+];
+
+/// The Jury algorithm.
+#[derive(Debug, Clone, Default)]
+pub struct Jury {
+    pub config: JuryConfig,
+}
+
+impl Jury {
+    pub fn new(config: JuryConfig) -> Self {
+        Self { config }
+    }
+}
+
+impl crate::registry::FromConfig for Jury {
+    type Config = JuryConfig;
+    fn from_config(config: &JuryConfig) -> Self {
+        Self::new(config.clone())
+    }
+}
+
+impl Algorithm for Jury {
+    fn name(&self) -> &'static str {
+        "jury"
+    }
+
+    fn program(&self) -> FoldProgram {
+        ProgramBuilder::new("jury_iv", self.config.interval_us())
+            .fields(&JURY_FIELDS)
+            .build()
+    }
+
+    /// Not what the agent runs (it serves Jury only with a model): the core driven by a
+    /// built-in policy answering `μ = δ = 0`.
+    fn new_flow(&self, info: &FlowInfo) -> Box<dyn Controller> {
+        Box::new(LearnedController::new(
+            self.new_core(info),
+            Box::new(ZeroRange(self.config.history as usize)),
+        ))
+    }
+}
+
+impl LearnedAlgorithm for Jury {
+    fn spec(&self) -> PolicySpec {
+        policy_spec(self.config.history as usize)
+    }
+
+    fn new_core(&self, info: &FlowInfo) -> Box<dyn LearnedCore> {
+        Box::new(JuryCore::new(self.config.clone(), info))
+    }
+
+    /// The whole [`JuryConfig`] but the reward's knobs ([`REWARD_KNOBS`]).
+    fn dynamics(&self) -> Dynamics {
+        let mut d: Dynamics = match serde_json::to_value(&self.config) {
+            Ok(serde_json::Value::Object(m)) => m.into_iter().collect(),
+            _ => unreachable!("JuryConfig serializes to a JSON object"),
+        };
+        for knob in REWARD_KNOBS {
+            d.remove(knob);
+        }
+        d
+    }
+
+    fn obs_layout(&self) -> Vec<(&'static str, std::ops::Range<usize>)> {
+        vec![(
+            "signals",
+            0..FEATURES_PER_INTERVAL * self.config.history as usize,
+        )]
+    }
+}
+
+/// The fallback policy of a bare [`Jury`]: `μ = δ = 0`.
+struct ZeroRange(usize);
+
+impl Policy for ZeroRange {
+    fn obs_dim(&self) -> usize {
+        FEATURES_PER_INTERVAL * self.0
+    }
+    fn act_dim(&self) -> usize {
+        2
+    }
+    fn act(
+        &mut self,
+        _obs: &[f32],
+        _mask: Option<&[f32]>,
+        out: &mut [f32],
+    ) -> Result<(), PolicyError> {
+        out.fill(0.0);
+        Ok(())
+    }
+}

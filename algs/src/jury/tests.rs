@@ -1,0 +1,405 @@
+//! Jury's unit tests: the paper's formulas one at a time, the core on hand-made intervals,
+//! and the whole pipeline (eq. 5 with its lag, eq. 6) on a fluid bottleneck.
+
+use super::core::{D_MAX, Q_MAX};
+use super::*;
+use crate::learned::LearnedAlgorithm;
+use crate::signals::Interval;
+
+const MSS: u32 = 1000;
+
+fn info(sock_id: u32, init_cwnd_bytes: u32) -> FlowInfo {
+    FlowInfo {
+        sock_id,
+        mss: MSS,
+        init_cwnd_bytes,
+        preference: Default::default(),
+    }
+}
+
+/// A 30 ms interval acking `pkts` packets at mean (and min) RTT `rtt_ms`, `lost` lost.
+fn iv(pkts: u64, lost: u64, rtt_ms: f64) -> Interval {
+    Interval {
+        acked_bytes: pkts * u64::from(MSS),
+        acked_pkts: pkts,
+        lost_pkts: lost,
+        rtt_min_us: Some((rtt_ms * 1000.0) as u64),
+        rtt_mean_us: Some(rtt_ms * 1000.0),
+        rtt_samples: pkts.max(1),
+        interval_us: 30_000,
+        ..Default::default()
+    }
+}
+
+fn core(config: JuryConfig) -> JuryCore {
+    JuryCore::new(config, &info(1, 10 * MSS))
+}
+
+#[test]
+fn occupancy_inverts_eq_4() {
+    // eq. 4: a flow with share s that multiplies its rate by a sees g = a / (1 + (a − 1)s)
+    for &s in &[0.0, 0.1, 0.25, 0.5, 0.9, 1.0] {
+        for &a in &[1.025, 0.975, 1.1, 0.9] {
+            let g = a / (1.0 + (a - 1.0) * s);
+            let r = occupancy(a, g, 0.01).expect("a is far enough from 1");
+            assert!((r - s).abs() < 1e-9, "s {s} a {a}: got {r}");
+        }
+    }
+    // an idle link answers a rate change in full: no share; a full one not at all: all of it
+    assert_eq!(occupancy(1.025, 1.025, 0.01), Some(0.0));
+    assert_eq!(occupancy(1.025, 1.0, 0.01), Some(1.0));
+    // noise is clamped into [0, 1]
+    assert_eq!(occupancy(1.025, 1.2, 0.01), Some(0.0));
+    assert_eq!(occupancy(1.025, 0.8, 0.01), Some(1.0));
+}
+
+#[test]
+fn occupancy_refuses_tiny_probes_and_bad_numbers() {
+    assert_eq!(occupancy(1.005, 1.0, 0.01), None);
+    assert_eq!(occupancy(1.0, 1.0, 0.01), None);
+    for (a, g) in [
+        (f64::NAN, 1.0),
+        (1.1, f64::INFINITY),
+        (1.1, 0.0),
+        (-1.0, 1.0),
+    ] {
+        assert_eq!(occupancy(a, g, 0.01), None, "a {a} g {g}");
+    }
+}
+
+#[test]
+fn the_fit_weighs_probes_by_their_size_and_holds_without_them() {
+    let mut fit = OccupancyFit::new(8, 0.01);
+    // probes below the threshold: no estimate yet
+    assert_eq!(fit.push(1.002, 1.002), None);
+    // a real probe on a half-share flow: exact
+    let s = 0.5;
+    let g = |a: f64| a / (1.0 + (a - 1.0) * s);
+    let e = fit.push(1.025, g(1.025)).expect("probe large enough");
+    assert!((e - s).abs() < 0.01, "{e}");
+    // a noisy tiny probe (its eq. 5 alone would read 1.0) barely moves the fit
+    let alone = occupancy(1.001, 1.0, 0.0).expect("no threshold");
+    assert_eq!(alone, 1.0);
+    let e2 = fit.push(1.001, 1.0).expect("holds");
+    assert!((e2 - s).abs() < 0.01, "{e2}");
+    // bad numbers are ignored
+    assert_eq!(fit.push(f64::NAN, 1.0), Some(e2));
+    assert_eq!(fit.push(1.1, 0.0), Some(e2));
+    // the window forgets: a full window of saturated-link probes reads 1
+    for _ in 0..8 {
+        fit.push(1.025, 1.0);
+    }
+    assert_eq!(fit.estimate(), Some(1.0));
+}
+
+#[test]
+fn post_processing_is_eq_6() {
+    assert_eq!(post_process(0.2, 0.5, 0.0), 0.7);
+    assert_eq!(post_process(0.2, 0.5, 1.0), -0.3);
+    assert_eq!(post_process(0.2, 0.5, 0.5), 0.2);
+    // a larger share never gets a larger action
+    let a: Vec<f64> = (0..=10)
+        .map(|i| post_process(0.0, 0.8, f64::from(i) / 10.0))
+        .collect();
+    assert!(a.windows(2).all(|w| w[1] <= w[0]));
+    assert_eq!(post_process(0.9, 1.0, 0.0), 1.0);
+    assert_eq!(post_process(-0.9, 1.0, 1.0), -1.0);
+}
+
+#[test]
+fn window_update_is_eq_7_and_symmetric() {
+    assert!((window_update(100.0, 1.0, 0.025) - 102.5).abs() < 1e-12);
+    assert!((window_update(102.5, -1.0, 0.025) - 100.0).abs() < 1e-12);
+    assert_eq!(window_update(100.0, 0.0, 0.025), 100.0);
+}
+
+#[test]
+fn too_few_packets_increase_at_the_largest_action_without_the_policy() {
+    let mut c = core(JuryConfig::default());
+    let w0 = c.cwnd_bytes();
+    let (mut obs, mut mask) = (vec![0.0; c.spec().obs_dim], vec![1.0; c.spec().obs_dim]);
+    for k in 1..=5 {
+        assert!(!c.observe(&iv(7, 0, 50.0), &mut obs, &mut mask));
+        let want = w0 * 1.025f64.powi(k);
+        assert!((c.cwnd_bytes() - want).abs() < 1e-6 * want, "interval {k}");
+    }
+    assert_eq!(c.counts(), (0, 5, 0));
+    // enough packets: the policy decides
+    assert!(c.observe(&iv(8, 0, 50.0), &mut obs, &mut mask));
+    // an interval without an RTT sample yet is not significant either
+    let mut fresh = core(JuryConfig::default());
+    let no_rtt = Interval {
+        rtt_min_us: None,
+        rtt_mean_us: None,
+        ..iv(100, 0, 50.0)
+    };
+    assert!(!fresh.observe(&no_rtt, &mut obs, &mut mask));
+}
+
+#[test]
+fn observation_is_the_queues_change_delivery_and_standing_size() {
+    let cfg = JuryConfig::default();
+    let mut c = core(cfg.clone());
+    let n = c.spec().obs_dim;
+    let (mut obs, mut mask) = (vec![9.0; n], vec![1.0; n]);
+    assert!(c.observe(&iv(50, 0, 40.0), &mut obs, &mut mask));
+    // one interval seen: nine zero-padded, then no change, no loss, no queue
+    assert!(obs.iter().all(|&v| v == 0.0), "{obs:?}");
+    // RTT up 3 ms over 30 ms: d = 0.1 (a 10 % overload); 10 % of 50 packets lost after none:
+    // l = 0.9/1 − 1 = −0.1; queue 3 ms = 0.1 intervals; each SMA over 3 with earlier zeros
+    assert!(c.observe(&iv(45, 5, 43.0), &mut obs, &mut mask));
+    let last = &obs[n - 3..];
+    assert!(
+        (f64::from(last[0]) - 0.1 / 2.0 / D_MAX).abs() < 1e-6,
+        "{last:?}"
+    );
+    assert!(
+        (f64::from(last[1]) - (-0.1 / 2.0) / 0.5).abs() < 1e-6,
+        "{last:?}"
+    );
+    assert!((f64::from(last[2]) - 0.1 / Q_MAX).abs() < 1e-6, "{last:?}");
+    assert_eq!(&obs[n - 6..n - 3], &[0.0, 0.0, 0.0]);
+    // bounded: an absurd RTT jump reads as the bound
+    assert!(c.observe(&iv(45, 0, 4000.0), &mut obs, &mut mask));
+    assert!(obs.iter().all(|v| (-1.0..=1.0).contains(v)));
+    assert_eq!(obs[n - 1], 1.0);
+}
+
+#[test]
+fn exploration_replaces_small_actions_by_plus_or_minus_one_evenly() {
+    let mut c = core(JuryConfig::default());
+    let (mut obs, mut mask) = (vec![0.0; 30], vec![1.0; 30]);
+    assert!(c.observe(&iv(50, 0, 40.0), &mut obs, &mut mask));
+    let (mut up, mut down) = (0i64, 0i64);
+    for _ in 0..2000 {
+        c.apply(&[0.05, 0.0]);
+        let a = c.last_action();
+        if a == 1.0 {
+            up += 1;
+        } else if a == -1.0 {
+            down += 1;
+        } else {
+            assert_eq!(a, f64::from(0.05f32));
+        }
+    }
+    let explored = up + down;
+    assert_eq!(c.counts().2, explored as u64);
+    assert!(
+        (1700..=1900).contains(&explored),
+        "p = 0.9: {explored} of 2000"
+    );
+    assert!((up - down).abs() < 150, "up {up} down {down}");
+    // outside the band nothing changes
+    c.apply(&[0.5, 0.0]);
+    assert_eq!(c.last_action(), 0.5);
+}
+
+#[test]
+fn the_same_socket_explores_the_same_way() {
+    let run = |sock| {
+        let mut c = JuryCore::new(JuryConfig::default(), &info(sock, 10 * MSS));
+        let (mut obs, mut mask) = (vec![0.0; 30], vec![1.0; 30]);
+        c.observe(&iv(50, 0, 40.0), &mut obs, &mut mask);
+        (0..50)
+            .map(|_| {
+                c.apply(&[0.0, 0.0]);
+                c.last_action()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(7), run(7));
+    assert_ne!(run(7), run(8));
+}
+
+#[test]
+fn bad_policy_outputs_are_bounded() {
+    let mut c = core(JuryConfig {
+        explore_band: 0.0,
+        ..Default::default()
+    });
+    let w = c.cwnd_bytes();
+    c.apply(&[f32::NAN, f32::INFINITY]);
+    assert_eq!(c.last_action(), 0.0);
+    assert_eq!(c.cwnd_bytes(), w);
+    c.apply(&[1e9, 1e9]);
+    assert_eq!(c.last_action(), 1.0);
+    c.apply(&[]);
+    assert_eq!(c.last_action(), 0.0);
+    for _ in 0..10_000 {
+        c.apply(&[-1.0, 0.0]);
+    }
+    assert_eq!(c.cwnd_bytes(), 4.0 * f64::from(MSS));
+}
+
+#[test]
+fn reward_is_eq_9() {
+    let cfg = JuryConfig::default();
+    let mut c = core(cfg.clone());
+    let (mut obs, mut mask) = (vec![0.0; 30], vec![1.0; 30]);
+    assert_eq!(c.reward(), 0.0);
+    c.observe(&iv(50, 0, 40.0), &mut obs, &mut mask);
+    // no occupancy estimate yet: ratio 0, reward 0
+    assert_eq!(c.reward(), 0.0);
+    // hand the core an estimate: rate +25 %, throughput unchanged -> ratio 1
+    let mut c = core(JuryConfig {
+        explore_band: 0.0,
+        ..cfg.clone()
+    });
+    c.observe(&iv(50, 0, 40.0), &mut obs, &mut mask);
+    for _ in 0..9 {
+        c.apply(&[1.0, 0.0]); // +2.5 % per decision
+    }
+    for _ in 0..4 {
+        c.observe(&iv(50, 0, 40.0), &mut obs, &mut mask);
+    }
+    assert_eq!(c.ratio_bw(), 1.0);
+    // queue 10 ms, 2 % loss, L_min 0: 1 − (1e-5·10 000 − 5·0.98) = 1 − (0.1 − 4.9)
+    c.observe(&iv(49, 1, 50.0), &mut obs, &mut mask);
+    let want = 1.0 - (1e-5 * 10_000.0 - 5.0 * 0.98);
+    assert!((c.reward() - want).abs() < 1e-9, "{} vs {want}", c.reward());
+}
+
+#[test]
+fn config_ranges_and_dynamics() {
+    assert!(JuryConfig::default().validate().is_ok());
+    for (bad, knob) in [
+        (
+            JuryConfig {
+                zeta: 1.0,
+                ..Default::default()
+            },
+            "zeta",
+        ),
+        (
+            JuryConfig {
+                interval_ms: 0.0,
+                ..Default::default()
+            },
+            "interval_ms",
+        ),
+        (
+            JuryConfig {
+                history: 0,
+                ..Default::default()
+            },
+            "history",
+        ),
+        (
+            JuryConfig {
+                alpha: f64::NAN,
+                ..Default::default()
+            },
+            "alpha",
+        ),
+    ] {
+        let e = bad.validate().expect_err(knob).to_string();
+        assert!(e.contains(&format!("algs.jury.{knob}")), "{e}");
+    }
+    let d = Jury::default().dynamics();
+    assert!(d.contains_key("alpha") && d.contains_key("history"));
+    for k in REWARD_KNOBS {
+        assert!(!d.contains_key(k), "{k} is a reward knob");
+    }
+    let spec = Jury::default().spec();
+    assert_eq!((spec.obs_dim, spec.act_dim), (30, 2));
+    assert_eq!(Jury::default().program().initial_interval_us, 30_000);
+}
+
+/// A fluid bottleneck: `c` bytes/s, base RTT `rtt_s`, a FIFO of `buf` bytes. Each 30 ms
+/// interval every flow sends at its pacing rate (or window/RTT if smaller); ACKs come back
+/// `lag` intervals later.
+struct Fluid {
+    c: f64,
+    rtt_s: f64,
+    buf: f64,
+    q: f64,
+}
+
+impl Fluid {
+    /// Bytes delivered and lost per flow, and the RTT, for one interval of sending.
+    fn interval(&mut self, send: &[f64], dt: f64) -> (Vec<f64>, Vec<f64>, f64) {
+        let x: f64 = send.iter().sum();
+        let mut q = self.q + (x - self.c) * dt;
+        let dropped = (q - self.buf).max(0.0);
+        q = q.clamp(0.0, self.buf);
+        let busy = q > 0.0 || x > self.c;
+        let out = if busy { self.c * dt } else { x * dt };
+        self.q = q;
+        let share = |s: f64| if x > 0.0 { s / x } else { 0.0 };
+        (
+            send.iter().map(|&s| share(s) * out).collect(),
+            send.iter().map(|&s| share(s) * dropped).collect(),
+            self.rtt_s + q / self.c,
+        )
+    }
+}
+
+#[test]
+fn post_processing_alone_converges_two_unequal_flows_to_fair_shares() {
+    // a hand policy that knows nothing of shares: up while the queue is small, down while it
+    // stands; eq. 5 and 6 alone must make the larger flow give way
+    let policy = |obs: &[f32]| {
+        let q = obs[obs.len() - 1];
+        if q < 0.05 {
+            [0.3f32, 0.7]
+        } else {
+            [-0.3, 0.7]
+        }
+    };
+    let dt = 0.03;
+    let mut link = Fluid {
+        c: 6.25e6,
+        rtt_s: 0.06,
+        buf: 375_000.0,
+        q: 0.0,
+    };
+    let lag = 2;
+    let mut flows = [
+        JuryCore::new(JuryConfig::default(), &info(1, 300_000)),
+        JuryCore::new(JuryConfig::default(), &info(2, 20_000)),
+    ];
+    let mut pending: Vec<std::collections::VecDeque<Interval>> = vec![Default::default(); 2];
+    let mut rtt = link.rtt_s;
+    let mut got = [0.0f64; 2];
+    let steps = 3000; // 90 s
+    for k in 0..steps {
+        let send: Vec<f64> = flows
+            .iter()
+            .map(|f| f.rate_bps().min(f.cwnd_bytes() / rtt))
+            .collect();
+        let (delivered, lost, r) = link.interval(&send, dt);
+        rtt = r;
+        for i in 0..2 {
+            let pkts = (delivered[i] / f64::from(MSS)).round() as u64;
+            pending[i].push_back(Interval {
+                acked_bytes: delivered[i] as u64,
+                acked_pkts: pkts,
+                lost_pkts: (lost[i] / f64::from(MSS)).round() as u64,
+                rtt_min_us: Some((r * 1e6) as u64),
+                rtt_mean_us: Some(r * 1e6),
+                rtt_samples: pkts,
+                interval_us: 30_000,
+                ..Default::default()
+            });
+            if k >= 2 * steps / 3 {
+                got[i] += delivered[i];
+            }
+        }
+        if k >= lag {
+            for i in 0..2 {
+                let Some(report) = pending[i].pop_front() else {
+                    continue;
+                };
+                let mut obs = vec![0.0; 30];
+                let mut mask = vec![1.0; 30];
+                if flows[i].observe(&report, &mut obs, &mut mask) {
+                    flows[i].apply(&policy(&obs));
+                }
+            }
+        }
+    }
+    let jain = (got[0] + got[1]).powi(2) / (2.0 * (got[0].powi(2) + got[1].powi(2)));
+    let util = (got[0] + got[1]) / (link.c * dt * f64::from(steps / 3));
+    assert!(jain > 0.95, "Jain {jain:.3}, shares {got:?}");
+    assert!(util > 0.8, "utilization {util:.3}");
+}
