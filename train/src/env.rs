@@ -13,8 +13,13 @@
 //! driver while the simulator stands still, at the flow's next ACK exactly as an answer to
 //! the report would be) and runs on to the next such point.
 //!
-//! A learner that decides twice before the others decide once (a shorter RTT) holds its
-//! action in between; only its latest observation and reward are returned.
+//! When the simulator pauses is the environment's [`Pause`]: once *every* active learner has a
+//! fresh observation (`All`, MOCC's trainer: one decision per learner per step; a learner that
+//! decides twice before the others decide once, with a shorter RTT or while another is in its
+//! start-up, holds its action in between, and only its latest observation and reward are
+//! returned), or as soon as *any* has one (`Any`, Jury's trainer: every learner decides at each
+//! of its own reports, exactly as under the agent; a step returns the learners that have a
+//! decision due).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -99,7 +104,24 @@ pub struct Hub {
     actions: Vec<(u32, Action)>,
 }
 
+/// When [`TrainEnv::step`] hands control back to the learner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Pause {
+    /// Once every active learner has a fresh observation.
+    #[default]
+    All,
+    /// As soon as any learner has one.
+    Any,
+}
+
 impl Hub {
+    fn any_pending(&self) -> bool {
+        self.learners.iter().any(|l| {
+            let l = lock(l);
+            !l.closed && l.pending
+        })
+    }
+
     fn all_active_pending(&self) -> bool {
         let mut any = false;
         for l in &self.learners {
@@ -180,6 +202,7 @@ pub struct TrainEnv {
     spec: PolicySpec,
     agent: Agent,
     num_learners: usize,
+    pause: Pause,
     state: Option<Running>,
 }
 
@@ -222,8 +245,14 @@ impl TrainEnv {
             spec,
             agent,
             num_learners,
+            pause: Pause::default(),
             state: None,
         })
+    }
+
+    /// When steps pause ([`Pause`]; default `All`).
+    pub fn set_pause(&mut self, pause: Pause) {
+        self.pause = pause;
     }
 
     pub fn spec(&self) -> &PolicySpec {
@@ -300,7 +329,15 @@ impl TrainEnv {
         let st = self.state.as_mut().context("no episode running")?;
         if !st.done {
             let hub = st.hub.clone();
-            let mut pause = |_: &mut dyn ccp_sim::DatapathIpc| hub.borrow().all_active_pending();
+            let any = self.pause == Pause::Any;
+            let mut pause = |_: &mut dyn ccp_sim::DatapathIpc| {
+                let h = hub.borrow();
+                if any {
+                    h.any_pending()
+                } else {
+                    h.all_active_pending()
+                }
+            };
             st.done = st.session.advance(&mut pause)?;
         }
         let h = st.hub.borrow();

@@ -59,14 +59,25 @@ impl SimEnv {
 #[pymethods]
 impl SimEnv {
     #[new]
-    #[pyo3(signature = (scenario_toml, alg, base_dir = ".", w = None, algs_toml = None))]
+    #[pyo3(signature = (scenario_toml, alg, base_dir = ".", w = None, algs_toml = None, pause = "all"))]
     fn new(
         scenario_toml: &str,
         alg: &str,
         base_dir: &str,
         w: Option<&str>,
         algs_toml: Option<&str>,
+        pause: &str,
     ) -> PyResult<Self> {
+        let pause = match pause {
+            "all" => env::Pause::All,
+            "any" => env::Pause::Any,
+            other => {
+                return Err(value_err(format!(
+                    "pause = {other:?}: expected \"all\" (every learner decides once per step) \
+                     or \"any\" (a step ends at any learner's report)"
+                )))
+            }
+        };
         let scenario =
             Scenario::from_toml_str(scenario_toml, PathBuf::from(base_dir)).map_err(value_err)?;
         let algs = algs_config(algs_toml)?;
@@ -80,7 +91,8 @@ impl SimEnv {
             algs,
             ..Default::default()
         };
-        let env = env::TrainEnv::new(scenario, learned, opts).map_err(runtime_err)?;
+        let mut env = env::TrainEnv::new(scenario, learned, opts).map_err(runtime_err)?;
+        env.set_pause(pause);
         Ok(Self { env })
     }
 
