@@ -178,10 +178,11 @@ class _RecurrentMasked(_RecurrentActor):
 
 
 def _kind(model: Any) -> str:
-    name = type(model).__name__
-    if name in ("PPO", "A2C", "RecurrentPPO", "TD3", "DDPG", "SAC", "DQN"):
-        return name
-    raise TypeError(f"export_sb3_actor: unsupported model type {name}")
+    """The SB3 algorithm a model is, or derives from (a trainer may subclass one)."""
+    for cls in type(model).__mro__:
+        if cls.__name__ in ("PPO", "A2C", "RecurrentPPO", "TD3", "DDPG", "SAC", "DQN"):
+            return cls.__name__
+    raise TypeError(f"export_sb3_actor: unsupported model type {type(model).__name__}")
 
 
 def export_torch(
