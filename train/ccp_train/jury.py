@@ -15,6 +15,13 @@ flow driver inside the simulator: the policy is trained inside exactly what serv
 policy's action is the range ``(μ, δ)``; SB3's actor squashes each output with tanh and the
 action box ``μ ∈ [−1, 1], δ ∈ [0, 1]`` rescales it, which is the μ/δ head the paper describes.
 
+**Episode starts.** Below capacity eq. 9 pays ``ratio_bw = 0`` whatever a flow does, and the
+largest action grows the window 2.5 % per 30 ms, so from the initial window the first reward
+lies beyond γ's horizon. With probability ``--start-prob`` an episode's flows begin with a window
+of ``BDP/flows × U_log(--start-share)`` (``initial_cwnd_pkts``, a knob that only sets where an
+episode begins, so not in the card's dynamics); the others begin as served, from the initial
+window.
+
 **Steps.** A step ends at any flow's report with a decision due (``SimEnv(pause="any")``), so
 every flow decides at each of its own 30 ms reports while the others keep running, exactly as
 under the agent (MOCC's trainer pauses until every flow has one, which would hold established
@@ -45,10 +52,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import random
 import shlex
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +76,10 @@ from ccp_train.rl.spec import AlgSpec, Knobs, parse_knob
 from ccp_train.scenarios import ScenarioRanges
 
 ALG = "jury"
+#: knobs that set where an episode begins (``EPISODE_START_KNOBS`` in algs/src/jury/config.rs)
+EPISODE_START = ("initial_cwnd_pkts",)
+#: the simulator's packet size (datapath/sim: MSS = 1500 bytes)
+PACKET_BYTES = 1500
 
 
 class JuryTD3(TD3):
@@ -105,7 +118,9 @@ class Bottleneck:
 
     rng: random.Random
     ranges: ScenarioRanges
-    algs_toml: str
+    knobs: Knobs
+    start_prob: float
+    start_share: tuple[float, float]
     env: Any = None
     obs: np.ndarray | None = None
     active: np.ndarray | None = None
@@ -115,7 +130,16 @@ class Bottleneck:
 
     def new_episode(self) -> None:
         scenario = self.ranges.sample(self.rng, ALG)
-        self.env = _native.SimEnv(scenario, ALG, algs_toml=self.algs_toml, pause="any")
+        start: dict[str, Any] = {}
+        if self.rng.random() < self.start_prob:
+            # every flow's first window near its share of the BDP (the start's knob)
+            sc = tomllib.loads(scenario)
+            flows = [f for f in sc["flow"] if f["alg"] == ALG]
+            bdp = sc["link"]["rate_mbps"] * 1e6 / 8 * flows[0]["rtt_ms"] / 1e3 / PACKET_BYTES
+            lo, hi = self.start_share
+            share = math.exp(self.rng.uniform(math.log(lo), math.log(hi)))
+            start["initial_cwnd_pkts"] = round(max(1.0, bdp / len(flows) * share), 2)
+        self.env = _native.SimEnv(scenario, ALG, algs_toml=self.knobs.toml(start), pause="any")
         obs, _rew, active, _done, _t = self.env.reset()
         self.obs, self.active = obs, np.asarray(active, bool)
         self.prev_obs.clear()
@@ -133,7 +157,10 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     determinism.seed_everything(args.seed, args.threads)
     spec = AlgSpec.of(ALG)
-    knobs = Knobs(ALG, args.knob)
+    # the knobs outside the dynamics are the reward's (eq. 9), settable for a run, and the
+    # episode start's, which the trainer draws
+    knobs = Knobs(ALG, args.knob, settable=set(_native.defaults(ALG))
+                  - set(_native.dynamics(ALG)) - set(EPISODE_START))
     ranges = ScenarioRanges(
         duration_s=args.duration_s, rate_mbps=args.rate_mbps, rtt_ms=args.rtt_ms,
         buffer_bdp=args.buffer_bdp, loss=args.loss, learners=args.flows,
@@ -164,8 +191,8 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
     high = np.asarray(spec.action_high, np.float32)
     noise_rng = np.random.default_rng(args.seed)
     knobs_toml = knobs.toml()
-    envs = [Bottleneck(random.Random(args.seed * 1000 + e), ranges, knobs_toml)
-            for e in range(args.envs)]
+    envs = [Bottleneck(random.Random(args.seed * 1000 + e), ranges, knobs, args.start_prob,
+                       args.start_share) for e in range(args.envs)]
     for b in envs:
         b.new_episode()
 
@@ -232,11 +259,14 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
     wall = time.monotonic() - t0
     model.save(out / f"{ALG}.zip")
     reward_knobs = {k: v for k, v in _native.defaults(ALG).items()
-                    if k not in knobs.dynamics()}
-    reward_knobs.update({k: v for k, v in dict(args.knob).items() if k in reward_knobs})
+                    if k not in knobs.dynamics() and k not in EPISODE_START}
+    reward_knobs.update({k: v for k, v in knobs.overrides.items() if k in reward_knobs})
     training = {
         "command": command, "seed": args.seed, "steps": steps,
-        "scenario_ranges": {**ranges.describe(), "flows": list(args.flows)},
+        "scenario_ranges": {**ranges.describe(), "flows": list(args.flows),
+                            "episode_start": {"prob": args.start_prob,
+                                              "initial_cwnd_share_of_bdp_per_flow":
+                                                  list(args.start_share)}},
         "notes": (f"TD3 (SB3) actor/critic {net}, actor lr {args.actor_lr:g}, critic lr "
                   f"{args.critic_lr:g}, gamma {args.gamma:g}, batch {args.batch_size}, "
                   f"{updates} gradient steps, {sum(b.episodes for b in envs)} episodes on "
@@ -298,6 +328,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--loss", type=floats(2), default="0,0.001")
     s.add_argument("--stagger-s", type=floats(2), default="0,2",
                    help="flows of one bottleneck start this far apart")
+    s.add_argument("--start-prob", type=float, default=0.8,
+                   help="P(an episode's flows start near their share instead of the initial "
+                        "window)")
+    s.add_argument("--start-share", type=floats(2), default="0.25,2",
+                   help="first window as a multiple of BDP/flows, drawn log-uniformly")
     return p
 
 

@@ -33,6 +33,10 @@ pub struct JuryConfig {
     pub initial_rtt_ms: f64,
     /// Smallest congestion window (packets).
     pub min_cwnd_pkts: f64,
+    /// First window (packets); unset: the datapath's initial window. Sets where a training
+    /// episode begins (flows near their share, where eq. 9 has something to say: below
+    /// capacity every action earns `ratio_bw = 0`), so it is not part of the dynamics.
+    pub initial_cwnd_pkts: Option<f64>,
     /// Reward (eq. 9): exponent ζ of the occupancy term, `0 < ζ < 1`.
     pub zeta: f64,
     /// Reward (eq. 9): weight β1 of the queueing delay `RTT − RTT_min` (per µs, Table 2).
@@ -45,6 +49,9 @@ pub struct JuryConfig {
 /// its action acts: left out of [`super::Jury`]'s dynamics, recorded in the card's training
 /// section instead.
 pub const REWARD_KNOBS: [&str; 3] = ["zeta", "beta1", "beta2"];
+
+/// Knobs that only set where a training episode begins: left out of the dynamics too.
+pub const EPISODE_START_KNOBS: [&str; 1] = ["initial_cwnd_pkts"];
 
 impl Default for JuryConfig {
     fn default() -> Self {
@@ -60,6 +67,7 @@ impl Default for JuryConfig {
             min_pkts: 8,
             initial_rtt_ms: 100.0,
             min_cwnd_pkts: 4.0,
+            initial_cwnd_pkts: None,
             zeta: 0.9,
             beta1: 1e-5,
             beta2: 5.0,
@@ -96,6 +104,9 @@ impl JuryConfig {
             Range::AboveTo(0.0, 1e5),
         )?;
         k.real("min_cwnd_pkts", self.min_cwnd_pkts, Range::Closed(1.0, 1e6))?;
+        if let Some(w) = self.initial_cwnd_pkts {
+            k.real("initial_cwnd_pkts", w, Range::Closed(1.0, 1e6))?;
+        }
         k.real("zeta", self.zeta, Range::Open(0.0, 1.0))?;
         k.real("beta1", self.beta1, Range::Closed(0.0, 1.0))?;
         k.real("beta2", self.beta2, Range::Closed(0.0, 1e3))?;

@@ -210,7 +210,10 @@ impl JuryCore {
             explored: 0,
             config,
         };
-        let init = f64::from(info.init_cwnd_bytes.max(1));
+        let init = match core.config.initial_cwnd_pkts {
+            Some(w) => w * mss,
+            None => f64::from(info.init_cwnd_bytes.max(1)),
+        };
         core.cwnd = core.bound_cwnd(init);
         core.set_rate();
         core

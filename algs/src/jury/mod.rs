@@ -56,7 +56,9 @@
 //! - **Window bounds** [4 packets, 1 GiB], pacing at most 100 Gbit/s; before the first RTT
 //!   sample the pacing rate is the initial window over 100 ms.
 //! - **Dynamics** ([`crate::learned::LearnedAlgorithm::dynamics`]): every [`JuryConfig`] knob
-//!   but `zeta`, `beta1`, `beta2`.
+//!   but `zeta`, `beta1`, `beta2` and `initial_cwnd_pkts`, with which the trainer starts
+//!   episodes near each flow's share (below capacity eq. 9 pays `ratio_bw = 0` for any action,
+//!   so a climb from the initial window alone teaches nothing within γ's horizon).
 //! - **A bare [`Jury`]** (no model) answers `μ = δ = 0`, so it explores `±1` around its
 //!   window: a placeholder, not Jury; the agent registers Jury only with a model.
 //!
@@ -68,7 +70,7 @@ pub mod core;
 #[cfg(test)]
 mod tests;
 
-pub use self::config::{JuryConfig, REWARD_KNOBS};
+pub use self::config::{JuryConfig, EPISODE_START_KNOBS, REWARD_KNOBS};
 pub use self::core::{
     occupancy, policy_spec, post_process, window_update, JuryCore, OccupancyFit,
     FEATURES_PER_INTERVAL, FEATURE_VERSION,
@@ -140,14 +142,15 @@ impl LearnedAlgorithm for Jury {
         Box::new(JuryCore::new(self.config.clone(), info))
     }
 
-    /// The whole [`JuryConfig`] but the reward's knobs ([`REWARD_KNOBS`]).
+    /// The whole [`JuryConfig`] but the reward's knobs ([`REWARD_KNOBS`]) and the episode
+    /// start's ([`EPISODE_START_KNOBS`]).
     fn dynamics(&self) -> Dynamics {
         let mut d: Dynamics = match serde_json::to_value(&self.config) {
             Ok(serde_json::Value::Object(m)) => m.into_iter().collect(),
             _ => unreachable!("JuryConfig serializes to a JSON object"),
         };
-        for knob in REWARD_KNOBS {
-            d.remove(knob);
+        for knob in REWARD_KNOBS.iter().chain(&EPISODE_START_KNOBS) {
+            d.remove(*knob);
         }
         d
     }

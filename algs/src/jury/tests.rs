@@ -297,9 +297,17 @@ fn config_ranges_and_dynamics() {
     }
     let d = Jury::default().dynamics();
     assert!(d.contains_key("alpha") && d.contains_key("history"));
-    for k in REWARD_KNOBS {
-        assert!(!d.contains_key(k), "{k} is a reward knob");
+    for k in REWARD_KNOBS.iter().chain(&EPISODE_START_KNOBS) {
+        assert!(!d.contains_key(*k), "{k} is not dynamics");
     }
+    let c = JuryCore::new(
+        JuryConfig {
+            initial_cwnd_pkts: Some(40.0),
+            ..Default::default()
+        },
+        &info(1, 10 * MSS),
+    );
+    assert_eq!(c.cwnd_bytes(), 40.0 * f64::from(MSS));
     let spec = Jury::default().spec();
     assert_eq!((spec.obs_dim, spec.act_dim), (30, 2));
     assert_eq!(Jury::default().program().initial_interval_us, 30_000);

@@ -91,11 +91,14 @@ def toml_value(v: Any) -> str:
 class Knobs:
     """The ``[algs.<alg>]`` table a trainer runs: the agent's defaults, with ``overrides``.
 
-    Unknown knobs, values out of range (the algorithm's own ``validate()``) and knobs that only
-    set an episode's start (not in the dynamics) are refused with the reason."""
+    Unknown knobs, values out of range (the algorithm's own ``validate()``) and knobs outside
+    the dynamics are refused with the reason, unless the trainer names them in ``settable``
+    (Jury's reward knobs: fixed for a run, not the dynamics); the others only set an episode's
+    start, which the trainer draws."""
 
     def __init__(self, alg: str,
-                 overrides: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()) -> None:
+                 overrides: Mapping[str, Any] | Iterable[tuple[str, Any]] = (),
+                 settable: Iterable[str] = ()) -> None:
         self.alg = alg
         self.defaults = dict(_native.defaults(alg))
         self.overrides = dict(overrides)
@@ -104,7 +107,7 @@ class Knobs:
             if k not in self.defaults:
                 raise ValueError(f"--knob {k}: {alg} has no such knob; its knobs: "
                                  + ", ".join(sorted(dyn)))
-            if k not in dyn:
+            if k not in dyn and k not in set(settable):
                 raise ValueError(f"--knob {k}: sets where an episode begins, not the dynamics; "
                                  "the trainer draws it per episode")
         try:
