@@ -2,6 +2,7 @@
 model with the evaluation harness, and pick the seed to ship by a rule fixed in advance.
 
     python -m ccp_train.seeds models/mocc.json --seeds 1,2,3 --out /tmp/spread [--jobs 2] [--ship]
+    python -m ccp_train.seeds models/mocc.json --out /tmp/spread --ship-only
 
 For each seed the card's training command (a chain is replayed part by part, as
 ``ccp_train.reproduce`` does) runs with every ``--seed`` replaced by that seed. Each model is then
@@ -73,6 +74,27 @@ def _mean_sd(xs: list[float]) -> tuple[float, float]:
     return m, sd
 
 
+def ship(report: dict, card_path: Path) -> None:
+    """Copy the chosen seed's model, card and curves into the card's folder and record the
+    spread in the card's ``evaluation.seeds``."""
+    alg = report["algorithm"]
+    per = {str(k): v for k, v in report["per_seed"].items()}  # int keys, or str from JSON
+    src = Path(per[str(report["chosen_seed"])]["model"])
+    dst = card_path.parent
+    for f in (f"{alg}.onnx", f"{alg}.json", f"{alg}.pt", f"{alg}.curves.csv",
+              f"{alg}.curves.png"):
+        if (src / f).exists():
+            shutil.copy2(src / f, dst / f)
+    shipped = json.loads((dst / f"{alg}.json").read_text())
+    shipped.setdefault("evaluation", {})["seeds"] = {
+        k: report[k] for k in ("seeds", "chosen_seed", "rule", "eval_spread")}
+    shipped["evaluation"]["seeds"]["per_seed"] = {
+        str(s): {"sha256": v["sha256"], "tune_score": v["tune_score"], "eval": v["eval"]}
+        for s, v in per.items()}
+    (dst / f"{alg}.json").write_text(json.dumps(shipped, indent=2) + "\n")
+    print(f"shipped seed {report['chosen_seed']} into {dst}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ccp_train.seeds", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -83,11 +105,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--suites", default=None, help="harness suites (default: all)")
     p.add_argument("--ship", action="store_true",
                    help="copy the chosen seed's model into the card's folder")
+    p.add_argument("--ship-only", action="store_true",
+                   help="ship from an earlier run's OUT/spread.json without training again")
     p.add_argument("--jobs", type=int, default=1,
                    help="seeds trained at once (each is single-threaded and deterministic, so "
                         "the models do not depend on this)")
     p.add_argument("--min-seeds", type=int, default=3, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.ship_only:
+        try:
+            ship(json.loads((args.out / "spread.json").read_text()), args.card)
+        except (OSError, ValueError, KeyError) as e:
+            print(f"error: {args.out / 'spread.json'}: {e}", file=sys.stderr)
+            return 2
+        return 0
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
@@ -165,17 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "spread.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     if args.ship:
-        src = Path(per[chosen]["model"])
-        dst = args.card.parent
-        for f in (f"{alg}.onnx", f"{alg}.json", f"{alg}.pt", f"{alg}.curves.csv",
-                  f"{alg}.curves.png"):
-            if (src / f).exists():
-                shutil.copy2(src / f, dst / f)
-        shipped = json.loads((dst / f"{alg}.json").read_text())
-        shipped.setdefault("evaluation", {})["seeds"] = {
-            k: report[k] for k in ("seeds", "chosen_seed", "rule", "eval_spread")}
-        (dst / f"{alg}.json").write_text(json.dumps(shipped, indent=2) + "\n")
-        print(f"shipped seed {chosen} into {dst}")
+        ship(report, args.card)
     return 0
 
 

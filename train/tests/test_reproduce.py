@@ -112,7 +112,8 @@ def test_seed_spread_end_to_end_on_a_tiny_recipe(tmp_path):
     mocc.main([*TINY, "--seed", "3", "--out", str(base)])
     out = tmp_path / "spread"
     assert seeds.main([str(base / "mocc.json"), "--seeds", "1,2,3", "--out", str(out),
-                       "--harness-seeds", "1", "--suites", "links", "--ship"]) == 0
+                       "--harness-seeds", "1", "--suites", "links", "--ship",
+                       "--jobs", "2"]) == 0
     rep = json.loads((out / "spread.json").read_text())
     per = {int(k): v for k, v in rep["per_seed"].items()}
     assert set(per) == {1, 2, 3} and all(v["failed_runs"] == 0 for v in per.values())
@@ -123,3 +124,9 @@ def test_seed_spread_end_to_end_on_a_tiny_recipe(tmp_path):
     assert shipped["evaluation"]["seeds"]["chosen_seed"] == rep["chosen_seed"]
     assert "--seed" in shipped["training"]["command"]
     assert (out / "spread.md").read_text().count("(chosen)") == 1
+    assert set(shipped["evaluation"]["seeds"]["per_seed"]) == {"1", "2", "3"}
+    # shipping again from the report alone gives the same model and record
+    (base / "mocc.json").unlink()
+    assert seeds.main([str(base / "mocc.json"), "--out", str(out), "--ship-only"]) == 0
+    assert card(base)["sha256"] == shipped["sha256"]
+    assert card(base)["evaluation"]["seeds"] == shipped["evaluation"]["seeds"]
