@@ -33,6 +33,10 @@ pub struct JuryConfig {
     pub initial_rtt_ms: f64,
     /// Smallest congestion window (packets).
     pub min_cwnd_pkts: f64,
+    /// Largest window as a multiple of the flow's best throughput × smallest RTT (its largest
+    /// BDP estimate): an action sequence that keeps increasing into loss cannot pace a flow
+    /// at many times what its path ever delivered.
+    pub max_cwnd_bdp: f64,
     /// First window (packets); unset: the datapath's initial window. Sets where a training
     /// episode begins (flows near their share, where eq. 9 has something to say: below
     /// capacity every action earns `ratio_bw = 0`), so it is not part of the dynamics.
@@ -67,6 +71,7 @@ impl Default for JuryConfig {
             min_pkts: 8,
             initial_rtt_ms: 100.0,
             min_cwnd_pkts: 4.0,
+            max_cwnd_bdp: 4.0,
             initial_cwnd_pkts: None,
             zeta: 0.9,
             beta1: 1e-5,
@@ -104,6 +109,7 @@ impl JuryConfig {
             Range::AboveTo(0.0, 1e5),
         )?;
         k.real("min_cwnd_pkts", self.min_cwnd_pkts, Range::Closed(1.0, 1e6))?;
+        k.real("max_cwnd_bdp", self.max_cwnd_bdp, Range::Closed(1.0, 1e3))?;
         if let Some(w) = self.initial_cwnd_pkts {
             k.real("initial_cwnd_pkts", w, Range::Closed(1.0, 1e6))?;
         }

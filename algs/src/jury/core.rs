@@ -166,6 +166,8 @@ pub struct JuryCore {
     prev_thr: Option<f64>,
     prev_rtt: Option<f64>,
     rtt_min: Option<f64>,
+    /// Largest interval throughput seen (bytes/s).
+    thr_max: f64,
     prev_loss: f64,
     loss_min: Option<f64>,
     d: Sma,
@@ -195,6 +197,7 @@ impl JuryCore {
             prev_thr: None,
             prev_rtt: None,
             rtt_min: None,
+            thr_max: 0.0,
             prev_loss: 0.0,
             loss_min: None,
             d: Sma::new(config.signal_window),
@@ -252,10 +255,22 @@ impl JuryCore {
         obs
     }
 
+    /// The window's bounds: at least `min_cwnd_pkts`; at most `max_cwnd_bdp` times the
+    /// largest throughput seen over the smallest RTT (plus `min_cwnd_pkts`), once both exist.
+    fn cwnd_cap(&self) -> f64 {
+        let lo = self.config.min_cwnd_pkts * self.mss;
+        match self.rtt_min {
+            Some(r) if self.thr_max > 0.0 => {
+                (self.config.max_cwnd_bdp * self.thr_max * r / 1e6 + lo).min(MAX_CWND_BYTES)
+            }
+            _ => MAX_CWND_BYTES,
+        }
+    }
+
     fn bound_cwnd(&self, c: f64) -> f64 {
         let lo = self.config.min_cwnd_pkts * self.mss;
         if c.is_finite() {
-            c.clamp(lo, MAX_CWND_BYTES)
+            c.min(self.cwnd_cap()).max(lo)
         } else {
             lo
         }
@@ -354,6 +369,9 @@ impl JuryCore {
             }
         }
         self.prev_thr = Some(thr);
+        if thr.is_finite() {
+            self.thr_max = self.thr_max.max(thr);
+        }
         self.prev_rtt = rtt;
         if total > 0 {
             self.prev_loss = loss;

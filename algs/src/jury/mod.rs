@@ -53,8 +53,12 @@
 //! - **Reward** ζ = 0.9 (the paper only says 0 < ζ < 1; Vivace's exponent), β1 = 1e-5 with
 //!   RTT in µs, β2 = 5 (Table 2), `ratio_bw` the smoothed estimate, `L_min` the smallest loss
 //!   fraction seen. Reward knobs are not dynamics (they do not act on a served flow).
-//! - **Window bounds** [4 packets, 1 GiB], pacing at most 100 Gbit/s; before the first RTT
-//!   sample the pacing rate is the initial window over 100 ms.
+//! - **Window bounds** (the paper has none): at least 4 packets, at most 4 × the flow's largest
+//!   interval throughput × its smallest RTT (+ 4 packets), and 1 GiB; pacing at most
+//!   100 Gbit/s. The upper bound keeps a policy that increases into loss from pacing at many
+//!   times what the path ever delivered (in training, a run stalled simulating a flow paced far
+//!   above a 20 Mbit/s link). Before the first RTT sample the pacing rate is the initial window
+//!   over 100 ms.
 //! - **Dynamics** ([`crate::learned::LearnedAlgorithm::dynamics`]): every [`JuryConfig`] knob
 //!   but `zeta`, `beta1`, `beta2` and `initial_cwnd_pkts`, with which the trainer starts
 //!   episodes near each flow's share (below capacity eq. 9 pays `ratio_bw = 0` for any action,

@@ -232,6 +232,23 @@ fn bad_policy_outputs_are_bounded() {
 }
 
 #[test]
+fn the_window_stays_within_four_bdps_of_what_the_path_delivered() {
+    let mut c = core(JuryConfig {
+        explore_band: 0.0,
+        ..Default::default()
+    });
+    let (mut obs, mut mask) = (vec![0.0; 30], vec![1.0; 30]);
+    // 100 packets per 30 ms at 40 ms min RTT: 3.33 MB/s × 40 ms = 133 kB delivered per RTT
+    c.observe(&iv(100, 0, 40.0), &mut obs, &mut mask);
+    for _ in 0..2000 {
+        c.apply(&[1.0, 0.0]);
+    }
+    let bdp = 100.0 * f64::from(MSS) / 0.03 * 0.04;
+    assert!((c.cwnd_bytes() - (4.0 * bdp + 4.0 * f64::from(MSS))).abs() < 1.0);
+    assert!(c.rate_bps() <= c.cwnd_bytes() / 0.04 + 1.0);
+}
+
+#[test]
 fn reward_is_eq_9() {
     let cfg = JuryConfig::default();
     let mut c = core(cfg.clone());
