@@ -271,7 +271,8 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
                   f"{args.critic_lr:g}, gamma {args.gamma:g}, batch {args.batch_size}, "
                   f"{updates} gradient steps, {sum(b.episodes for b in envs)} episodes on "
                   f"{args.envs} bottlenecks; reward eq. 9 with "
-                  + ", ".join(f"{k} = {v:g}" for k, v in sorted(reward_knobs.items()))
+                  + ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+                              for k, v in sorted(reward_knobs.items()))
                   + "; the final policy is exported (no selection)"),
         "wall_s": round(wall, 1),
         "determinism": determinism.record(args.threads),

@@ -47,12 +47,16 @@ pub struct JuryConfig {
     pub beta1: f64,
     /// Reward (eq. 9): weight β2 of the delivery ratio `(1 − L_t)/(1 − L_min)` (Table 2).
     pub beta2: f64,
+    /// Reward (eq. 9): the loss term as printed, `+β2·ratio·(1 − L_t)/(1 − L_min)` (a bonus
+    /// for delivering, 5 × the occupancy term's scale, which makes a full queue pay), instead
+    /// of the default penalty `−β2·ratio·(1 − (1 − L_t)/(1 − L_min))`.
+    pub printed_loss_term: bool,
 }
 
 /// Knobs that only shape the reward (a training signal), not what the policy observes or how
 /// its action acts: left out of [`super::Jury`]'s dynamics, recorded in the card's training
 /// section instead.
-pub const REWARD_KNOBS: [&str; 3] = ["zeta", "beta1", "beta2"];
+pub const REWARD_KNOBS: [&str; 4] = ["zeta", "beta1", "beta2", "printed_loss_term"];
 
 /// Knobs that only set where a training episode begins: left out of the dynamics too.
 pub const EPISODE_START_KNOBS: [&str; 1] = ["initial_cwnd_pkts"];
@@ -76,6 +80,7 @@ impl Default for JuryConfig {
             zeta: 0.9,
             beta1: 1e-5,
             beta2: 5.0,
+            printed_loss_term: false,
         }
     }
 }

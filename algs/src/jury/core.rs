@@ -419,13 +419,20 @@ impl LearnedCore for JuryCore {
         self.action()
     }
 
-    /// Eq. 9: `ratio^ζ − ratio·(β1·(RTT − RTT_min) − β2·(1 − L_t)/(1 − L_min))`, RTT in µs.
+    /// Eq. 9 with its loss term a penalty (the default, see the module header):
+    /// `ratio^ζ − ratio·(β1·(RTT − RTT_min) + β2·(1 − (1 − L_t)/(1 − L_min)))`, RTT in µs;
+    /// with `printed_loss_term`, as printed: `... − β2·(1 − L_t)/(1 − L_min))`.
     fn reward(&self) -> f64 {
         let Some(m) = self.last else { return 0.0 };
         let c = &self.config;
         let ratio = self.ratio_bw();
         let delivered = (1.0 - m.loss) / (1.0 - self.loss_min.unwrap_or(0.0)).max(1e-3);
-        ratio.powf(c.zeta) - ratio * (c.beta1 * m.queue_us - c.beta2 * delivered)
+        let loss_term = if c.printed_loss_term {
+            -c.beta2 * delivered
+        } else {
+            c.beta2 * (1.0 - delivered).max(0.0)
+        };
+        ratio.powf(c.zeta) - ratio * (c.beta1 * m.queue_us + loss_term)
     }
 
     fn initial_action(&mut self) -> Action {

@@ -18,7 +18,7 @@
 //!   cwnd ← cwnd·(1 + α·a)  if a ≥ 0,  cwnd/(1 − α·a)  if a < 0,  α = 0.025      (eq. 7)
 //!   x = cwnd / RTT_t                                                            (eq. 8)
 //!   a_t = 1 without asking π   while an interval acks < 8 packets  (significance, §3.4)
-//!   r_t = ratio^ζ − ratio·(β1·(RTT_t − RTT_min) − β2·(1 − L_t)/(1 − L_min))      (eq. 9)
+//!   r_t = ratio^ζ − ratio·(β1·(RTT_t − RTT_min) + β2·(1 − (1 − L_t)/(1 − L_min)))  (eq. 9′)
 //! ```
 //!
 //! Reacts to: the bottleneck's queue (its change and its standing size), the delivery ratio,
@@ -52,7 +52,13 @@
 //!   sample count as insignificant too. This is Jury's start-up (from the initial window).
 //! - **Reward** ζ = 0.9 (the paper only says 0 < ζ < 1; Vivace's exponent), β1 = 1e-5 with
 //!   RTT in µs, β2 = 5 (Table 2), `ratio_bw` the smoothed estimate, `L_min` the smallest loss
-//!   fraction seen. Reward knobs are not dynamics (they do not act on a served flow).
+//!   fraction seen. Eq. 9 as printed subtracts `−β2·(1 − L_t)/(1 − L_min)`, a *bonus* of
+//!   5·ratio for delivering: with it occupancy pays five times over and the queue's penalty
+//!   (0.1 per 10 ms) hardly counts; a policy trained on it raised its rate whenever a queue
+//!   stood (docs/algorithms/jury.md). The text says the reward decreases with loss, so the
+//!   loss term here is a penalty on the delivery ratio's shortfall (`printed_loss_term`
+//!   restores the printed form). Reward knobs are not dynamics (they do not act on a served
+//!   flow).
 //! - **Window bounds** (the paper has none): at least 4 packets, at most 4 × the flow's largest
 //!   interval throughput × its smallest RTT (+ 4 packets), and 1 GiB; pacing at most
 //!   100 Gbit/s. The upper bound keeps a policy that increases into loss from pacing at many

@@ -270,10 +270,30 @@ fn reward_is_eq_9() {
         c.observe(&iv(50, 0, 40.0), &mut obs, &mut mask);
     }
     assert_eq!(c.ratio_bw(), 1.0);
-    // queue 10 ms, 2 % loss, L_min 0: 1 − (1e-5·10 000 − 5·0.98) = 1 − (0.1 − 4.9)
+    // queue 10 ms, 2 % loss, L_min 0: 1 − (1e-5·10 000 + 5·(1 − 0.98)) = 1 − (0.1 + 0.1)
     c.observe(&iv(49, 1, 50.0), &mut obs, &mut mask);
-    let want = 1.0 - (1e-5 * 10_000.0 - 5.0 * 0.98);
+    let want = 1.0 - (1e-5 * 10_000.0 + 5.0 * 0.02);
     assert!((c.reward() - want).abs() < 1e-9, "{} vs {want}", c.reward());
+    // as printed: the delivery ratio is a bonus, 1 − (0.1 − 5·0.98)
+    let mut printed = core(JuryConfig {
+        explore_band: 0.0,
+        printed_loss_term: true,
+        ..cfg.clone()
+    });
+    printed.observe(&iv(50, 0, 40.0), &mut obs, &mut mask);
+    for _ in 0..9 {
+        printed.apply(&[1.0, 0.0]);
+    }
+    for _ in 0..4 {
+        printed.observe(&iv(50, 0, 40.0), &mut obs, &mut mask);
+    }
+    printed.observe(&iv(49, 1, 50.0), &mut obs, &mut mask);
+    let want = 1.0 - (1e-5 * 10_000.0 - 5.0 * 0.98);
+    assert!(
+        (printed.reward() - want).abs() < 1e-9,
+        "{}",
+        printed.reward()
+    );
 }
 
 #[test]
