@@ -172,3 +172,49 @@ start_s = 2.0
     env2.reset(None).unwrap();
     assert!(env2.step(&[0.0]).is_err());
 }
+
+/// `Pause::Any`: a step ends at any learner's report, so a flow that decides alone (a
+/// newcomer in Jury's significance start-up) does not hold the others still: every Jury flow
+/// decides at (nearly) each of its 30 ms reports, as under the agent, and under `Pause::All`
+/// the established flows lose decisions while the newcomer starts.
+#[test]
+fn pause_any_lets_every_flow_decide_at_its_own_reports() {
+    let text = r#"
+duration_s = 6
+seed = 4
+[link]
+rate_mbps = 20
+buffer_bdp = 1.0
+[[flow]]
+alg = "jury"
+rtt_ms = 30
+count = 2
+[[flow]]
+alg = "jury"
+rtt_ms = 30
+start_s = 3.0
+"#;
+    let jury: Arc<dyn LearnedAlgorithm> = Arc::new(ccp_algs::jury::Jury::default());
+    let run = |pause| {
+        let scenario = Scenario::from_toml_str(text, Path::new(".")).unwrap();
+        let mut env = TrainEnv::new(scenario, jury.clone(), AgentOptions::default()).unwrap();
+        env.set_pause(pause);
+        let mut out = env.reset(Some(1)).unwrap();
+        let mut steps = 0u64;
+        while !out.done {
+            assert!(out.active.iter().any(|&a| a) || steps == 0 || out.done);
+            // the range (0.3, 0.5): every flow keeps growing until the link fills
+            out = env.step(&[0.3, 0.5, 0.3, 0.5, 0.3, 0.5]).unwrap();
+            steps += 1;
+        }
+        env.decisions()
+    };
+    let any = run(_native::env::Pause::Any);
+    let all = run(_native::env::Pause::All);
+    // 6 s of 30 ms reports is 200; the first flows decide at most of theirs
+    assert!(any[0] > 150 && any[1] > 150, "{any:?}");
+    assert!(
+        all[0] < any[0] && all[1] < any[1],
+        "all {all:?} any {any:?}"
+    );
+}
