@@ -166,7 +166,8 @@ pub struct JuryCore {
     prev_thr: Option<f64>,
     prev_rtt: Option<f64>,
     rtt_min: Option<f64>,
-    /// Largest interval throughput seen (bytes/s).
+    /// Largest delivery-rate sample seen (bytes/s; the datapath's per-packet `tcp_rate`
+    /// samples, which a hole-filling ACK does not inflate as it does an interval's throughput).
     thr_max: f64,
     prev_loss: f64,
     loss_min: Option<f64>,
@@ -256,7 +257,8 @@ impl JuryCore {
     }
 
     /// The window's bounds: at least `min_cwnd_pkts`; at most `max_cwnd_bdp` times the
-    /// largest throughput seen over the smallest RTT (plus `min_cwnd_pkts`), once both exist.
+    /// largest delivery-rate sample over the smallest RTT (plus `min_cwnd_pkts`), once both
+    /// exist.
     fn cwnd_cap(&self) -> f64 {
         let lo = self.config.min_cwnd_pkts * self.mss;
         match self.rtt_min {
@@ -369,8 +371,8 @@ impl JuryCore {
             }
         }
         self.prev_thr = Some(thr);
-        if thr.is_finite() {
-            self.thr_max = self.thr_max.max(thr);
+        if let Some(d) = iv.delivery_rate_max_bps {
+            self.thr_max = self.thr_max.max(d as f64);
         }
         self.prev_rtt = rtt;
         if total > 0 {

@@ -60,10 +60,11 @@
 //!   restores the printed form). Reward knobs are not dynamics (they do not act on a served
 //!   flow).
 //! - **Window bounds** (the paper has none): at least 4 packets, at most 4 × the flow's largest
-//!   interval throughput × its smallest RTT (+ 4 packets), and 1 GiB; pacing at most
-//!   100 Gbit/s. The upper bound keeps a policy that increases into loss from pacing at many
-//!   times what the path ever delivered (in training, a run stalled simulating a flow paced far
-//!   above a 20 Mbit/s link). Before the first RTT sample the pacing rate is the initial window
+//!   delivery-rate sample (the datapath's per-packet `tcp_rate`, not an interval's throughput,
+//!   which hole-filling ACKs inflate on lossy paths) × its smallest RTT (+ 4 packets), and
+//!   1 GiB; pacing at most 100 Gbit/s. The upper bound keeps a policy that increases into loss
+//!   from pacing at many times what the path ever delivered (in training, a run stalled
+//!   simulating a flow paced far above a 20 Mbit/s link). Before the first RTT sample the pacing rate is the initial window
 //!   over 100 ms.
 //! - **Dynamics** ([`crate::learned::LearnedAlgorithm::dynamics`]): every [`JuryConfig`] knob
 //!   but `zeta`, `beta1`, `beta2` and `initial_cwnd_pkts`, with which the trainer starts
@@ -92,7 +93,7 @@ use crate::policy::{Policy, PolicyError, PolicySpec};
 use crate::signals::{fields, FoldProgram, ProgramBuilder};
 
 /// Report fields Jury reads.
-const JURY_FIELDS: [&str; 8] = [
+const JURY_FIELDS: [&str; 9] = [
     fields::ACKED_BYTES,
     fields::ACKED_PKTS,
     fields::LOST_PKTS,
@@ -101,6 +102,7 @@ const JURY_FIELDS: [&str; 8] = [
     fields::RTT_SUM_US,
     fields::RTT_CNT,
     fields::INTERVAL_US,
+    fields::DELIVERY_RATE_MAX,
 ];
 
 /// The Jury algorithm.

@@ -238,8 +238,16 @@ fn the_window_stays_within_four_bdps_of_what_the_path_delivered() {
         ..Default::default()
     });
     let (mut obs, mut mask) = (vec![0.0; 30], vec![1.0; 30]);
-    // 100 packets per 30 ms at 40 ms min RTT: 3.33 MB/s × 40 ms = 133 kB delivered per RTT
-    c.observe(&iv(100, 0, 40.0), &mut obs, &mut mask);
+    // a delivery-rate sample of 3.33 MB/s at 40 ms min RTT: 133 kB delivered per RTT; an
+    // interval whose ACKs say ten times more (a hole filled) does not move the bound
+    c.observe(
+        &Interval {
+            delivery_rate_max_bps: Some(100 * u64::from(MSS) * 100 / 3),
+            ..iv(1000, 0, 40.0)
+        },
+        &mut obs,
+        &mut mask,
+    );
     for _ in 0..2000 {
         c.apply(&[1.0, 0.0]);
     }
