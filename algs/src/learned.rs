@@ -75,6 +75,18 @@ pub trait LearnedAlgorithm: Algorithm {
     }
 }
 
+/// The dynamics of a config struct: every knob (its serde fields) but those in `except`.
+pub fn config_dynamics<C: serde::Serialize>(config: &C, except: &[&str]) -> Dynamics {
+    let mut d: Dynamics = match serde_json::to_value(config) {
+        Ok(serde_json::Value::Object(m)) => m.into_iter().collect(),
+        _ => Dynamics::new(),
+    };
+    for knob in except {
+        d.remove(*knob);
+    }
+    d
+}
+
 /// A model card's dynamics differ from the ones the agent serves.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DynamicsError {

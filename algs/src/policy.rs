@@ -89,6 +89,32 @@ impl PolicySpec {
     }
 }
 
+/// A policy that answers zeros: what a learned algorithm runs without a model (MOCC: keep
+/// the rate; Jury: the empty range), never what the agent serves.
+#[derive(Debug, Clone, Copy)]
+pub struct ZeroPolicy {
+    pub obs_dim: usize,
+    pub act_dim: usize,
+}
+
+impl Policy for ZeroPolicy {
+    fn obs_dim(&self) -> usize {
+        self.obs_dim
+    }
+    fn act_dim(&self) -> usize {
+        self.act_dim
+    }
+    fn act(
+        &mut self,
+        _obs: &[f32],
+        _mask: Option<&[f32]>,
+        out: &mut [f32],
+    ) -> Result<(), PolicyError> {
+        out.fill(0.0);
+        Ok(())
+    }
+}
+
 /// Where a learned algorithm gets one policy per flow: the agent's model store, a fixed
 /// policy in tests, the training bindings. `None` = no model for that algorithm.
 pub trait PolicySource: Send + Sync {

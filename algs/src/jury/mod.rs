@@ -88,8 +88,8 @@ pub use self::core::{
 };
 
 use crate::controller::{Algorithm, Controller, FlowInfo};
-use crate::learned::{Dynamics, LearnedAlgorithm, LearnedController, LearnedCore};
-use crate::policy::{Policy, PolicyError, PolicySpec};
+use crate::learned::{config_dynamics, Dynamics, LearnedAlgorithm, LearnedController, LearnedCore};
+use crate::policy::{PolicySpec, ZeroPolicy};
 use crate::signals::{fields, FoldProgram, ProgramBuilder};
 
 /// Report fields Jury reads.
@@ -140,7 +140,10 @@ impl Algorithm for Jury {
     fn new_flow(&self, info: &FlowInfo) -> Box<dyn Controller> {
         Box::new(LearnedController::new(
             self.new_core(info),
-            Box::new(ZeroRange(self.config.history as usize)),
+            Box::new(ZeroPolicy {
+                obs_dim: FEATURES_PER_INTERVAL * self.config.history as usize,
+                act_dim: 2,
+            }),
         ))
     }
 }
@@ -157,14 +160,12 @@ impl LearnedAlgorithm for Jury {
     /// The whole [`JuryConfig`] but the reward's knobs ([`REWARD_KNOBS`]) and the episode
     /// start's ([`EPISODE_START_KNOBS`]).
     fn dynamics(&self) -> Dynamics {
-        let mut d: Dynamics = match serde_json::to_value(&self.config) {
-            Ok(serde_json::Value::Object(m)) => m.into_iter().collect(),
-            _ => unreachable!("JuryConfig serializes to a JSON object"),
-        };
-        for knob in REWARD_KNOBS.iter().chain(&EPISODE_START_KNOBS) {
-            d.remove(*knob);
-        }
-        d
+        let except: Vec<&str> = REWARD_KNOBS
+            .iter()
+            .chain(&EPISODE_START_KNOBS)
+            .copied()
+            .collect();
+        config_dynamics(&self.config, &except)
     }
 
     fn obs_layout(&self) -> Vec<(&'static str, std::ops::Range<usize>)> {
@@ -172,26 +173,5 @@ impl LearnedAlgorithm for Jury {
             "signals",
             0..FEATURES_PER_INTERVAL * self.config.history as usize,
         )]
-    }
-}
-
-/// The fallback policy of a bare [`Jury`]: `μ = δ = 0`.
-struct ZeroRange(usize);
-
-impl Policy for ZeroRange {
-    fn obs_dim(&self) -> usize {
-        FEATURES_PER_INTERVAL * self.0
-    }
-    fn act_dim(&self) -> usize {
-        2
-    }
-    fn act(
-        &mut self,
-        _obs: &[f32],
-        _mask: Option<&[f32]>,
-        out: &mut [f32],
-    ) -> Result<(), PolicyError> {
-        out.fill(0.0);
-        Ok(())
     }
 }

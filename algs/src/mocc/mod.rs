@@ -90,8 +90,8 @@ pub use self::core::{
 pub use self::governors::{Decision, Governor, Peers, ShareProbeMetrics};
 
 use crate::controller::{Algorithm, Controller, FlowInfo};
-use crate::learned::{Dynamics, LearnedAlgorithm, LearnedController, LearnedCore};
-use crate::policy::{Policy, PolicyError, PolicySpec};
+use crate::learned::{config_dynamics, Dynamics, LearnedAlgorithm, LearnedController, LearnedCore};
+use crate::policy::{PolicySpec, ZeroPolicy};
 use crate::signals::{fields, FoldProgram, ProgramBuilder};
 
 /// [`MoccConfig`] knobs that set where a training episode begins, not how the policy's
@@ -159,7 +159,10 @@ impl Algorithm for Mocc {
     fn new_flow(&self, info: &FlowInfo) -> Box<dyn Controller> {
         Box::new(LearnedController::new(
             self.new_core(info),
-            Box::new(HoldRate),
+            Box::new(ZeroPolicy {
+                obs_dim: OBS_DIM,
+                act_dim: 1,
+            }),
         ))
     }
 }
@@ -179,38 +182,10 @@ impl LearnedAlgorithm for Mocc {
 
     /// The whole [`MoccConfig`] but the episode-start knobs ([`EPISODE_START_KNOBS`]).
     fn dynamics(&self) -> Dynamics {
-        let mut d: Dynamics = match serde_json::to_value(&self.config) {
-            Ok(serde_json::Value::Object(m)) => m.into_iter().collect(),
-            _ => unreachable!("MoccConfig serializes to a JSON object"),
-        };
-        for knob in EPISODE_START_KNOBS {
-            d.remove(knob);
-        }
-        d
+        config_dynamics(&self.config, &EPISODE_START_KNOBS)
     }
 
     fn obs_layout(&self) -> Vec<(&'static str, std::ops::Range<usize>)> {
         vec![("state", 0..W_OFFSET), ("w", W_OFFSET..OBS_DIM)]
-    }
-}
-
-/// The fallback policy of a bare [`Mocc`]: `a = 0` (keep the rate).
-struct HoldRate;
-
-impl Policy for HoldRate {
-    fn obs_dim(&self) -> usize {
-        OBS_DIM
-    }
-    fn act_dim(&self) -> usize {
-        1
-    }
-    fn act(
-        &mut self,
-        _obs: &[f32],
-        _mask: Option<&[f32]>,
-        out: &mut [f32],
-    ) -> Result<(), PolicyError> {
-        out.fill(0.0);
-        Ok(())
     }
 }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::governors::peers::PeerSlot;
 use super::*;
+use crate::policy::{Policy, PolicyError};
 use crate::pref::Preference;
 use crate::signals::Interval;
 
