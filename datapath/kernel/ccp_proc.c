@@ -30,8 +30,8 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 {
 	u64 ctr[CCPK_CTR_MAX];
 	u64 now = ktime_get_ns(), last_rx;
-	u32 nflows, modes[4] = {};
-	bool up;
+	u32 nflows, modes[4] = {}, portid, nprogs;
+	bool up, known;
 	int i;
 
 	spin_lock_bh(&ccpk->lock);
@@ -39,6 +39,9 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 	up = ccpk->agent_up;
 	nflows = ccpk->nflows;
 	last_rx = ccpk->last_rx_ns;
+	known = ccpk->agent_known;
+	portid = ccpk->agent_portid;
+	nprogs = ccpk_programs_installed();
 	for (i = 0; i < ccpk->max_flows; i++)
 		if (ccpk->flows[i].sk && ccpk->flows[i].mode < 4)
 			modes[ccpk->flows[i].mode]++;
@@ -47,6 +50,9 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "agent_up %u\n", up);
 	seq_printf(m, "agent_last_msg_ms_ago %lld\n",
 		   last_rx ? (long long)div_u64(now - last_rx, NSEC_PER_MSEC) : -1LL);
+	/* the socket whose programs are installed; 0: none */
+	seq_printf(m, "agent_portid %u\n", known ? portid : 0);
+	seq_printf(m, "programs_installed %u\n", nprogs);
 	seq_printf(m, "flows_active %u\n", nflows);
 	seq_printf(m, "flows_pending %u\n", modes[CCPK_PENDING]);
 	seq_printf(m, "flows_ccp %u\n", modes[CCPK_ATTACHED]);

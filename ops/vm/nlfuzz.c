@@ -8,7 +8,8 @@
  *   nlfuzz [-n COUNT] [-s SEED] [-p SID]
  *
  * -p SID: a socket id in use by a running flow; it only receives messages
- * that must be refused before libccp sees them (unknown program).
+ * that must be refused before libccp sees them (unknown program, or a
+ * well-formed update from a socket that is not the agent's).
  * Exit status 0 when every check passed.
  */
 #define _GNU_SOURCE
@@ -112,7 +113,7 @@ static void send_ccp(int fd, const struct msg *m)
 	send_raw(fd, buf, len);
 }
 
-#define NCTR 64
+#define NCTR 128
 struct counters {
 	char name[NCTR][64];
 	unsigned long long val[NCTR];
@@ -374,6 +375,20 @@ int main(int argc, char **argv)
 	{
 		const char *const w[] = { "rej_perm=1", NULL };
 		check("unprivileged sender", &a, &b, w);
+	}
+
+	/* 10. a well-formed update for the live flow from a privileged socket
+	 * that is not the agent's: only the agent steers flows */
+	if (live_sid) {
+		read_counters(&a);
+		update_cwnd(&m, live_sid);
+		send_ccp(fd, &m);
+		read_counters(&b);
+		{
+			const char *const w[] = { "rej_not_agent=1", NULL };
+
+			check("update not from the agent", &a, &b, w);
+		}
 	}
 
 	printf("nlfuzz: %s\n", failures ? "FAILED" : "all checks passed");

@@ -10,6 +10,10 @@ check.py window SRV.json T0 T1         received Mbit/s in [T0, T1) (seconds)
 check.py gap SRV.json [T0 T1]          longest stretch without delivered data (s)
 check.py creates FLOWLOG               "sid requested alg" per create event
 check.py reports FLOWLOG SID           number of report events of a flow
+check.py decisions FLOWLOG NAME [SID]  "sid alg decisions" of the flow that requested NAME
+                                       (e.g. ccp_mocc; only socket id SID if given) with the
+                                       most decisions: reports its controller decided on since
+                                       its last create ("none none 0" if there is no such flow)
 check.py backoff SAMPLES NAME          sid, median cwnd backoff, #samples of NAME's busiest flow
 check.py pct FILE COL P...             percentiles of column COL (0-based) of FILE
 check.py cpustat BEFORE AFTER          busy CPU seconds between two /proc/stat copies
@@ -120,6 +124,30 @@ def flowlog(path, skip=0):
             except ValueError:
                 pass
     return ev
+
+
+def decisions(path, name, only=None):
+    """Per flow that requested NAME: the reports its controller decided on (the
+    "reports" of its report and close events) since its last create; the flow
+    with the most."""
+    alg, dec = {}, {}
+    for e in flowlog(path):
+        sid, ev = e.get("sid"), e.get("event")
+        if ev == "create":
+            if e.get("requested") == name and only in (None, sid):
+                alg[sid], dec[sid] = e.get("alg"), 0
+            else:
+                alg.pop(sid, None)
+                dec.pop(sid, None)
+        elif ev in ("report", "close") and sid in dec:
+            try:
+                dec[sid] = max(dec[sid], int(e.get("reports") or 0))
+            except (TypeError, ValueError):
+                pass
+    if not dec:
+        return None, None, 0
+    sid = max(dec, key=lambda s: dec[s])
+    return sid, alg[sid], dec[sid]
 
 
 def backoff(path, name):
@@ -274,6 +302,9 @@ def main(a):
         sid = int(a[2])
         print(sum(1 for e in flowlog(a[1])
                   if e.get("event") == "report" and e.get("sid") == sid))
+    elif cmd == "decisions":
+        sid, alg, n = decisions(a[1], a[2], int(a[3]) if len(a) > 3 else None)
+        print(sid if sid is not None else "none", alg or "none", n)
     elif cmd == "backoff":
         sid, r, n = backoff(a[1], a[2])
         print(sid if sid is not None else "none",

@@ -140,11 +140,13 @@ iperf_run() {
 
 agent_available() { [ -x $AGENT ]; }
 
-# agent_start FLOWLOG [args]: start the agent, wait until it listens
+# agent_start FLOWLOG [args]: start the agent (--alg $AGENT_ALG, default
+# cubic), wait until it listens
 agent_start() {
 	local flowlog=$1
 	shift
-	CCP_LOG=${CCP_LOG:-warn} $AGENT --ipc netlink --alg cubic --flow-log $flowlog "$@" \
+	echo "---- [$(now)] agent --alg ${AGENT_ALG:-cubic} $*" >> $OUT/agent.log
+	CCP_LOG=${CCP_LOG:-warn} $AGENT --ipc netlink --alg ${AGENT_ALG:-cubic} --flow-log $flowlog "$@" \
 		>> $OUT/agent.log 2>&1 &
 	AGENT_PID=$!
 	local i
