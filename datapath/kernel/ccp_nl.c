@@ -17,7 +17,8 @@
  * groups, so the CAP_NET_ADMIN check here is what keeps unprivileged users
  * from steering flows.  It protects this direction only: anyone may also
  * send to group 22 or to the agent's port id, so the agent must drop every
- * datagram whose source is not the kernel (port id 0).
+ * datagram whose source is not the kernel (port id 0), as ccp-agent does
+ * (portus-agent/runtime/src/netlink.rs).
  *
  * A netlink notifier tells the datapath when the agent's socket is
  * released: the agent is gone and its programs with it (tcp_ccp.c).

@@ -163,6 +163,16 @@ agent_start() {
 	return 1
 }
 
+# the netlink port id of the socket subscribed to group 22 (the agent's)
+agent_port() {
+	local sk eth pid groups rest
+	while read -r sk eth pid groups rest; do
+		[ "$eth" = 2 ] && [[ $groups =~ ^[0-9a-f]+$ ]] && (( 0x$groups & 0x200000 )) && { echo $pid; return 0; }
+	done < /proc/net/netlink
+	echo 0
+	return 1
+}
+
 agent_stop() {
 	[ -n "$AGENT_PID" ] || return 0
 	kill -TERM $AGENT_PID 2>/dev/null

@@ -16,7 +16,7 @@ plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp
 	agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
 	sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 	restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
-	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach \
+	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc \
 	module_unload module_reload kernel_log_clean
 
 # ---------------------------------------------------------------- load
@@ -64,7 +64,7 @@ if ! agent_available; then
 	for t in agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
 		 sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 		 restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
-		 restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach; do
+		 restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc; do
 		fail $t "no agent binary at $AGENT (cargo build --release -p ccp-agent failed?)"
 	done
 else
@@ -358,6 +358,42 @@ else
 	check restart_reattach '[ $ok = yes ] && [ "$attach" != never ] && fle $attach 3.0 && [ "$nprog" = "$NPROG_M" ] && fge $sum $(calc "0.5 * $BASE") && [ $d_closed -ge 1 ]' \
 		"agent stopped with 5 flows, a new one (--alg reno) started (listening after ${listen}s): all under CCP control ${attach}s later;$detail together $sum Mbit/s in the last 8 s (native cubic $BASE); programs installed $nprog (want $NPROG_M); agent_closed +$d_closed"
 
+	# ------------------------------------------------ forged datapath messages
+	# nlfuzz -a: what any local user can send to the agent's netlink port and
+	# to group 22 (random bytes, some shorter than a netlink header; random
+	# CREATE/MEASURE/READY; a READY, a 0-field MEASURE closing the live flow,
+	# CREATEs replacing it, one with an MSS of 2^31, reports with garbage),
+	# as root and as nobody, while a ccp_mocc flow runs.  The agent must
+	# survive, drop them as not sent by the kernel, and the flow keep getting
+	# decisions: the same controller decides >= 20 more reports after the
+	# fuzz, the agent is never lost, the flow stays under agent control
+	# without a gap > 1 s.
+	c0_lost=$(ctr agent_lost)
+	iperf_srv 5201 $T/afuzz.json
+	$NS_SND iperf3 -c $RCV_IP -p 5201 -t 16 -C ccp_mocc -J > $T/afuzz.cli 2>&1 &
+	pc=$!
+	nap 4
+	live=$(data_flow ccp_mocc | awk '{print $1}')
+	aport=$(agent_port)
+	read _ _ d0 <<<"$($CHECK decisions $FLA ccp_mocc ${live:-0})"
+	$BIN/nlfuzz -a $aport -p ${live:-1} -n 1000 > $T/nlfuzz-agent.out 2>&1
+	arc=$?
+	cat $T/nlfuzz-agent.out
+	nap 0.5
+	read _ _ d1 <<<"$($CHECK decisions $FLA ccp_mocc ${live:-0})"
+	kill -0 $AGENT_PID 2>/dev/null && alive=yes || alive=no
+	wait $pc
+	iperf_srv_wait
+	nap 0.5
+	mode=$(awk -v s="$live" 'NR>1 && $1==s {print $3}' /proc/net/ccp_flows)
+	read asid aalg d2 <<<"$($CHECK decisions $FLA ccp_mocc ${live:-0})"
+	kill -0 $AGENT_PID 2>/dev/null || alive=no
+	X=$($CHECK thr $T/afuzz.json)
+	g=$($CHECK gap $T/afuzz.json 0.5 16)
+	d_lost=$(( $(ctr agent_lost) - c0_lost ))
+	drops=$(grep -c 'not sent by the kernel' $OUT/agent.log)
+	check agent_fuzz_ccp_mocc '[ $arc = 0 ] && [ $alive = yes ] && [ $d_lost = 0 ] && [ "$aalg" = mocc ] && [ "$asid" = "$live" ] && [ $((d2 - d1)) -ge 20 ] && fle $g 1.0 && fge $X 5 && [ $drops -ge 1 ]' \
+		"nlfuzz -a $aport rc $arc ($(grep 'agent port' $T/nlfuzz-agent.out | cut -d: -f3)); agent alive: $alive; ccp_mocc flow sid $live (agent's: $asid '$aalg') decisions $d0 before, $d1 after the fuzz, $d2 at the end; agent_lost +$d_lost; $X Mbit/s, longest gap ${g}s; agent log lines on dropped datagrams: $drops"
 fi
 
 # ---------------------------------------------------------------- unload
