@@ -36,6 +36,8 @@
  *    invoke, so an agent-set window stays in place.  The program's Cwnd (in
  *    bytes) becomes snd_cwnd = Cwnd / mss, clamped to [2, snd_cwnd_clamp];
  *    a non-zero Rate becomes sk_pacing_rate (capped by sk_max_pacing_rate)
+ *    (both whole u64 values: libccp passes them truncated to u32, see
+ *    ccp_values.h; byte counts in primitives and CREATE saturate at u32)
  *    and switches sk_pacing_status to SK_PACING_NEEDED, so TCP's internal
  *    pacing (or fq) enforces it.  Without an agent rate, sk_pacing_rate is
  *    kept as the stack would (200%/120% of cwnd/srtt) for TSO autosizing.
@@ -122,6 +124,7 @@
 #include <net/tcp.h>
 
 #include "ccp_kernel.h"
+#include "ccp_values.h"
 #include "ccp_libccp.h"	/* libccp internals: last */
 
 #define CCPK_VERSION "0.1.0"
@@ -200,25 +203,39 @@ static void ccpk_log(struct ccp_datapath *dp, enum ccp_log_level level,
 		pr_info("libccp: %.*s\n", n, msg);
 }
 
+/*
+ * libccp passes the Cwnd and Rate registers (u64) as u32: the whole value is
+ * in the flow's registers (ccp_values.h).
+ */
+static u64 ccpk_impl_value(struct ccp_connection *conn, int reg, u32 passed)
+{
+	const struct ccp_priv_state *st = conn->state;
+
+	return st ? ccpk_full_value(st->registers.impl_registers[reg], passed) : passed;
+}
+
 /* Agent-set cwnd, in bytes. */
 static void ccpk_set_cwnd(struct ccp_connection *conn, u32 cwnd)
 {
 	struct sock *sk = conn->impl;
 	struct tcp_sock *tp = tcp_sk(sk);
-	u32 pkts = cwnd / max_t(u32, tp->mss_cache, 1);
+	u64 bytes = ccpk_impl_value(conn, CWND_REG, cwnd);
 
-	tcp_snd_cwnd_set(tp, clamp_t(u32, pkts, 2, max(tp->snd_cwnd_clamp, 2U)));
+	tcp_snd_cwnd_set(tp, ccpk_cwnd_pkts(bytes, tp->mss_cache, tp->snd_cwnd_clamp));
 }
 
-/* Agent-set pacing rate, in bytes per second. */
+/* Agent-set pacing rate, in bytes per second; 0 is no rate (ignored). */
 static void ccpk_set_rate(struct ccp_connection *conn, u32 rate)
 {
 	struct sock *sk = conn->impl;
 	struct ccpk_ca *ca = inet_csk_ca(sk);
+	u64 bps = ccpk_pacing_rate(ccpk_impl_value(conn, RATE_REG, rate),
+				   READ_ONCE(sk->sk_max_pacing_rate));
 
+	if (!bps)
+		return;
 	ca->rate_set = 1;
-	WRITE_ONCE(sk->sk_pacing_rate,
-		   min_t(unsigned long, rate, READ_ONCE(sk->sk_max_pacing_rate)));
+	WRITE_ONCE(sk->sk_pacing_rate, bps);
 	if (cmpxchg(&sk->sk_pacing_status, SK_PACING_NONE, SK_PACING_NEEDED) ==
 	    SK_PACING_NONE)
 		ca->pacing_set = 1;
@@ -302,7 +319,7 @@ static int ccpk_recreate(u32 slot)
 	int ret;
 
 	conn->flow_info.mss = mss;
-	conn->flow_info.init_cwnd = READ_ONCE(tp->snd_cwnd) * mss;
+	conn->flow_info.init_cwnd = ccpk_pkts_bytes(READ_ONCE(tp->snd_cwnd), mss);
 	conn->last_create_msg_sent = 0;
 	fl->mode = CCPK_PENDING;
 	fl->update_pending = 0;
@@ -654,9 +671,9 @@ static void ccpk_load_prims(struct sock *sk, struct ccpk_ca *ca,
 	p->bytes_acked = (u32)min_t(u64, acked, U32_MAX);
 	p->packets_acked = pkts;
 	p->packets_misordered = rs->acked_sacked > pkts ? rs->acked_sacked - pkts : 0;
-	p->bytes_misordered = p->packets_misordered * mss;
+	p->bytes_misordered = ccpk_pkts_bytes(p->packets_misordered, mss);
 	p->ecn_packets = ce;
-	p->ecn_bytes = ce * mss;
+	p->ecn_bytes = ccpk_pkts_bytes(ce, mss);
 	p->lost_pkts_sample = rs->losses > 0 ? rs->losses : 0;
 	p->was_timeout = ca->timeout ||
 			 inet_csk(sk)->icsk_ca_state == TCP_CA_Loss;
@@ -673,9 +690,10 @@ static void ccpk_load_prims(struct sock *sk, struct ccpk_ca *ca,
 	}
 	p->rate_outgoing = ca->rate_out;
 	p->rate_incoming = ca->rate_in;
-	p->bytes_in_flight = inflight * mss;
+	p->bytes_in_flight = ccpk_pkts_bytes(inflight, mss);
 	p->packets_in_flight = inflight;
-	p->snd_cwnd = tcp_snd_cwnd(tp) * mss;	/* defect 7: keep agent cwnd */
+	/* defect 7: keep the agent's cwnd */
+	p->snd_cwnd = ccpk_pkts_bytes(tcp_snd_cwnd(tp), mss);
 	p->snd_rate = ca->rate_set ? READ_ONCE(sk->sk_pacing_rate) : 0;
 	p->bytes_pending = tp->write_seq - tp->snd_nxt;
 }
@@ -772,7 +790,7 @@ static void ccpk_init(struct sock *sk)
 	ca->last_bytes_acked = tp->bytes_acked;
 	ca->last_delivered_ce = tp->delivered_ce;
 
-	info.init_cwnd = tcp_snd_cwnd(tp) * mss;
+	info.init_cwnd = ccpk_pkts_bytes(tcp_snd_cwnd(tp), mss);
 	info.mss = mss;
 	info.src_ip = ntohl(inet->inet_saddr);
 	info.src_port = ntohs(inet->inet_sport);
