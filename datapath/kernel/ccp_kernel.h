@@ -7,8 +7,27 @@
 #define CCP_KERNEL_H
 
 #include <linux/spinlock.h>
+#include <linux/version.h>
 #include <linux/workqueue.h>
 #include <net/sock.h>
+#include <net/tcp.h>
+
+/*
+ * Kernel versions: built and tested against Debian 12's 6.1 and 6.12.
+ * cong_control's signature changed in 6.10 (tcp_ccp.c); tcp_snd_cwnd() and
+ * tcp_snd_cwnd_set() appeared in 5.19.
+ */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(5, 19, 0)
+static inline u32 tcp_snd_cwnd(const struct tcp_sock *tp)
+{
+	return tp->snd_cwnd;
+}
+
+static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
+{
+	tp->snd_cwnd = val;
+}
+#endif
 
 #include "ccp.h"		/* libccp public API */
 #include "ccp_validate.h"

@@ -796,6 +796,18 @@ static void ccpk_init(struct sock *sk)
 	info.src_port = ntohs(inet->inet_sport);
 	info.dst_ip = ntohl(inet->inet_daddr);
 	info.dst_port = ntohs(inet->inet_dport);
+#if IS_ENABLED(CONFIG_IPV6)
+	/*
+	 * libccp's CREATE has room for IPv4 addresses only.  An IPv6 socket's
+	 * IPv4 fields hold placeholders (127.0.0.6) unless it talks to a
+	 * v4-mapped address: report no address (0) rather than a wrong one.
+	 * /proc/net/ccp_flows shows the IPv6 addresses.
+	 */
+	if (sk->sk_family == AF_INET6 && !ipv6_addr_v4mapped(&sk->sk_v6_daddr)) {
+		info.src_ip = 0;
+		info.dst_ip = 0;
+	}
+#endif
 	strscpy(info.congAlg, inet_csk(sk)->icsk_ca_ops->name,
 		sizeof(info.congAlg));
 

@@ -14,7 +14,7 @@ ASECS=20	# runs under the agent, and their native cubic references
 log "tests on $(uname -r), module $KO"
 plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp_cubic \
 	agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
-	sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
+	ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 	restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
 	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc \
 	module_unload module_reload kernel_log_clean
@@ -62,7 +62,7 @@ cp /proc/net/ccp $T/after-noagent.ctr
 # ---------------------------------------------------------------- agent
 if ! agent_available; then
 	for t in agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
-		 sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
+		 ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 		 restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
 		 restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc; do
 		fail $t "no agent binary at $AGENT (cargo build --release -p ccp-agent failed?)"
@@ -169,6 +169,34 @@ else
 	fi
 	check two_algorithms '[ "$rsid" != none ] && [ "$csid" != none ] && [[ " $reno_sid" == *" $rsid "* ]] && [[ " $cubic_sid" == *" $csid "* ]] && [ $rrep -ge 3 ] && [ $crep -ge 3 ] && [ $reno_ss -ge 1 ] && [ $cubic_ss -ge 1 ] && [ "$behaviour" = ok ]' \
 		"flow $rsid: setsockopt ccp_reno -> agent reno ($rrep report records), $X1 Mbit/s, median cwnd backoff $rb; flow $csid: ccp_cubic -> agent cubic ($crep report records), $X2 Mbit/s, median cwnd backoff $cb ($behaviour); ss -tinO lines: ccp_reno $reno_ss, ccp_cubic $cubic_ss"
+
+	# ------------------------------------------------ IPv6
+	# a ccp_reno transfer over IPv6 under the agent (iperf3's receiver sets
+	# ccp_reno on its socket too): /proc/net/ccp_flows shows the sender's
+	# IPv6 addresses, and every CREATE of the transfer (what the agent is
+	# told, heard on group 22) carries its ports and address 0: libccp's
+	# address fields hold IPv4 only, and an IPv6 socket's IPv4 fields hold
+	# placeholders (127.0.0.6 on the accepting side)
+	rm -f $T/listen.ready
+	$CHECK listen 20 $T/listen.ready > $T/v6.creates 2>&1 &
+	lp=$!
+	for i in $(seq 100); do [ -e $T/listen.ready ] && break; nap 0.1; done
+	iperf_srv 5201 $T/v6.json
+	( nap 3; cat /proc/net/ccp_flows > $T/v6.flows ) &
+	bg=$!
+	$NS_SND iperf3 -6 -c $RCV_IP6 -p 5201 -t 6 -C ccp_reno -J > $T/v6.cli 2>&1
+	wait $bg
+	iperf_srv_wait
+	kill $lp 2>/dev/null
+	wait $lp 2>/dev/null
+	X=$($CHECK thr $T/v6.json)
+	vline=$(awk -v d="[$RCV_IP6]:5201" 'NR>1 && $2=="ccp_reno" && $9==d' $T/v6.flows | sort -k4 -n | tail -n1)
+	read vsid _ vmode _ _ _ _ vsrc vdst <<<"$vline"
+	read _ _ csip csport cdip cdport <<<"$(awk -v s="${vsid:-0}" '$1==s && $2=="ccp_reno"' $T/v6.creates | tail -n1)"
+	ncre=$(awk '$2=="ccp_reno" && ($4==5201 || $6==5201)' $T/v6.creates | wc -l)
+	v4=$(awk '$2=="ccp_reno" && ($4==5201 || $6==5201) && ($3!="0.0.0.0" || $5!="0.0.0.0") {printf "%s:%s->%s:%s ", $3, $4, $5, $6}' $T/v6.creates)
+	check ipv6_flow '[ -n "$vline" ] && [ "$vmode" = ccp ] && [[ $vsrc == "[$SND_IP6]:"* ]] && [ "$cdport" = 5201 ] && [ "$csport" = "${vsrc##*:}" ] && [ $ncre -ge 2 ] && [ -z "$v4" ] && fge $X 20' \
+		"ccp_reno over IPv6: $X Mbit/s; ccp_flows: sid ${vsid:-none} ${vmode:-?} ${vsrc:-?} -> ${vdst:-?}; its CREATE: src ${csip:-?}:${csport:-?} dst ${cdip:-?}:${cdport:-?}; CREATEs of the transfer: $ncre, with an IPv4 address: ${v4:-none}"
 
 	# ------------------------------------------------ sysctl selection
 	# a restricted algorithm can only be the default of the initial netns
