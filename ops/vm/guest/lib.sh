@@ -183,6 +183,15 @@ agent_port() {
 	return 1
 }
 
+# how many sockets are subscribed to group 22
+group_members() {
+	local n=0 sk eth pid groups rest
+	while read -r sk eth pid groups rest; do
+		[ "$eth" = 2 ] && [[ $groups =~ ^[0-9a-f]+$ ]] && (( 0x$groups & 0x200000 )) && n=$((n + 1))
+	done < /proc/net/netlink
+	echo $n
+}
+
 agent_stop() {
 	[ -n "$AGENT_PID" ] || return 0
 	kill -TERM $AGENT_PID 2>/dev/null

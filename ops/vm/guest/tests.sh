@@ -16,7 +16,7 @@ plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp
 	agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
 	ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 	restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
-	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc \
+	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent \
 	module_unload module_reload kernel_log_clean
 
 # ---------------------------------------------------------------- load
@@ -64,7 +64,7 @@ if ! agent_available; then
 	for t in agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
 		 ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 		 restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
-		 restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc; do
+		 restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent; do
 		fail $t "no agent binary at $AGENT (cargo build --release -p ccp-agent failed?)"
 	done
 else
@@ -422,6 +422,47 @@ else
 	drops=$(grep -c 'not sent by the kernel' $OUT/agent.log)
 	check agent_fuzz_ccp_mocc '[ $arc = 0 ] && [ $alive = yes ] && [ $d_lost = 0 ] && [ "$aalg" = mocc ] && [ "$asid" = "$live" ] && [ $((d2 - d1)) -ge 20 ] && fle $g 1.0 && fge $X 5 && [ $drops -ge 1 ]' \
 		"nlfuzz -a $aport rc $arc ($(grep 'agent port' $T/nlfuzz-agent.out | cut -d: -f3)); agent alive: $alive; ccp_mocc flow sid $live (agent's: $asid '$aalg') decisions $d0 before, $d1 after the fuzz, $d2 at the end; agent_lost +$d_lost; $X Mbit/s, longest gap ${g}s; agent log lines on dropped datagrams: $drops"
+
+	# ------------------------------------------------ a second agent
+	# A second agent started beside the running one takes the flows over
+	# when it installs its programs (on the first CREATE it hears): the
+	# datapath empties the table and re-announces every flow, and the first
+	# agent's answers are refused (rej_not_agent).  When the second one
+	# stops, the first gets the flows back (READY probe, programs anew).  A
+	# ccp_cubic flow runs throughout: decided on >= 10 times by each agent in
+	# its turn, no gap > 1 s.
+	FLB=$T/flows-second.jsonl
+	rm -f $FLB
+	c0_chg=$(ctr agent_changes); r0_na=$(ctr rej_not_agent)
+	iperf_srv 5201 $T/second-long.json
+	$NS_SND iperf3 -c $RCV_IP -p 5201 -t 24 -C ccp_cubic -J > $T/second-long.cli 2>&1 &
+	pc=$!
+	nap 4
+	live=$(data_flow ccp_cubic | awk '{print $1}')
+	portA=$(ctr agent_portid)
+	echo "---- [$(now)] second agent --alg reno" >> $OUT/agent.log
+	CCP_LOG=warn $AGENT --ipc netlink --alg reno --models $NOMODELS --flow-log $FLB >> $OUT/agent.log 2>&1 &
+	B_PID=$!
+	for i in $(seq 200); do [ "$(group_members)" -ge 2 ] && break; nap 0.05; done
+	iperf_run 5202 ccp_reno 4 $T/second-new.json
+	nap 1
+	portB=$(ctr agent_portid)
+	read _ _ dB1 <<<"$($CHECK decisions $FLB ccp_cubic ${live:-0})"
+	nap 2
+	read _ _ dB2 <<<"$($CHECK decisions $FLB ccp_cubic ${live:-0})"
+	kill -TERM $B_PID 2>/dev/null
+	wait $B_PID 2>/dev/null
+	nap 3
+	portA2=$(ctr agent_portid)
+	read _ _ dA1 <<<"$($CHECK decisions $FLA ccp_cubic ${live:-0})"
+	nap 2
+	read _ _ dA2 <<<"$($CHECK decisions $FLA ccp_cubic ${live:-0})"
+	wait $pc
+	iperf_srv_wait
+	g=$($CHECK gap $T/second-long.json 0.5 24)
+	d_chg=$(( $(ctr agent_changes) - c0_chg )); d_na=$(( $(ctr rej_not_agent) - r0_na ))
+	check second_agent '[ "$portB" != "$portA" ] && [ "$portB" != 0 ] && [ $d_chg -ge 1 ] && [ $d_na -ge 1 ] && [ $((dB2 - dB1)) -ge 10 ] && [ "$portA2" = "$portA" ] && [ $((dA2 - dA1)) -ge 10 ] && fle $g 1.0' \
+		"second agent (pid $B_PID): agent port $portA -> $portB (agent_changes +$d_chg, first agent's answers refused: rej_not_agent +$d_na), it decided flow ${live:-?} $dB1 -> $dB2 times; after it stopped: port $portA2, the first agent decided $dA1 -> $dA2; longest gap ${g}s"
 fi
 
 # ---------------------------------------------------------------- unload
