@@ -7,8 +7,27 @@
 #define CCP_KERNEL_H
 
 #include <linux/spinlock.h>
+#include <linux/version.h>
 #include <linux/workqueue.h>
 #include <net/sock.h>
+#include <net/tcp.h>
+
+/*
+ * Kernel versions: built and tested against Debian 12's 6.1 and 6.12.
+ * cong_control's signature changed in 6.10 (tcp_ccp.c); tcp_snd_cwnd() and
+ * tcp_snd_cwnd_set() appeared in 5.19.
+ */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(5, 19, 0)
+static inline u32 tcp_snd_cwnd(const struct tcp_sock *tp)
+{
+	return tp->snd_cwnd;
+}
+
+static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
+{
+	tp->snd_cwnd = val;
+}
+#endif
 
 #include "ccp.h"		/* libccp public API */
 #include "ccp_validate.h"
@@ -36,8 +55,12 @@ enum ccpk_mode {
 	X(agent_lost)		/* agent declared gone */		\
 	X(agent_lost_nolistener) /* ... because a send found no listener */ \
 	X(agent_lost_timeout)	/* ... because it stopped answering */	\
+	X(agent_lost_closed)	/* ... because its netlink socket closed */ \
 	X(agent_found)		/* a READY probe reached a listener */	\
-	X(agent_restarts)	/* INSTALL uid 1 while flows were attached */ \
+	X(agent_closed)		/* the agent's netlink socket was released */ \
+	X(agent_changes)	/* programs installed from another socket */ \
+	X(agent_restarts)	/* the agent installed program uid 1 again */ \
+	X(program_resets)	/* libccp's program table emptied */	\
 	X(probes_sent)		/* READY probes attempted */		\
 	X(creates_sent)							\
 	X(recreates)		/* CREATE re-sent for an existing flow */ \
@@ -61,6 +84,7 @@ enum ccpk_mode {
 	X(rej_bad_sid)		/* sid out of range */			\
 	X(rej_stale_sid)	/* sid in range, no flow (e.g. just closed) */ \
 	X(rej_unknown_prog)	/* CHANGE_PROG to a program not installed */ \
+	X(rej_not_agent)	/* update/change from a socket that is not the agent */ \
 	X(rej_libccp)		/* libccp refused it (e.g. program table full) */ \
 	X(invoke_errors)	/* ccp_invoke() < 0 (program fault) */	\
 	X(cwnd_updates)		/* agent cwnd/rate updates applied */	\
@@ -92,6 +116,13 @@ struct ccpk_datapath {
 	bool agent_up;		/* a listener exists and answers */
 	bool shutting_down;
 	bool pending;		/* a CREATE or report waits for the agent */
+	/*
+	 * The agent whose programs are in libccp's table: the netlink port id
+	 * of the socket that installed them.  agent_known is false exactly
+	 * when the table is empty of any agent's programs.
+	 */
+	bool agent_known;
+	u32 agent_portid;
 	unsigned long pending_since;	/* jiffies: the oldest such send */
 	u64 last_rx_ns;
 	struct sock *nl_sk;
@@ -110,9 +141,18 @@ extern bool ccpk_debug;
 
 #define ccpk_inc(c)	(ccpk->ctr[CCPK_CTR_##c]++)
 
+/* why the agent is declared gone */
+enum ccpk_lost {
+	CCPK_LOST_NOLISTENER,	/* a send found nobody on the group */
+	CCPK_LOST_TIMEOUT,	/* nothing came back for agent_timeout_ms */
+	CCPK_LOST_CLOSED,	/* its netlink socket was released */
+};
+
 /* tcp_ccp.c */
-void ccpk_agent_lost(bool timeout);		/* lock held */
-void ccpk_agent_restarted(void);		/* lock held */
+void ccpk_agent_lost(enum ccpk_lost why);	/* lock held */
+void ccpk_agent_install(u32 portid, u32 program_uid);	/* lock held */
+void ccpk_agent_closed(u32 portid);		/* lock held */
+u32 ccpk_programs_installed(void);		/* lock held */
 void ccpk_flow_attach(struct ccpk_flow *fl);	/* lock held */
 struct ccp_connection *ccpk_conn(u32 sid);
 

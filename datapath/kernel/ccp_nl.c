@@ -11,10 +11,17 @@
  *    netlink header (length, rest zero) followed by one CCP message.
  *
  * Every incoming message is checked (sender capability, netlink framing,
- * ccpk_validate(), socket id in use, program installed) before libccp sees
- * it.  NETLINK_USERSOCK lets unprivileged processes send to the kernel and
- * join groups, so the CAP_NET_ADMIN check here is what keeps unprivileged
- * users from steering flows.
+ * ccpk_validate(), socket id in use, program installed, and for flow
+ * updates the sender's port id: the agent's) before libccp sees it.
+ * NETLINK_USERSOCK lets unprivileged processes send to the kernel and join
+ * groups, so the CAP_NET_ADMIN check here is what keeps unprivileged users
+ * from steering flows.  It protects this direction only: anyone may also
+ * send to group 22 or to the agent's port id, so the agent must drop every
+ * datagram whose source is not the kernel (port id 0), as ccp-agent does
+ * (portus-agent/runtime/src/netlink.rs).
+ *
+ * A netlink notifier tells the datapath when the agent's socket is
+ * released: the agent is gone and its programs with it (tcp_ccp.c).
  */
 #define pr_fmt(fmt) "ccp: " fmt
 
@@ -101,7 +108,7 @@ int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len)
 				fl->report_ns = now;
 		}
 	} else if (ret == -ESRCH) {
-		ccpk_agent_lost(false);
+		ccpk_agent_lost(CCPK_LOST_NOLISTENER);
 	} else if (ret == -ENOBUFS) {
 		ccpk_inc(tx_nobufs);
 	} else {
@@ -171,7 +178,7 @@ static bool ccpk_has_program(struct ccp_connection *conn)
 	return idx && idx <= ccpk->dp.max_programs && progs[idx - 1].index == idx;
 }
 
-static void ccpk_handle(u8 *buf, int len)
+static void ccpk_handle(u8 *buf, int len, u32 portid)
 {
 	struct ccp_connection *conn = NULL;
 	struct ccpk_flow *fl = NULL;
@@ -202,6 +209,14 @@ static void ccpk_handle(u8 *buf, int len)
 			ccpk_reject(CCPK_CTR_rej_unknown_prog, "unknown program", &mi);
 			goto out;
 		}
+		/* only the socket that installed the programs steers flows */
+		if (!ccpk->agent_known || portid != ccpk->agent_portid) {
+			ccpk_reject(CCPK_CTR_rej_not_agent, "not from the agent's socket", &mi);
+			goto out;
+		}
+	} else {
+		/* a new agent's programs replace the old one's (tcp_ccp.c) */
+		ccpk_agent_install(portid, mi.program_uid);
 	}
 
 	ret = ccp_read_msg(&ccpk->dp, (char *)buf, len);
@@ -219,11 +234,6 @@ static void ccpk_handle(u8 *buf, int len)
 	switch (mi.type) {
 	case INSTALL_EXPR:
 		ccpk_inc(rx_install);
-		/* portus numbers its programs from 1 and installs them all
-		 * after a READY or on the first CREATE it sees: uid 1 means
-		 * the agent has no flows, and libccp just wiped its table. */
-		if (mi.program_uid == 1 && ccpk->agent_up)
-			ccpk_agent_restarted();
 		break;
 	case UPDATE_FIELDS:
 	case CHANGE_PROG:
@@ -267,7 +277,7 @@ static void ccpk_nl_rcv(struct sk_buff *skb)
 		goto out;
 	}
 	while (nlmsg_ok(nlh, rem)) {
-		ccpk_handle(nlmsg_data(nlh), nlmsg_len(nlh));
+		ccpk_handle(nlmsg_data(nlh), nlmsg_len(nlh), NETLINK_CB(skb).portid);
 		nlh = nlmsg_next(nlh, &rem);
 	}
 	if (rem >= NLMSG_HDRLEN)	/* trailing bytes that are no message */
@@ -275,6 +285,29 @@ static void ccpk_nl_rcv(struct sk_buff *skb)
 out:
 	atomic_dec(&ccpk_nl_busy);
 }
+
+/*
+ * Netlink sockets being released: the agent's means the agent is gone, and
+ * its programs with it (process context, from netlink_release()).
+ */
+static int ccpk_nl_notify(struct notifier_block *nb, unsigned long event,
+			  void *ptr)
+{
+	const struct netlink_notify *n = ptr;
+
+	if (event != NETLINK_URELEASE || n->protocol != NETLINK_USERSOCK ||
+	    !net_eq(n->net, &init_net) || !n->portid)
+		return NOTIFY_DONE;
+	spin_lock_bh(&ccpk->lock);
+	if (!ccpk->shutting_down)
+		ccpk_agent_closed(n->portid);
+	spin_unlock_bh(&ccpk->lock);
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block ccpk_nl_notifier = {
+	.notifier_call = ccpk_nl_notify,
+};
 
 int ccpk_nl_init(void)
 {
@@ -288,6 +321,10 @@ int ccpk_nl_init(void)
 		pr_err("cannot create the NETLINK_USERSOCK kernel socket (another CCP datapath loaded?)\n");
 		return -EBUSY;
 	}
+	if (netlink_register_notifier(&ccpk_nl_notifier)) {
+		netlink_kernel_release(nl);
+		return -ENOMEM;
+	}
 	spin_lock_bh(&ccpk->lock);
 	ccpk->nl_sk = nl;
 	spin_unlock_bh(&ccpk->lock);
@@ -298,6 +335,8 @@ void ccpk_nl_exit(void)
 {
 	struct sock *nl;
 
+	/* waits for notifier calls in progress */
+	netlink_unregister_notifier(&ccpk_nl_notifier);
 	spin_lock_bh(&ccpk->lock);
 	nl = ccpk->nl_sk;
 	ccpk->nl_sk = NULL;

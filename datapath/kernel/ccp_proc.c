@@ -10,6 +10,7 @@
 #include <linux/mm.h>
 #include <net/net_namespace.h>
 #include <net/tcp.h>
+#include <net/ipv6.h>
 
 #include "ccp_kernel.h"
 
@@ -30,8 +31,8 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 {
 	u64 ctr[CCPK_CTR_MAX];
 	u64 now = ktime_get_ns(), last_rx;
-	u32 nflows, modes[4] = {};
-	bool up;
+	u32 nflows, modes[4] = {}, portid, nprogs;
+	bool up, known;
 	int i;
 
 	spin_lock_bh(&ccpk->lock);
@@ -39,6 +40,9 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 	up = ccpk->agent_up;
 	nflows = ccpk->nflows;
 	last_rx = ccpk->last_rx_ns;
+	known = ccpk->agent_known;
+	portid = ccpk->agent_portid;
+	nprogs = ccpk_programs_installed();
 	for (i = 0; i < ccpk->max_flows; i++)
 		if (ccpk->flows[i].sk && ccpk->flows[i].mode < 4)
 			modes[ccpk->flows[i].mode]++;
@@ -47,6 +51,9 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "agent_up %u\n", up);
 	seq_printf(m, "agent_last_msg_ms_ago %lld\n",
 		   last_rx ? (long long)div_u64(now - last_rx, NSEC_PER_MSEC) : -1LL);
+	/* the socket whose programs are installed; 0: none */
+	seq_printf(m, "agent_portid %u\n", known ? portid : 0);
+	seq_printf(m, "programs_installed %u\n", nprogs);
 	seq_printf(m, "flows_active %u\n", nflows);
 	seq_printf(m, "flows_pending %u\n", modes[CCPK_PENDING]);
 	seq_printf(m, "flows_ccp %u\n", modes[CCPK_ATTACHED]);
@@ -57,11 +64,28 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 	return 0;
 }
 
+/* " addr:port" of one end of a flow; IPv6 as "[addr]:port" */
+static void ccpk_show_end(struct seq_file *m, const struct sock *sk, bool local)
+{
+	const struct inet_sock *inet = inet_sk(sk);
+	u16 port = ntohs(local ? inet->inet_sport : inet->inet_dport);
+
+#if IS_ENABLED(CONFIG_IPV6)
+	if (sk->sk_family == AF_INET6 && !ipv6_addr_v4mapped(&sk->sk_v6_daddr)) {
+		seq_printf(m, " [%pI6c]:%u",
+			   local ? &sk->sk_v6_rcv_saddr : &sk->sk_v6_daddr, port);
+		return;
+	}
+#endif
+	seq_printf(m, " %pI4:%u", local ? &inet->inet_saddr : &inet->inet_daddr,
+		   port);
+}
+
 static int ccpk_flows_show(struct seq_file *m, void *v)
 {
 	u32 i;
 
-	seq_puts(m, "sid alg mode cwnd ssthresh srtt_us pacing_Bps\n");
+	seq_puts(m, "sid alg mode cwnd ssthresh srtt_us pacing_Bps src dst\n");
 	spin_lock_bh(&ccpk->lock);
 	for (i = 0; i < ccpk->max_flows; i++) {
 		struct ccpk_flow *fl = &ccpk->flows[i];
@@ -70,13 +94,16 @@ static int ccpk_flows_show(struct seq_file *m, void *v)
 		if (!fl->sk)
 			continue;
 		tp = tcp_sk(fl->sk);
-		seq_printf(m, "%u %s %s %u %u %u %lu\n", i + 1,
+		seq_printf(m, "%u %s %s %u %u %u %lu", i + 1,
 			   ccpk->conns[i].flow_info.congAlg,
 			   fl->mode < ARRAY_SIZE(ccpk_mode_names) ?
 			   ccpk_mode_names[fl->mode] : "?",
 			   READ_ONCE(tp->snd_cwnd), READ_ONCE(tp->snd_ssthresh),
 			   READ_ONCE(tp->srtt_us) >> 3,
 			   READ_ONCE(fl->sk->sk_pacing_rate));
+		ccpk_show_end(m, fl->sk, true);
+		ccpk_show_end(m, fl->sk, false);
+		seq_putc(m, '\n');
 	}
 	spin_unlock_bh(&ccpk->lock);
 	return 0;
@@ -114,7 +141,8 @@ int ccpk_proc_init(void)
 {
 	if (!proc_create_single("ccp", 0444, init_net.proc_net, ccpk_stats_show))
 		goto err;
-	if (!proc_create_single("ccp_flows", 0444, init_net.proc_net, ccpk_flows_show))
+	/* flows of every namespace, with their addresses: root only */
+	if (!proc_create_single("ccp_flows", 0400, init_net.proc_net, ccpk_flows_show))
 		goto err_stats;
 	if (!proc_create_single("ccp_latency", 0444, init_net.proc_net, ccpk_latency_show))
 		goto err_flows;

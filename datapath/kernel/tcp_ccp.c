@@ -36,6 +36,8 @@
  *    invoke, so an agent-set window stays in place.  The program's Cwnd (in
  *    bytes) becomes snd_cwnd = Cwnd / mss, clamped to [2, snd_cwnd_clamp];
  *    a non-zero Rate becomes sk_pacing_rate (capped by sk_max_pacing_rate)
+ *    (both whole u64 values: libccp passes them truncated to u32, see
+ *    ccp_values.h; byte counts in primitives and CREATE saturate at u32)
  *    and switches sk_pacing_status to SK_PACING_NEEDED, so TCP's internal
  *    pacing (or fq) enforces it.  Without an agent rate, sk_pacing_rate is
  *    kept as the stack would (200%/120% of cwnd/srtt) for TSO autosizing.
@@ -68,12 +70,19 @@
  *    retries a CREATE by itself).  portus answers READY by re-installing its
  *    programs and CREATE with a CHANGE_PROG; the flow is ATTACHED again when
  *    that first message for it arrives.
- *  - An agent that restarted without us noticing (no send failed) shows
- *    itself by installing program uid 1, which wipes libccp's program table:
- *    every ATTACHED flow is then re-created the same way.
+ *  - The agent is also lost when its netlink socket is released (it exited
+ *    or was killed; the kernel's NETLINK_URELEASE notification), at once.
+ *  - libccp's program table belongs to one agent, the socket that installed
+ *    the programs: it is emptied when that socket goes away, when a probe
+ *    finds a listener again, and when another socket installs programs
+ *    (every flow is then re-created under the new agent), and only that
+ *    socket may update flows or change their programs.  Programs of an
+ *    earlier agent never outlive it (see "the program table belongs to one
+ *    agent" below for why libccp's own rule, uid 1, is not enough).
  *
  * Messages from user space (process context, netlink input) are accepted
- * only from senders with CAP_NET_ADMIN and only after ccpk_validate() checked
+ * only from senders with CAP_NET_ADMIN (UPDATE_FIELDS and CHANGE_PROG only
+ * from the agent's socket) and only after ccpk_validate() checked
  * type (INSTALL, UPDATE_FIELDS, CHANGE_PROG), declared against received
  * length, program size (< 256 instructions: 256 hangs libccp's interpreter),
  * expression ranges, register types and indices, update counts and fields,
@@ -115,6 +124,7 @@
 #include <net/tcp.h>
 
 #include "ccp_kernel.h"
+#include "ccp_values.h"
 #include "ccp_libccp.h"	/* libccp internals: last */
 
 #define CCPK_VERSION "0.1.0"
@@ -193,25 +203,39 @@ static void ccpk_log(struct ccp_datapath *dp, enum ccp_log_level level,
 		pr_info("libccp: %.*s\n", n, msg);
 }
 
+/*
+ * libccp passes the Cwnd and Rate registers (u64) as u32: the whole value is
+ * in the flow's registers (ccp_values.h).
+ */
+static u64 ccpk_impl_value(struct ccp_connection *conn, int reg, u32 passed)
+{
+	const struct ccp_priv_state *st = conn->state;
+
+	return st ? ccpk_full_value(st->registers.impl_registers[reg], passed) : passed;
+}
+
 /* Agent-set cwnd, in bytes. */
 static void ccpk_set_cwnd(struct ccp_connection *conn, u32 cwnd)
 {
 	struct sock *sk = conn->impl;
 	struct tcp_sock *tp = tcp_sk(sk);
-	u32 pkts = cwnd / max_t(u32, tp->mss_cache, 1);
+	u64 bytes = ccpk_impl_value(conn, CWND_REG, cwnd);
 
-	tcp_snd_cwnd_set(tp, clamp_t(u32, pkts, 2, max(tp->snd_cwnd_clamp, 2U)));
+	tcp_snd_cwnd_set(tp, ccpk_cwnd_pkts(bytes, tp->mss_cache, tp->snd_cwnd_clamp));
 }
 
-/* Agent-set pacing rate, in bytes per second. */
+/* Agent-set pacing rate, in bytes per second; 0 is no rate (ignored). */
 static void ccpk_set_rate(struct ccp_connection *conn, u32 rate)
 {
 	struct sock *sk = conn->impl;
 	struct ccpk_ca *ca = inet_csk_ca(sk);
+	u64 bps = ccpk_pacing_rate(ccpk_impl_value(conn, RATE_REG, rate),
+				   READ_ONCE(sk->sk_max_pacing_rate));
 
+	if (!bps)
+		return;
 	ca->rate_set = 1;
-	WRITE_ONCE(sk->sk_pacing_rate,
-		   min_t(unsigned long, rate, READ_ONCE(sk->sk_max_pacing_rate)));
+	WRITE_ONCE(sk->sk_pacing_rate, bps);
 	if (cmpxchg(&sk->sk_pacing_status, SK_PACING_NONE, SK_PACING_NEEDED) ==
 	    SK_PACING_NONE)
 		ca->pacing_set = 1;
@@ -295,7 +319,7 @@ static int ccpk_recreate(u32 slot)
 	int ret;
 
 	conn->flow_info.mss = mss;
-	conn->flow_info.init_cwnd = READ_ONCE(tp->snd_cwnd) * mss;
+	conn->flow_info.init_cwnd = ccpk_pkts_bytes(READ_ONCE(tp->snd_cwnd), mss);
 	conn->last_create_msg_sent = 0;
 	fl->mode = CCPK_PENDING;
 	fl->update_pending = 0;
@@ -322,8 +346,13 @@ void ccpk_flow_attach(struct ccpk_flow *fl)
 }
 
 /* The agent is gone or hung: every flow falls back (lock held). */
-void ccpk_agent_lost(bool timeout)
+void ccpk_agent_lost(enum ccpk_lost why)
 {
+	static const char *const what[] = {
+		[CCPK_LOST_NOLISTENER] = "has no socket",
+		[CCPK_LOST_TIMEOUT] = "stopped answering",
+		[CCPK_LOST_CLOSED] = "closed its socket",
+	};
 	u32 i, n = 0;
 
 	if (!ccpk->agent_up)
@@ -332,8 +361,10 @@ void ccpk_agent_lost(bool timeout)
 	ccpk->dp._in_fallback = true;	/* quiets libccp's send warnings */
 	ccpk->pending = false;
 	ccpk_inc(agent_lost);
-	if (timeout)
+	if (why == CCPK_LOST_TIMEOUT)
 		ccpk_inc(agent_lost_timeout);
+	else if (why == CCPK_LOST_CLOSED)
+		ccpk_inc(agent_lost_closed);
 	else
 		ccpk_inc(agent_lost_nolistener);
 
@@ -351,30 +382,154 @@ void ccpk_agent_lost(bool timeout)
 		fl->report_ns = 0;
 	}
 	pr_warn_ratelimited("agent %s: %u flows fall back to in-kernel Reno\n",
-			    timeout ? "stopped answering" : "has no socket", n);
+			    what[why], n);
 	if (!ccpk->shutting_down)
 		queue_delayed_work(system_wq, &ccpk->probe_work,
 				   msecs_to_jiffies(ccpk_probe_interval_ms));
 }
 
-/* The agent installed program uid 1: it starts from scratch (lock held). */
-void ccpk_agent_restarted(void)
+/*
+ * ---- the program table belongs to one agent ----------------------------
+ *
+ * libccp keeps the programs of "the" agent in one table, shared by all
+ * flows, and identifies them only by the uid the agent chose.  It empties
+ * the table only when a program with uid 1 is installed (upstream portus
+ * numbered a fresh process's programs from 1).  Our agent never sends uid
+ * 1: portus numbers programs from a process-wide counter, the agent
+ * compiles every program once to check it and once more to run it, and
+ * the order follows a HashMap's.  So without more, a restarted agent's
+ * programs were appended after the old agent's (filling the table), and a
+ * CHANGE_PROG found the old agent's program with the same uid first: the
+ * flow ran a program whose reports the new agent could not read, and
+ * stayed at its initial window.
+ *
+ * The messages carry no agent identity, but the transport does: every
+ * agent message arrives with the netlink port id of the socket that sent
+ * it, and the kernel tells us when that socket is released.  So the
+ * datapath ties its program table to one agent socket:
+ *
+ *  - the first INSTALL while no agent is known makes its sender the agent;
+ *  - an INSTALL from another socket is a new agent: the table is emptied
+ *    before it is installed, and every flow under (or waiting for) an
+ *    agent is announced again, so that the new agent answers it with a
+ *    CHANGE_PROG to one of its own programs;
+ *  - when the agent's socket is released (NETLINK_URELEASE: the agent
+ *    exited, or was killed), or when a READY probe finds a listener after
+ *    the agent was lost, the table is emptied and the agent forgotten;
+ *  - program uid 1 from the agent itself (libccp then empties the table)
+ *    re-announces the flows as well;
+ *  - UPDATE_FIELDS and CHANGE_PROG are accepted only from the agent's
+ *    socket (rej_not_agent otherwise).
+ *
+ * Emptying the table also clears every flow's program index, staged
+ * program and staged updates, so that no flow can run, or be attached to,
+ * a slot that the next agent will fill with another program.
+ */
+
+/* Empty libccp's program table and forget the agent (lock held). */
+static void ccpk_programs_reset(void)
+{
+	struct DatapathProgram *progs = ccpk->dp.programs;
+	u32 i;
+
+	/* a slot is free when its index is 0; lookups skip free slots */
+	for (i = 0; i < ccpk->dp.max_programs; i++) {
+		progs[i].index = 0;
+		progs[i].program_uid = 0;
+		progs[i].num_expressions = 0;
+		progs[i].num_instructions = 0;
+	}
+	for (i = 0; i < ccpk->max_flows; i++) {
+		struct ccp_priv_state *st = ccpk->conns[i].state;
+
+		if (!ccpk->conns[i].index || !st)
+			continue;
+		st->program_index = 0;
+		st->staged_program_index = -1;
+		memset(&st->pending_update, 0, sizeof(st->pending_update));
+		ccpk->flows[i].update_pending = 0;
+	}
+	ccpk->agent_known = false;
+	ccpk->agent_portid = 0;
+	ccpk_inc(program_resets);
+}
+
+/* Announce every flow under or waiting for the agent again (lock held). */
+static u32 ccpk_reannounce(void)
 {
 	u32 i, n = 0;
 
 	for (i = 0; i < ccpk->max_flows && ccpk->agent_up; i++) {
 		struct ccpk_flow *fl = &ccpk->flows[i];
 
-		if (!fl->sk || fl->mode != CCPK_ATTACHED)
+		if (!fl->sk || fl->mode == CCPK_FALLBACK)
 			continue;
-		ccpk_inc(fallbacks);
+		if (fl->mode == CCPK_ATTACHED)
+			ccpk_inc(fallbacks);
 		ccpk_recreate(i);
 		n++;
 	}
-	if (n) {
-		ccpk_inc(agent_restarts);
-		pr_info_ratelimited("agent restarted: re-announced %u flows\n", n);
+	return n;
+}
+
+/*
+ * An INSTALL from the socket with @portid passed every check and goes to
+ * libccp next (lock held): see above.
+ */
+void ccpk_agent_install(u32 portid, u32 program_uid)
+{
+	u32 n;
+
+	if (!ccpk->agent_known) {
+		/* the table holds no agent's programs: this is the agent */
+		ccpk->agent_known = true;
+		ccpk->agent_portid = portid;
+		return;
 	}
+	if (portid != ccpk->agent_portid) {
+		u32 old = ccpk->agent_portid;
+
+		ccpk_inc(agent_changes);
+		ccpk_programs_reset();
+		ccpk->agent_known = true;
+		ccpk->agent_portid = portid;
+		n = ccpk_reannounce();
+		pr_info_ratelimited("new agent (netlink port %u, was %u): program table emptied, re-announced %u flows\n",
+				    portid, old, n);
+		return;
+	}
+	if (program_uid == 1) {
+		/* libccp empties its table for uid 1: nothing a flow ran is left */
+		ccpk_programs_reset();
+		ccpk->agent_known = true;
+		ccpk->agent_portid = portid;
+		n = ccpk_reannounce();
+		ccpk_inc(agent_restarts);
+		if (n)
+			pr_info_ratelimited("agent installs program uid 1 again: re-announced %u flows\n",
+					    n);
+	}
+}
+
+/* The netlink socket with @portid was released (lock held). */
+void ccpk_agent_closed(u32 portid)
+{
+	if (!ccpk->agent_known || portid != ccpk->agent_portid)
+		return;
+	ccpk_inc(agent_closed);
+	ccpk_agent_lost(CCPK_LOST_CLOSED);
+	ccpk_programs_reset();
+}
+
+/* Programs in libccp's table (lock held). */
+u32 ccpk_programs_installed(void)
+{
+	const struct DatapathProgram *progs = ccpk->dp.programs;
+	u32 i, n = 0;
+
+	for (i = 0; i < ccpk->dp.max_programs; i++)
+		n += progs[i].index != 0;
+	return n;
 }
 
 static void ccpk_probe_fn(struct work_struct *work)
@@ -396,6 +551,11 @@ static void ccpk_probe_fn(struct work_struct *work)
 	ccpk->dp._in_fallback = false;
 	ccpk->pending = false;
 	ccpk_inc(agent_found);
+	/*
+	 * Whoever answers the READY installs its programs afresh (portus
+	 * does on every READY), be it a new agent or the one that hung.
+	 */
+	ccpk_programs_reset();
 	for (i = 0; i < ccpk->max_flows && ccpk->agent_up; i++) {
 		if (ccpk->flows[i].sk && ccpk->flows[i].mode == CCPK_FALLBACK) {
 			ccpk_recreate(i);
@@ -417,7 +577,7 @@ static void ccpk_watchdog(void)
 
 	if (ccpk->pending && tmo && ccpk->agent_up &&
 	    time_after(jiffies, ccpk->pending_since + msecs_to_jiffies(tmo)))
-		ccpk_agent_lost(true);
+		ccpk_agent_lost(CCPK_LOST_TIMEOUT);
 }
 
 /* ---- per-ACK work --------------------------------------------------------- */
@@ -511,9 +671,9 @@ static void ccpk_load_prims(struct sock *sk, struct ccpk_ca *ca,
 	p->bytes_acked = (u32)min_t(u64, acked, U32_MAX);
 	p->packets_acked = pkts;
 	p->packets_misordered = rs->acked_sacked > pkts ? rs->acked_sacked - pkts : 0;
-	p->bytes_misordered = p->packets_misordered * mss;
+	p->bytes_misordered = ccpk_pkts_bytes(p->packets_misordered, mss);
 	p->ecn_packets = ce;
-	p->ecn_bytes = ce * mss;
+	p->ecn_bytes = ccpk_pkts_bytes(ce, mss);
 	p->lost_pkts_sample = rs->losses > 0 ? rs->losses : 0;
 	p->was_timeout = ca->timeout ||
 			 inet_csk(sk)->icsk_ca_state == TCP_CA_Loss;
@@ -530,9 +690,10 @@ static void ccpk_load_prims(struct sock *sk, struct ccpk_ca *ca,
 	}
 	p->rate_outgoing = ca->rate_out;
 	p->rate_incoming = ca->rate_in;
-	p->bytes_in_flight = inflight * mss;
+	p->bytes_in_flight = ccpk_pkts_bytes(inflight, mss);
 	p->packets_in_flight = inflight;
-	p->snd_cwnd = tcp_snd_cwnd(tp) * mss;	/* defect 7: keep agent cwnd */
+	/* defect 7: keep the agent's cwnd */
+	p->snd_cwnd = ccpk_pkts_bytes(tcp_snd_cwnd(tp), mss);
 	p->snd_rate = ca->rate_set ? READ_ONCE(sk->sk_pacing_rate) : 0;
 	p->bytes_pending = tp->write_seq - tp->snd_nxt;
 }
@@ -629,12 +790,24 @@ static void ccpk_init(struct sock *sk)
 	ca->last_bytes_acked = tp->bytes_acked;
 	ca->last_delivered_ce = tp->delivered_ce;
 
-	info.init_cwnd = tcp_snd_cwnd(tp) * mss;
+	info.init_cwnd = ccpk_pkts_bytes(tcp_snd_cwnd(tp), mss);
 	info.mss = mss;
 	info.src_ip = ntohl(inet->inet_saddr);
 	info.src_port = ntohs(inet->inet_sport);
 	info.dst_ip = ntohl(inet->inet_daddr);
 	info.dst_port = ntohs(inet->inet_dport);
+#if IS_ENABLED(CONFIG_IPV6)
+	/*
+	 * libccp's CREATE has room for IPv4 addresses only.  An IPv6 socket's
+	 * IPv4 fields hold placeholders (127.0.0.6) unless it talks to a
+	 * v4-mapped address: report no address (0) rather than a wrong one.
+	 * /proc/net/ccp_flows shows the IPv6 addresses.
+	 */
+	if (sk->sk_family == AF_INET6 && !ipv6_addr_v4mapped(&sk->sk_v6_daddr)) {
+		info.src_ip = 0;
+		info.dst_ip = 0;
+	}
+#endif
 	strscpy(info.congAlg, inet_csk(sk)->icsk_ca_ops->name,
 		sizeof(info.congAlg));
 

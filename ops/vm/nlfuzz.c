@@ -6,10 +6,23 @@
  * reason and that nothing was accepted.
  *
  *   nlfuzz [-n COUNT] [-s SEED] [-p SID]
+ *   nlfuzz -a PORTID [-n COUNT] [-s SEED] [-p SID]
  *
  * -p SID: a socket id in use by a running flow; it only receives messages
- * that must be refused before libccp sees them (unknown program).
+ * that must be refused before libccp sees them (unknown program, or a
+ * well-formed update from a socket that is not the agent's).
  * Exit status 0 when every check passed.
+ *
+ * -a PORTID: fuzz the agent instead, from the datapath's side: send what
+ * any local user can send to the agent's netlink port (and to group 22):
+ * random bytes (shorter than a netlink header too), random CREATE, MEASURE
+ * and READY payloads, and well-formed hostile ones (READY, which makes
+ * portus drop every flow; a 0-field MEASURE closing flow SID; CREATEs
+ * replacing it, with an MSS of 2^31, and for many new socket ids; reports
+ * with garbage for it), from root and from an unprivileged user.  The
+ * agent must take none of them for the kernel's.  This mode checks only
+ * that every datagram reached the agent's socket (ECONNREFUSED: the agent
+ * is gone) or found it full; the caller checks the agent and its flows.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -112,7 +125,7 @@ static void send_ccp(int fd, const struct msg *m)
 	send_raw(fd, buf, len);
 }
 
-#define NCTR 64
+#define NCTR 128
 struct counters {
 	char name[NCTR][64];
 	unsigned long long val[NCTR];
@@ -184,26 +197,196 @@ static void check(const char *step, const struct counters *a,
 	failures += bad;
 }
 
+/* ---- -a: the agent's side ----------------------------------------------- */
+
+struct agent_target {
+	int fd;
+	uint32_t portid;	/* the agent's port */
+	unsigned long sent, full, refused, other;
+};
+
+/* Send @len bytes to the agent's port, or (@group) to group 22. */
+static void agent_send(struct agent_target *t, const void *buf, size_t len, int group)
+{
+	struct sockaddr_nl to = { .nl_family = AF_NETLINK };
+	static unsigned int n;
+
+	if (group)
+		to.nl_groups = 1u << (22 - 1);
+	else
+		to.nl_pid = t->portid;
+	if (sendto(t->fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) >= 0)
+		t->sent++;
+	else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)
+		t->full++;
+	else if (errno == ECONNREFUSED && group)
+		t->sent++;	/* broadcast done; port 0 (the kernel) refused it */
+	else if (errno == ECONNREFUSED)
+		t->refused++;
+	else
+		t->other++;
+	/* a steady stream, not a flood: the kernel's own reports must fit */
+	if (++n % 10 == 0)
+		usleep(1000);
+}
+
+static void agent_send_ccp(struct agent_target *t, const struct msg *m, int group)
+{
+	static uint8_t buf[sizeof(((struct msg *)0)->b) + NLMSG_HDR];
+	uint32_t len = NLMSG_HDR + m->n;
+
+	memset(buf, 0, NLMSG_HDR);
+	memcpy(buf, &len, 4);
+	buf[4] = 3;		/* NLMSG_DONE, as the kernel sends */
+	memcpy(buf + NLMSG_HDR, m->b, m->n);
+	agent_send(t, buf, len, group);
+}
+
+static void dp_create(struct msg *m, uint32_t sid, uint32_t mss, const char *alg)
+{
+	size_t i, l = strlen(alg);
+
+	hdr(m, 0, sid);
+	put32(m, 10 * 1448);	/* init_cwnd */
+	put32(m, mss);
+	put32(m, 0x0a000101); put32(m, 40000);
+	put32(m, 0x0a000202); put32(m, 5201);
+	for (i = 0; i < 64; i++)
+		put8(m, i < l ? alg[i] : 0);
+	set_len(m, m->n);
+}
+
+static void dp_measure(struct msg *m, uint32_t sid, uint32_t nfields)
+{
+	uint32_t i;
+
+	hdr(m, 1, sid);
+	put32(m, rand());	/* program uid */
+	put32(m, nfields);
+	for (i = 0; i < nfields; i++)
+		put64(m, ((uint64_t)rand() << 32) | rand());
+	set_len(m, m->n);
+}
+
+static void dp_ready(struct msg *m)
+{
+	hdr(m, 5, 0);
+	put32(m, rand());
+	set_len(m, m->n);
+}
+
+/* Well-formed messages only the kernel may send, aimed at flow @sid. */
+static void agent_hostile(struct agent_target *t, uint32_t sid, int group)
+{
+	static struct msg m;
+	uint32_t i;
+
+	dp_ready(&m);
+	agent_send_ccp(t, &m, group);
+	dp_measure(&m, sid, 0);			/* "the flow closed" */
+	agent_send_ccp(t, &m, group);
+	dp_create(&m, sid, 1u << 31, "ccp_cubic");	/* issue 25: mss >= 2^31 */
+	agent_send_ccp(t, &m, group);
+	dp_measure(&m, sid, 3);
+	agent_send_ccp(t, &m, group);
+	dp_create(&m, sid, 1448, "ccp_reno");	/* the flow replaced */
+	agent_send_ccp(t, &m, group);
+	dp_measure(&m, sid, 16);		/* garbage to decide on */
+	agent_send_ccp(t, &m, group);
+	dp_create(&m, sid, 1448, "ccp\nforged log line");
+	agent_send_ccp(t, &m, group);
+	for (i = 0; i < 20; i++) {		/* flows nobody has */
+		dp_create(&m, 2000 + rand() % 60000, 1448, "ccp_mocc");
+		agent_send_ccp(t, &m, group);
+	}
+}
+
+static int agent_fuzz(uint32_t portid, unsigned int count, uint32_t sid)
+{
+	static struct msg m;
+	struct agent_target t = { .portid = portid };
+	unsigned int i, j;
+	pid_t pid;
+	int st = 0;
+
+	t.fd = nl_open();
+	/* 1. random bytes, most shorter than a netlink header */
+	for (i = 0; i < count; i++) {
+		size_t n = 1 + rand() % 64;
+
+		for (j = 0; j < n; j++)
+			m.b[j] = rand();
+		agent_send(&t, m.b, n, 0);
+	}
+	/* 2. random CREATE/MEASURE/READY payloads in a netlink header */
+	for (i = 0; i < count; i++) {
+		static const uint8_t types[] = { 0, 1, 5 };
+
+		m.n = 1 + rand() % 200;
+		for (j = 0; j < m.n; j++)
+			m.b[j] = rand();
+		m.b[0] = types[rand() % 3];
+		m.b[1] = 0;
+		if (i & 1)
+			set_len(&m, m.n);
+		agent_send_ccp(&t, &m, 0);
+	}
+	/* 3. well-formed hostile messages, to the port and to the group */
+	for (i = 0; i < 20; i++) {
+		agent_hostile(&t, sid, 0);
+		agent_hostile(&t, sid, 1);
+	}
+	/* 4. the same from an unprivileged user */
+	pid = fork();
+	if (pid == 0) {
+		struct agent_target u = { .portid = portid };
+
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		u.fd = nl_open();
+		for (i = 0; i < 5; i++) {
+			agent_hostile(&u, sid, 0);
+			agent_hostile(&u, sid, 1);
+		}
+		printf("nlfuzz: unprivileged: sent %lu, agent buffer full %lu, refused %lu, other errors %lu\n",
+		       u.sent, u.full, u.refused, u.other);
+		_exit(u.refused || u.other || !u.sent ? 1 : 0);
+	}
+	waitpid(pid, &st, 0);
+	printf("nlfuzz: agent port %u: sent %lu, agent buffer full %lu, refused %lu, other errors %lu\n",
+	       portid, t.sent, t.full, t.refused, t.other);
+	if (t.refused || t.other || !t.sent || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		printf("nlfuzz: FAILED (the agent's socket went away, or sends failed)\n");
+		return 1;
+	}
+	printf("nlfuzz: all datagrams reached the agent's socket\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct msg m;
 	struct counters a, b;
-	unsigned int count = 2000, seed = 1, live_sid = 0, i, j;
+	unsigned int count = 2000, seed = 1, live_sid = 0, agent_port = 0, i, j;
 	char buf[64];
 	FILE *f;
 	int fd, opt;
 
-	while ((opt = getopt(argc, argv, "n:s:p:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:p:a:")) != -1) {
 		switch (opt) {
 		case 'n': count = atoi(optarg); break;
 		case 's': seed = atoi(optarg); break;
 		case 'p': live_sid = atoi(optarg); break;
+		case 'a': agent_port = strtoul(optarg, NULL, 10); break;
 		default:
-			fprintf(stderr, "usage: nlfuzz [-n COUNT] [-s SEED] [-p LIVE_SID]\n");
+			fprintf(stderr, "usage: nlfuzz [-a AGENT_PORTID] [-n COUNT] [-s SEED] [-p LIVE_SID]\n");
 			return 2;
 		}
 	}
 	srand(seed);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (agent_port)
+		return agent_fuzz(agent_port, count, live_sid);
 	f = fopen("/sys/module/ccp_kernel/parameters/max_flows", "r");
 	if (f && fgets(buf, sizeof(buf), f))
 		max_sid = atoi(buf);
@@ -374,6 +557,20 @@ int main(int argc, char **argv)
 	{
 		const char *const w[] = { "rej_perm=1", NULL };
 		check("unprivileged sender", &a, &b, w);
+	}
+
+	/* 10. a well-formed update for the live flow from a privileged socket
+	 * that is not the agent's: only the agent steers flows */
+	if (live_sid) {
+		read_counters(&a);
+		update_cwnd(&m, live_sid);
+		send_ccp(fd, &m);
+		read_counters(&b);
+		{
+			const char *const w[] = { "rej_not_agent=1", NULL };
+
+			check("update not from the agent", &a, &b, w);
+		}
 	}
 
 	printf("nlfuzz: %s\n", failures ? "FAILED" : "all checks passed");

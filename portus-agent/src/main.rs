@@ -194,7 +194,7 @@ fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
     let ipc = cli.ipc.unwrap_or(IpcArg::Netlink);
     let running = match ipc {
         IpcArg::Netlink => {
-            let s = portus::ipc::netlink::Socket::<portus::ipc::Blocking>::new().map_err(|e| {
+            let s = ccp_runtime::netlink::KernelSocket::open(agent.stats.clone()).map_err(|e| {
                 Failure::Runtime(anyhow::anyhow!(
                     "cannot open the netlink socket ({e:?}): is ccp-kernel.ko loaded (insmod datapath/kernel/ccp-kernel.ko), and are we root/CAP_NET_ADMIN? Without a kernel module use --sim SCENARIO"
                 ))
@@ -253,6 +253,9 @@ fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
     info!(
         accepted = stats.accepted.load(std::sync::atomic::Ordering::Relaxed),
         rejected = stats.rejected(),
+        not_from_kernel = stats
+            .not_from_kernel
+            .load(std::sync::atomic::Ordering::Relaxed),
         "stopped"
     );
     Ok(())

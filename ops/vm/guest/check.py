@@ -10,9 +10,17 @@ check.py window SRV.json T0 T1         received Mbit/s in [T0, T1) (seconds)
 check.py gap SRV.json [T0 T1]          longest stretch without delivered data (s)
 check.py creates FLOWLOG               "sid requested alg" per create event
 check.py reports FLOWLOG SID           number of report events of a flow
+check.py decisions FLOWLOG NAME [SID]  "sid alg decisions" of the flow that requested NAME
+                                       (e.g. ccp_mocc; only socket id SID if given) with the
+                                       most decisions: reports its controller decided on since
+                                       its last create ("none none 0" if there is no such flow)
 check.py backoff SAMPLES NAME          sid, median cwnd backoff, #samples of NAME's busiest flow
 check.py pct FILE COL P...             percentiles of column COL (0-based) of FILE
 check.py cpustat BEFORE AFTER          busy CPU seconds between two /proc/stat copies
+check.py listen SECONDS READYFILE      listen on netlink group 22 for SECONDS (creating
+                                       READYFILE once subscribed) and print each CREATE the
+                                       kernel broadcast: "sid alg src_ip src_port dst_ip
+                                       dst_port" (what an agent is told about a flow)
 check.py evalrun SRV.json CLI.json SAMPLES FLOWLOG SKIP CC [key=value...]
                                        one JSON line for the eval mode (guest/eval.sh): the
                                        key=value fields, throughput, RTT, retransmissions and,
@@ -120,6 +128,30 @@ def flowlog(path, skip=0):
             except ValueError:
                 pass
     return ev
+
+
+def decisions(path, name, only=None):
+    """Per flow that requested NAME: the reports its controller decided on (the
+    "reports" of its report and close events) since its last create; the flow
+    with the most."""
+    alg, dec = {}, {}
+    for e in flowlog(path):
+        sid, ev = e.get("sid"), e.get("event")
+        if ev == "create":
+            if e.get("requested") == name and only in (None, sid):
+                alg[sid], dec[sid] = e.get("alg"), 0
+            else:
+                alg.pop(sid, None)
+                dec.pop(sid, None)
+        elif ev in ("report", "close") and sid in dec:
+            try:
+                dec[sid] = max(dec[sid], int(e.get("reports") or 0))
+            except (TypeError, ValueError):
+                pass
+    if not dec:
+        return None, None, 0
+    sid = max(dec, key=lambda s: dec[s])
+    return sid, alg[sid], dec[sid]
 
 
 def backoff(path, name):
@@ -249,6 +281,36 @@ def cpustat(before, after):
     return (busy(after) - busy(before)) / 100.0
 
 
+def listen(secs, ready):
+    import socket
+    import struct
+    import time
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 2)    # NETLINK_USERSOCK
+    s.bind((0, 0))
+    s.setsockopt(270, 1, 22)      # SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, group 22
+    open(ready, "w").close()
+    end = time.time() + secs
+    while True:
+        left = end - time.time()
+        if left <= 0:
+            break
+        s.settimeout(left)
+        try:
+            data, (port, _) = s.recvfrom(65536)
+        except socket.timeout:
+            break
+        m = data[16:]
+        if port != 0 or len(m) < 96:
+            continue
+        typ, ln, sid = struct.unpack_from("<HHI", m, 0)
+        if typ != 0 or ln != 96:
+            continue
+        _, _, sip, sport, dip, dport = struct.unpack_from("<6I", m, 8)
+        name = m[32:96].split(b"\0")[0].decode(errors="replace")
+        ip = lambda v: socket.inet_ntoa(struct.pack("!I", v))
+        print(sid, name, ip(sip), sport, ip(dip), dport, flush=True)
+
+
 def main(a):
     cmd = a[0]
     if cmd == "thr":
@@ -274,6 +336,9 @@ def main(a):
         sid = int(a[2])
         print(sum(1 for e in flowlog(a[1])
                   if e.get("event") == "report" and e.get("sid") == sid))
+    elif cmd == "decisions":
+        sid, alg, n = decisions(a[1], a[2], int(a[3]) if len(a) > 3 else None)
+        print(sid if sid is not None else "none", alg or "none", n)
     elif cmd == "backoff":
         sid, r, n = backoff(a[1], a[2])
         print(sid if sid is not None else "none",
@@ -283,6 +348,8 @@ def main(a):
                        for x in pct(a[1], int(a[2]), [float(p) for p in a[3:]])))
     elif cmd == "evalrun":
         print(json.dumps(evalrun(a[1], a[2], a[3], a[4], a[5], a[6], a[7:])))
+    elif cmd == "listen":
+        listen(float(a[1]), a[2])
     elif cmd == "cpustat":
         print(f"{cpustat(a[1], a[2]):.2f}")
     else:

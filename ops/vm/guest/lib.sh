@@ -36,6 +36,7 @@ ctr() { awk -v k="$1" '$1==k{print $2}' /proc/net/ccp 2>/dev/null; }
 
 # setup_link RATE DELAY_MS BUFFER_BYTES [CC [LOSS_PCT]]: three namespaces,
 #   snd 10.0.1.1 -- 10.0.1.2 rtr 10.0.2.1 -- 10.0.2.2 rcv
+#   (IPv6: fd00:1::1 -- fd00:1::2 rtr fd00:2::1 -- fd00:2::2)
 # The router shapes the data (snd->rcv) with a tbf of RATE and BUFFER
 # bytes of queue and delays the ACKs (rcv->snd) by DELAY_MS (the whole
 # base RTT) with netem.  Shaping in a middle namespace keeps the queue out
@@ -57,13 +58,20 @@ setup_link() {
 	ip -n rtr addr add 10.0.1.2/24 dev va
 	ip -n rtr addr add 10.0.2.1/24 dev vb
 	ip -n rcv addr add 10.0.2.2/24 dev vr
+	ip -n snd addr add fd00:1::1/64 dev vs nodad
+	ip -n rtr addr add fd00:1::2/64 dev va nodad
+	ip -n rtr addr add fd00:2::1/64 dev vb nodad
+	ip -n rcv addr add fd00:2::2/64 dev vr nodad
 	ip -n snd link set vs up
 	ip -n rtr link set va up
 	ip -n rtr link set vb up
 	ip -n rcv link set vr up
 	ip -n snd route add default via 10.0.1.2
 	ip -n rcv route add default via 10.0.2.1
+	ip -n snd -6 route add default via fd00:1::2
+	ip -n rcv -6 route add default via fd00:2::1
 	ip netns exec rtr sysctl -qw net.ipv4.ip_forward=1
+	ip netns exec rtr sysctl -qw net.ipv6.conf.all.forwarding=1
 	# A veth delivers into the backlog of the CPU that sent, so a flow whose
 	# packets leave from both CPUs arrives reordered, which a real link
 	# never does (and which reads as loss).  Steer every veth's receive
@@ -86,6 +94,8 @@ setup_link() {
 	$NS_SND sysctl -qw net.ipv4.tcp_no_metrics_save=1
 }
 RCV_IP=10.0.2.2
+RCV_IP6=fd00:2::2
+SND_IP6=fd00:1::1
 
 # sleep without forking (fork+exec is slow in a TCG guest)
 mkfifo $T/nap.fifo 2>/dev/null
@@ -140,11 +150,13 @@ iperf_run() {
 
 agent_available() { [ -x $AGENT ]; }
 
-# agent_start FLOWLOG [args]: start the agent, wait until it listens
+# agent_start FLOWLOG [args]: start the agent (--alg $AGENT_ALG, default
+# cubic), wait until it listens
 agent_start() {
 	local flowlog=$1
 	shift
-	CCP_LOG=${CCP_LOG:-warn} $AGENT --ipc netlink --alg cubic --flow-log $flowlog "$@" \
+	echo "---- [$(now)] agent --alg ${AGENT_ALG:-cubic} $*" >> $OUT/agent.log
+	CCP_LOG=${CCP_LOG:-warn} $AGENT --ipc netlink --alg ${AGENT_ALG:-cubic} --flow-log $flowlog "$@" \
 		>> $OUT/agent.log 2>&1 &
 	AGENT_PID=$!
 	local i
@@ -159,6 +171,25 @@ agent_start() {
 	done
 	log "agent did not subscribe to netlink group 22"
 	return 1
+}
+
+# the netlink port id of the socket subscribed to group 22 (the agent's)
+agent_port() {
+	local sk eth pid groups rest
+	while read -r sk eth pid groups rest; do
+		[ "$eth" = 2 ] && [[ $groups =~ ^[0-9a-f]+$ ]] && (( 0x$groups & 0x200000 )) && { echo $pid; return 0; }
+	done < /proc/net/netlink
+	echo 0
+	return 1
+}
+
+# how many sockets are subscribed to group 22
+group_members() {
+	local n=0 sk eth pid groups rest
+	while read -r sk eth pid groups rest; do
+		[ "$eth" = 2 ] && [[ $groups =~ ^[0-9a-f]+$ ]] && (( 0x$groups & 0x200000 )) && n=$((n + 1))
+	done < /proc/net/netlink
+	echo $n
 }
 
 agent_stop() {

@@ -14,7 +14,9 @@ ASECS=20	# runs under the agent, and their native cubic references
 log "tests on $(uname -r), module $KO"
 plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp_cubic \
 	agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
-	sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
+	ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
+	restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
+	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent \
 	module_unload module_reload kernel_log_clean
 
 # ---------------------------------------------------------------- load
@@ -60,7 +62,9 @@ cp /proc/net/ccp $T/after-noagent.ctr
 # ---------------------------------------------------------------- agent
 if ! agent_available; then
 	for t in agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
-		 sysctl_selection kill_restart malformed_messages; do
+		 ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
+		 restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
+		 restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent; do
 		fail $t "no agent binary at $AGENT (cargo build --release -p ccp-agent failed?)"
 	done
 else
@@ -166,6 +170,34 @@ else
 	check two_algorithms '[ "$rsid" != none ] && [ "$csid" != none ] && [[ " $reno_sid" == *" $rsid "* ]] && [[ " $cubic_sid" == *" $csid "* ]] && [ $rrep -ge 3 ] && [ $crep -ge 3 ] && [ $reno_ss -ge 1 ] && [ $cubic_ss -ge 1 ] && [ "$behaviour" = ok ]' \
 		"flow $rsid: setsockopt ccp_reno -> agent reno ($rrep report records), $X1 Mbit/s, median cwnd backoff $rb; flow $csid: ccp_cubic -> agent cubic ($crep report records), $X2 Mbit/s, median cwnd backoff $cb ($behaviour); ss -tinO lines: ccp_reno $reno_ss, ccp_cubic $cubic_ss"
 
+	# ------------------------------------------------ IPv6
+	# a ccp_reno transfer over IPv6 under the agent (iperf3's receiver sets
+	# ccp_reno on its socket too): /proc/net/ccp_flows shows the sender's
+	# IPv6 addresses, and every CREATE of the transfer (what the agent is
+	# told, heard on group 22) carries its ports and address 0: libccp's
+	# address fields hold IPv4 only, and an IPv6 socket's IPv4 fields hold
+	# placeholders (127.0.0.6 on the accepting side)
+	rm -f $T/listen.ready
+	$CHECK listen 20 $T/listen.ready > $T/v6.creates 2>&1 &
+	lp=$!
+	for i in $(seq 100); do [ -e $T/listen.ready ] && break; nap 0.1; done
+	iperf_srv 5201 $T/v6.json
+	( nap 3; cat /proc/net/ccp_flows > $T/v6.flows ) &
+	bg=$!
+	$NS_SND iperf3 -6 -c $RCV_IP6 -p 5201 -t 6 -C ccp_reno -J > $T/v6.cli 2>&1
+	wait $bg
+	iperf_srv_wait
+	kill $lp 2>/dev/null
+	wait $lp 2>/dev/null
+	X=$($CHECK thr $T/v6.json)
+	vline=$(awk -v d="[$RCV_IP6]:5201" 'NR>1 && $2=="ccp_reno" && $9==d' $T/v6.flows | sort -k4 -n | tail -n1)
+	read vsid _ vmode _ _ _ _ vsrc vdst <<<"$vline"
+	read _ _ csip csport cdip cdport <<<"$(awk -v s="${vsid:-0}" '$1==s && $2=="ccp_reno"' $T/v6.creates | tail -n1)"
+	ncre=$(awk '$2=="ccp_reno" && ($4==5201 || $6==5201)' $T/v6.creates | wc -l)
+	v4=$(awk '$2=="ccp_reno" && ($4==5201 || $6==5201) && ($3!="0.0.0.0" || $5!="0.0.0.0") {printf "%s:%s->%s:%s ", $3, $4, $5, $6}' $T/v6.creates)
+	check ipv6_flow '[ -n "$vline" ] && [ "$vmode" = ccp ] && [[ $vsrc == "[$SND_IP6]:"* ]] && [ "$cdport" = 5201 ] && [ "$csport" = "${vsrc##*:}" ] && [ $ncre -ge 2 ] && [ -z "$v4" ] && fge $X 20' \
+		"ccp_reno over IPv6: $X Mbit/s; ccp_flows: sid ${vsid:-none} ${vmode:-?} ${vsrc:-?} -> ${vdst:-?}; its CREATE: src ${csip:-?}:${csport:-?} dst ${cdip:-?}:${cdport:-?}; CREATEs of the transfer: $ncre, with an IPv4 address: ${v4:-none}"
+
 	# ------------------------------------------------ sysctl selection
 	# a restricted algorithm can only be the default of the initial netns
 	# (as on a real host); new namespaces inherit it
@@ -249,6 +281,188 @@ else
 	g=$($CHECK gap $T/fuzz.json 0.5 10)
 	check malformed_messages '[ $frc = 0 ] && [ "$mode" = ccp ] && fle $g 1.0 && fge $X $(calc "0.5 * $BASE")' \
 		"nlfuzz rc $frc ($(tail -1 $T/nlfuzz.out)); live flow sid $live still '$mode'; flow $X Mbit/s, longest gap ${g}s; rejections: $(grep -E '^rej_' /proc/net/ccp | grep -v ' 0$' | tr '\n' ' ')"
+
+	# ------------------------------------------------ agent restarts, every algorithm
+	# Programs installed by an earlier agent must not outlive it: each new
+	# agent's flows (new ones, and ones re-attached after the restart) must
+	# run its own programs and get its decisions.  (A flow that ran the old
+	# agent's program sent reports the new agent could not read and stayed at
+	# its initial window, 1.16 Mbit/s here.)  Every agent here has another
+	# --alg than the one before, the iris one runs without the models (so
+	# consecutive agents install different program sets), and before the
+	# mocc one an agent with --alg cubic comes and goes (with a flow).
+	# A test passes when the new flow carries >= 5 Mbit/s (over 4x the stuck
+	# rate), the agent created it with the algorithm it asked for and decided
+	# on >= 20 of its reports (about 100 come in 10 s), and libccp's program
+	# table holds exactly this agent's programs.
+	MODELS=$REPO/models
+	NOMODELS=$T/no-models
+	mkdir -p $NOMODELS
+	NPROG_M=$($AGENT --list --models $MODELS 2>/dev/null | grep -c ' instructions$')
+	NPROG_0=$($AGENT --list --models $NOMODELS 2>/dev/null | grep -c ' instructions$')
+	log "agent programs: $NPROG_M with the models, $NPROG_0 without"
+	RALGS="reno cubic bbr iris mocc"
+	i=0
+	for a in $RALGS; do
+		i=$((i + 1))
+		# another --alg each time; the issue's case for mocc: --alg mocc,
+		# --alg cubic in between, --alg mocc again
+		next=$(echo $RALGS $RALGS | cut -d' ' -f$((i + 2)))
+		[ $a = mocc ] && next=mocc
+		agent_stop
+		if [ $a = mocc ]; then
+			AGENT_ALG=cubic agent_start $T/flows-between.jsonl --models $NOMODELS &&
+				iperf_run 5201 ccp_cubic 4 $T/restart-between.json
+			agent_stop
+		fi
+		models=$MODELS np=$NPROG_M
+		[ $a = iris ] && models=$NOMODELS np=$NPROG_0
+		FLR=$T/flows-restart-$a.jsonl
+		rm -f $FLR
+		if ! AGENT_ALG=$next agent_start $FLR --models $models; then
+			fail restart_decisions_ccp_$a "the agent (--alg $next) did not start: $(tail -2 $OUT/agent.log | tr '\n' ' ')"
+			continue
+		fi
+		( nap 6; cat /proc/net/ccp_flows > $T/restart-$a.flows; ctr programs_installed > $T/restart-$a.nprog ) &
+		bg=$!
+		iperf_run 5201 ccp_$a 10 $T/restart-$a.json
+		wait $bg
+		X=$($CHECK thr $T/restart-$a.json)
+		read sid alg dec <<<"$($CHECK decisions $FLR ccp_$a)"
+		nprog=$(cat $T/restart-$a.nprog)
+		mode=$(awk -v s="$sid" 'NR>1 && $1==s {print $3}' $T/restart-$a.flows)
+		check restart_decisions_ccp_$a 'fge $X 5 && [ "$alg" = $a ] && [ "$dec" -ge 20 ] && [ "$nprog" = "$np" ]' \
+			"new agent (--alg $next, $np programs) after a restart: ccp_$a flow $X Mbit/s, sid $sid created as '$alg' ($mode), $dec reports decided; programs installed: ${nprog:-?} (want $np); counters: $(grep -E '^(agent_closed|agent_changes|program_resets|rej_not_agent|rej_unknown_prog|rej_libccp) ' /proc/net/ccp | tr '\n' ' ')"
+	done
+
+	# ------------------------------------------------ flows across a restart
+	# one flow of every algorithm, the agent stopped (SIGTERM) 7 s in and a
+	# new one (another --alg) started: every flow is re-created in the new
+	# agent with its algorithm and decided on (>= 20 reports in the ~14 s
+	# left), all are under agent control again within 3 s, the table holds
+	# the new agent's programs only, and together they carry >= 0.5x native
+	# cubic in the last 8 s.
+	RSECS=24
+	c0_closed=$(ctr agent_closed)
+	port=5211
+	pids= spids=
+	for a in $RALGS; do
+		iperf_srv $port $T/reattach-$a.json
+		spids="$spids $SRV_PID"
+		$NS_SND iperf3 -c $RCV_IP -p $port -t $RSECS -C ccp_$a -J > $T/reattach-$a.cli 2>&1 &
+		pids="$pids $!"
+		port=$((port + 1))
+	done
+	nap 7
+	cat /proc/net/ccp_flows > $T/reattach-before.flows
+	agent_stop
+	FLA=$T/flows-reattach.jsonl
+	rm -f $FLA
+	tr0=$(now)
+	AGENT_ALG=reno agent_start $FLA --models $MODELS
+	tl=$(now)
+	ta=
+	for i in $(seq 150); do
+		if all_ccp; then ta=$(now); break; fi
+		nap 0.02
+	done
+	cat /proc/net/ccp_flows > $T/reattach-after.flows
+	nprog=$(ctr programs_installed)
+	wait $pids
+	for p in $spids; do SRV_PID=$p iperf_srv_wait; done
+	spids=
+	attach=$([ -n "$ta" ] && calc "$ta - $tl" || echo never)
+	listen=$(calc "$tl - $tr0")
+	ok=yes detail=
+	sum=0
+	for a in $RALGS; do
+		read sid alg dec <<<"$($CHECK decisions $FLA ccp_$a)"
+		w=$($CHECK window $T/reattach-$a.json $((RSECS - 8)) $RSECS)
+		sum=$(calc "$sum + $w")
+		detail="$detail ccp_$a: sid $sid '$alg' $dec decided, $w Mbit/s;"
+		{ [ "$alg" = $a ] && [ "$dec" -ge 20 ]; } || ok=no
+	done
+	d_closed=$(( $(ctr agent_closed) - c0_closed ))
+	check restart_reattach '[ $ok = yes ] && [ "$attach" != never ] && fle $attach 3.0 && [ "$nprog" = "$NPROG_M" ] && fge $sum $(calc "0.5 * $BASE") && [ $d_closed -ge 1 ]' \
+		"agent stopped with 5 flows, a new one (--alg reno) started (listening after ${listen}s): all under CCP control ${attach}s later;$detail together $sum Mbit/s in the last 8 s (native cubic $BASE); programs installed $nprog (want $NPROG_M); agent_closed +$d_closed"
+
+	# ------------------------------------------------ forged datapath messages
+	# nlfuzz -a: what any local user can send to the agent's netlink port and
+	# to group 22 (random bytes, some shorter than a netlink header; random
+	# CREATE/MEASURE/READY; a READY, a 0-field MEASURE closing the live flow,
+	# CREATEs replacing it, one with an MSS of 2^31, reports with garbage),
+	# as root and as nobody, while a ccp_mocc flow runs.  The agent must
+	# survive, drop them as not sent by the kernel, and the flow keep getting
+	# decisions: the same controller decides >= 20 more reports after the
+	# fuzz, the agent is never lost, the flow stays under agent control
+	# without a gap > 1 s.
+	c0_lost=$(ctr agent_lost)
+	iperf_srv 5201 $T/afuzz.json
+	$NS_SND iperf3 -c $RCV_IP -p 5201 -t 16 -C ccp_mocc -J > $T/afuzz.cli 2>&1 &
+	pc=$!
+	nap 4
+	live=$(data_flow ccp_mocc | awk '{print $1}')
+	aport=$(agent_port)
+	read _ _ d0 <<<"$($CHECK decisions $FLA ccp_mocc ${live:-0})"
+	$BIN/nlfuzz -a $aport -p ${live:-1} -n 1000 > $T/nlfuzz-agent.out 2>&1
+	arc=$?
+	cat $T/nlfuzz-agent.out
+	nap 0.5
+	read _ _ d1 <<<"$($CHECK decisions $FLA ccp_mocc ${live:-0})"
+	kill -0 $AGENT_PID 2>/dev/null && alive=yes || alive=no
+	wait $pc
+	iperf_srv_wait
+	nap 0.5
+	mode=$(awk -v s="$live" 'NR>1 && $1==s {print $3}' /proc/net/ccp_flows)
+	read asid aalg d2 <<<"$($CHECK decisions $FLA ccp_mocc ${live:-0})"
+	kill -0 $AGENT_PID 2>/dev/null || alive=no
+	X=$($CHECK thr $T/afuzz.json)
+	g=$($CHECK gap $T/afuzz.json 0.5 16)
+	d_lost=$(( $(ctr agent_lost) - c0_lost ))
+	drops=$(grep -c 'not sent by the kernel' $OUT/agent.log)
+	check agent_fuzz_ccp_mocc '[ $arc = 0 ] && [ $alive = yes ] && [ $d_lost = 0 ] && [ "$aalg" = mocc ] && [ "$asid" = "$live" ] && [ $((d2 - d1)) -ge 20 ] && fle $g 1.0 && fge $X 5 && [ $drops -ge 1 ]' \
+		"nlfuzz -a $aport rc $arc ($(grep 'agent port' $T/nlfuzz-agent.out | cut -d: -f3)); agent alive: $alive; ccp_mocc flow sid $live (agent's: $asid '$aalg') decisions $d0 before, $d1 after the fuzz, $d2 at the end; agent_lost +$d_lost; $X Mbit/s, longest gap ${g}s; agent log lines on dropped datagrams: $drops"
+
+	# ------------------------------------------------ a second agent
+	# A second agent started beside the running one takes the flows over
+	# when it installs its programs (on the first CREATE it hears): the
+	# datapath empties the table and re-announces every flow, and the first
+	# agent's answers are refused (rej_not_agent).  When the second one
+	# stops, the first gets the flows back (READY probe, programs anew).  A
+	# ccp_cubic flow runs throughout: decided on >= 10 times by each agent in
+	# its turn, no gap > 1 s.
+	FLB=$T/flows-second.jsonl
+	rm -f $FLB
+	c0_chg=$(ctr agent_changes); r0_na=$(ctr rej_not_agent)
+	iperf_srv 5201 $T/second-long.json
+	$NS_SND iperf3 -c $RCV_IP -p 5201 -t 24 -C ccp_cubic -J > $T/second-long.cli 2>&1 &
+	pc=$!
+	nap 4
+	live=$(data_flow ccp_cubic | awk '{print $1}')
+	portA=$(ctr agent_portid)
+	echo "---- [$(now)] second agent --alg reno" >> $OUT/agent.log
+	CCP_LOG=warn $AGENT --ipc netlink --alg reno --models $NOMODELS --flow-log $FLB >> $OUT/agent.log 2>&1 &
+	B_PID=$!
+	for i in $(seq 200); do [ "$(group_members)" -ge 2 ] && break; nap 0.05; done
+	iperf_run 5202 ccp_reno 4 $T/second-new.json
+	nap 1
+	portB=$(ctr agent_portid)
+	read _ _ dB1 <<<"$($CHECK decisions $FLB ccp_cubic ${live:-0})"
+	nap 2
+	read _ _ dB2 <<<"$($CHECK decisions $FLB ccp_cubic ${live:-0})"
+	kill -TERM $B_PID 2>/dev/null
+	wait $B_PID 2>/dev/null
+	nap 3
+	portA2=$(ctr agent_portid)
+	read _ _ dA1 <<<"$($CHECK decisions $FLA ccp_cubic ${live:-0})"
+	nap 2
+	read _ _ dA2 <<<"$($CHECK decisions $FLA ccp_cubic ${live:-0})"
+	wait $pc
+	iperf_srv_wait
+	g=$($CHECK gap $T/second-long.json 0.5 24)
+	d_chg=$(( $(ctr agent_changes) - c0_chg )); d_na=$(( $(ctr rej_not_agent) - r0_na ))
+	check second_agent '[ "$portB" != "$portA" ] && [ "$portB" != 0 ] && [ $d_chg -ge 1 ] && [ $d_na -ge 1 ] && [ $((dB2 - dB1)) -ge 10 ] && [ "$portA2" = "$portA" ] && [ $((dA2 - dA1)) -ge 10 ] && fle $g 1.0' \
+		"second agent (pid $B_PID): agent port $portA -> $portB (agent_changes +$d_chg, first agent's answers refused: rej_not_agent +$d_na), it decided flow ${live:-?} $dB1 -> $dB2 times; after it stopped: port $portA2, the first agent decided $dA1 -> $dA2; longest gap ${g}s"
 fi
 
 # ---------------------------------------------------------------- unload

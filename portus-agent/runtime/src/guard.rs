@@ -150,6 +150,11 @@ pub struct GuardStats {
     pub from_dead_peer: AtomicU64,
     /// Datapaths dropped after a failed send.
     pub dropped_datapaths: AtomicU64,
+    /// Netlink datagrams not sent by the kernel (another process's), dropped unread
+    /// ([`crate::netlink`]).
+    pub not_from_kernel: AtomicU64,
+    /// Datagrams from the kernel that were not one whole netlink message, dropped.
+    pub bad_netlink: AtomicU64,
     /// Gauge: live flows now, over all datapaths.
     pub live_flows: AtomicU64,
     /// Gauge: datapaths tracked now.

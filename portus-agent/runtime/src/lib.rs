@@ -12,6 +12,7 @@
 //! - [`wire`]: datapath messages as a datapath writes them (tests, benchmarks, tools).
 //! - [`flowlog`]: the `--flow-log` JSON-lines writer.
 //! - [`flows`]: the agent's bounded flow tables (requests and records).
+//! - [`netlink`]: the agent's netlink socket (`--ipc netlink`): only the kernel's datagrams.
 //! - [`unix`]: the agent's unix datagram socket (`--ipc unix`): checked names, no stealing,
 //!   bounded sends.
 //! - [`files`]: reading operator files (models, cards, configs) without hanging.
@@ -24,6 +25,7 @@ pub mod flowlog;
 pub mod flows;
 pub mod guard;
 pub mod inline;
+pub mod netlink;
 pub mod policy;
 pub mod programs;
 pub mod simrun;
