@@ -248,12 +248,21 @@ impl JuryCore {
     /// The observation as it stands (oldest interval first, zero-padded).
     pub fn features(&self) -> Vec<f32> {
         let mut obs = vec![0.0; self.spec.obs_dim];
+        self.write_features(&mut obs);
+        obs
+    }
+
+    /// [`Self::features`] into `out` (`obs_dim` values), without allocating: the per-report
+    /// path.
+    fn write_features(&self, out: &mut [f32]) {
+        out.fill(0.0);
         let pad = self.config.history as usize - self.history.len();
         for (i, f) in self.history.iter().enumerate() {
             let o = (pad + i) * FEATURES_PER_INTERVAL;
-            obs[o..o + FEATURES_PER_INTERVAL].copy_from_slice(f);
+            if let Some(slot) = out.get_mut(o..o + FEATURES_PER_INTERVAL) {
+                slot.copy_from_slice(f);
+            }
         }
-        obs
     }
 
     /// The window's bounds: at least `min_cwnd_pkts`; at most `max_cwnd_bdp` times the
@@ -397,9 +406,7 @@ impl LearnedCore for JuryCore {
             self.step(1.0);
             return false;
         }
-        for (o, v) in obs.iter_mut().zip(self.features()) {
-            *o = v;
-        }
+        self.write_features(obs);
         true
     }
 
