@@ -159,8 +159,9 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
     spec = AlgSpec.of(ALG)
     # the knobs outside the dynamics are the reward's (eq. 9), settable for a run, and the
     # episode start's, which the trainer draws
-    knobs = Knobs(ALG, args.knob, settable=set(_native.defaults(ALG))
-                  - set(_native.dynamics(ALG)) - set(EPISODE_START))
+    defaults = dict(_native.defaults(ALG))
+    reward_names = set(defaults) - set(_native.dynamics(ALG)) - set(EPISODE_START)
+    knobs = Knobs(ALG, args.knob, settable=reward_names)
     ranges = ScenarioRanges(
         duration_s=args.duration_s, rate_mbps=args.rate_mbps, rtt_ms=args.rtt_ms,
         buffer_bdp=args.buffer_bdp, loss=args.loss, learners=args.flows,
@@ -258,9 +259,7 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
             window = {k: [] for k in window}
     wall = time.monotonic() - t0
     model.save(out / f"{ALG}.zip")
-    reward_knobs = {k: v for k, v in _native.defaults(ALG).items()
-                    if k not in knobs.dynamics() and k not in EPISODE_START}
-    reward_knobs.update({k: v for k, v in knobs.overrides.items() if k in reward_knobs})
+    reward_knobs = {k: knobs.overrides.get(k, defaults[k]) for k in reward_names}
     training = {
         "command": command, "seed": args.seed, "steps": steps,
         "scenario_ranges": {**ranges.describe(), "flows": list(args.flows),
