@@ -2,8 +2,7 @@
 # Regenerate a shipped model from its card's training command and compare sha256.
 #   bash ops/reproduce.sh models/mocc.json [--keep]
 #   bash ops/reproduce.sh models/mocc.json --from-checkpoint START.pt   # only the chain's last
-#       part, from the checkpoint it started from (the shipped MOCC's: `git show
-#       febfab2:models/mocc.pt`; its chain's first parts predate deterministic training)
+#       part, from the checkpoint it started from (minutes instead of the whole chain)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ops/setup.sh

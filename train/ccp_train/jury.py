@@ -282,7 +282,7 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
     log.log({"kind": "done", "steps": steps, "updates": updates, "wall_s": round(wall, 1),
              "onnx": str(onnx_path), "card": str(card_path)})
     log.close()
-    curves.export(log.path, out, ALG)
+    curves.export(log.path, out, ALG, Path(args.init) if args.init else None)
     return 0
 
 

@@ -404,7 +404,7 @@ def cmd_train(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                                                seeds=args.harness_seeds)
     logger.log(summary)
     logger.close()
-    curves.export(log_path, out, ALG)
+    curves.export(log_path, out, ALG, Path(args.init) if args.init else None)
     return summary
 
 

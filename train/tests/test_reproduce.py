@@ -57,6 +57,15 @@ def test_a_fine_tune_chain_replays_from_its_card(tmp_path, capsys):
                str(first / "mocc.pt"), "--out", str(tuned)])
     cmd = card(tuned)["training"]["command"]
     assert cmd.count("&&") == 1, cmd
+    # the fine-tune's curves are the chain's: the first part's rows, then its own
+    first_rows = list(csv.DictReader((first / "mocc.curves.csv").open()))
+    rows = list(csv.DictReader((tuned / "mocc.curves.csv").open()))
+    n_own = sum(1 for x in (tuned / "mocc.train.jsonl").read_text().splitlines()
+                if json.loads(x)["kind"] == "iteration")
+    assert len(rows) == len(first_rows) + n_own and n_own > 0
+    assert [r["part"] for r in rows] == ["1"] * len(first_rows) + ["2"] * n_own
+    its = [int(r["iteration"]) for r in rows]
+    assert its == sorted(its) and len(set(its)) == len(its)
     work = tmp_path / "work"
     assert reproduce.main([str(tuned / "mocc.json"), "--workdir", str(work)]) == 0
     assert "IDENTICAL" in capsys.readouterr().out
@@ -130,3 +139,15 @@ def test_seed_spread_end_to_end_on_a_tiny_recipe(tmp_path):
     assert seeds.main([str(base / "mocc.json"), "--out", str(out), "--ship-only"]) == 0
     assert card(base)["sha256"] == shipped["sha256"]
     assert card(base)["evaluation"]["seeds"] == shipped["evaluation"]["seeds"]
+
+
+def test_chained_curves_continue_the_count_of_a_trainer_that_restarts_it(tmp_path):
+    from ccp_train.rl import curves
+
+    prior = tmp_path / "prior.csv"
+    curves.write_csv([{"iteration": i, "reward": 0.1 * i} for i in (1, 2, 3)], prior)
+    recs = curves.chained([{"iteration": 1, "reward": 5.0}, {"iteration": 2}], prior)
+    assert [(r["part"], r["iteration"]) for r in recs] == [(1, 1), (1, 2), (1, 3), (2, 4), (2, 5)]
+    assert recs[3]["reward"] == 5.0
+    # no prior (the chain's first part): part 1, counts untouched
+    assert curves.chained([{"iteration": 7}], None) == [{"iteration": 7, "part": 1}]
