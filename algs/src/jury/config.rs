@@ -22,6 +22,16 @@ pub struct JuryConfig {
     /// The fit updates only while the window's rate changes add up to
     /// `sqrt(Σ(a − 1)²) ≥ min_probe`: near `a = 1` eq. 5 divides measurement noise by `a − 1`.
     pub min_probe: f64,
+    /// Largest centre `|μ|` of the policy's action range (its action box). With
+    /// `mu_bound ≤ min_delta` the range `[μ − δ, μ + δ]` always contains `a = 0`: flows above
+    /// a share the policy picks slow down while those below speed up. Were every flow to
+    /// step the same way, eq. 5 would read the common change as each flow's own response
+    /// and give every flow the same estimate (docs/algorithms/jury.md).
+    pub mu_bound: f64,
+    /// Smallest radius δ of the policy's action range (the lower bound of its action box):
+    /// eq. 6 spreads flows across `[μ − δ, μ + δ]` by their occupancy, and with `δ = 0` every
+    /// flow takes the same multiplicative step, so shares never converge (MIMD).
+    pub min_delta: f64,
     /// Exploration (§3.4): a post-processed action with `|a| < explore_band` ...
     pub explore_band: f64,
     /// ... is replaced, with this probability, by `+1` or `−1` (equally likely).
@@ -70,6 +80,8 @@ impl Default for JuryConfig {
             signal_window: 3,
             occupancy_window: 8,
             min_probe: 0.01,
+            mu_bound: 0.5,
+            min_delta: 0.5,
             explore_band: 0.1,
             explore_prob: 0.9,
             min_pkts: 8,
@@ -105,6 +117,8 @@ impl JuryConfig {
         k.int("signal_window", self.signal_window, 1, 64)?;
         k.int("occupancy_window", self.occupancy_window, 1, 256)?;
         k.real("min_probe", self.min_probe, Range::AboveTo(0.0, 1.0))?;
+        k.real("mu_bound", self.mu_bound, Range::AboveTo(0.0, 1.0))?;
+        k.real("min_delta", self.min_delta, Range::Closed(0.0, 1.0))?;
         k.real("explore_band", self.explore_band, Range::Closed(0.0, 1.0))?;
         k.real("explore_prob", self.explore_prob, Range::Closed(0.0, 1.0))?;
         k.int("min_pkts", self.min_pkts, 0, 1_000_000)?;

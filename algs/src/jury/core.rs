@@ -19,8 +19,8 @@ pub const D_MAX: f64 = 1.0;
 pub const LOSS_DEV_MAX: f64 = 0.5;
 /// Bound of the standing queue `(RTT_t − RTT_min) / Δt`, in control intervals.
 pub const Q_MAX: f64 = 4.0;
-/// Action bounds: `μ ∈ [−1, 1]`, `δ ∈ [0, 1]`; the post-processed `a ∈ [−1, 1]`.
-pub const MU_BOUND: f32 = 1.0;
+/// Largest radius δ of the action range (its smallest and `|μ|`'s bound are knobs:
+/// [`JuryConfig::min_delta`], [`JuryConfig::mu_bound`]).
 pub const DELTA_MAX: f32 = 1.0;
 /// Largest window (bytes) and pacing rate (bytes/s) ever set.
 pub const MAX_CWND_BYTES: f64 = (1u64 << 30) as f64;
@@ -28,15 +28,16 @@ pub const MAX_RATE_BPS: f64 = 12.5e9;
 /// Rate decisions remembered to pair ACKs with the rate their packets were sent at.
 const RATE_MEMORY: usize = 1024;
 
-/// The policy layout of a Jury model with `history` stacked intervals.
-pub fn policy_spec(history: usize) -> PolicySpec {
+/// The policy layout of a Jury model under `config`: `history` stacked intervals in, the
+/// range `(μ, δ) ∈ [−1, 1] × [min_delta, 1]` out.
+pub fn policy_spec(config: &JuryConfig) -> PolicySpec {
     PolicySpec {
         algorithm: "jury",
         feature_version: FEATURE_VERSION,
-        obs_dim: FEATURES_PER_INTERVAL * history,
+        obs_dim: FEATURES_PER_INTERVAL * config.history as usize,
         act_dim: 2,
-        act_low: vec![-MU_BOUND, 0.0],
-        act_high: vec![MU_BOUND, DELTA_MAX],
+        act_low: vec![-config.mu_bound as f32, config.min_delta as f32],
+        act_high: vec![config.mu_bound as f32, DELTA_MAX],
         recurrent_hidden: None,
         masked: false,
     }
@@ -103,9 +104,10 @@ impl OccupancyFit {
 }
 
 /// Eq. 6: the action within the policy's range `[μ − δ, μ + δ]` that a flow with occupancy
-/// `ratio_bw` takes, clamped to `[−1, 1]`.
+/// `ratio_bw` takes; within `[−2, 2]` for the action box's `μ` and `δ` (not clipped to
+/// `[−1, 1]`: a policy at `μ = ±1` would then give every flow on one side the same step).
 pub fn post_process(mu: f64, delta: f64, ratio_bw: f64) -> f64 {
-    (mu + (1.0 - 2.0 * ratio_bw) * delta).clamp(-1.0, 1.0)
+    mu + (1.0 - 2.0 * ratio_bw.clamp(0.0, 1.0)) * delta
 }
 
 /// Eq. 7: the window after action `a` with gain `alpha`.
@@ -186,7 +188,7 @@ pub struct JuryCore {
 impl JuryCore {
     pub fn new(config: JuryConfig, info: &FlowInfo) -> Self {
         let mss = f64::from(info.mss.max(1));
-        let spec = policy_spec(config.history as usize);
+        let spec = policy_spec(&config);
         let mut core = Self {
             spec,
             mss,
@@ -412,8 +414,10 @@ impl LearnedCore for JuryCore {
 
     fn apply(&mut self, action: &[f32]) -> Action {
         let get = |i: usize| action.get(i).copied().filter(|v| v.is_finite());
-        let mu = f64::from(get(0).unwrap_or(0.0).clamp(-MU_BOUND, MU_BOUND));
-        let delta = f64::from(get(1).unwrap_or(0.0).clamp(0.0, DELTA_MAX));
+        let mu =
+            f64::from(get(0).unwrap_or(0.0)).clamp(-self.config.mu_bound, self.config.mu_bound);
+        let delta =
+            f64::from(get(1).unwrap_or(0.0)).clamp(self.config.min_delta, f64::from(DELTA_MAX));
         let mut a = post_process(mu, delta, self.ratio_bw());
         if a.abs() < self.config.explore_band && self.next_unit() < self.config.explore_prob {
             a = if self.next_unit() < 0.5 { -1.0 } else { 1.0 };

@@ -13,7 +13,7 @@
 //!   q_t = (RTT_t − RTT_min) / Δt                standing queue, in intervals
 //!   s_t = (d, l, q) over the last 10 intervals  → policy π(s_t) = (μ_t, δ_t)
 //!   ratio_bw = (a − g) / (g·(a − 1))  ∈ [0, 1]  (eq. 5) a = x_{t}/x_{t−1}, g = thr_t/thr_{t−1}
-//!   a_t = μ_t + (1 − 2·ratio_bw)·δ_t  ∈ [−1, 1] (eq. 6)
+//!   a_t = μ_t + (1 − 2·ratio_bw)·δ_t            (eq. 6) |μ| ≤ 0.5 ≤ δ ≤ 1
 //!   a_t ← ±1 (p = 0.9 each way half)   if |a_t| < 0.1            exploration (§3.4)
 //!   cwnd ← cwnd·(1 + α·a)  if a ≥ 0,  cwnd/(1 − α·a)  if a < 0,  α = 0.025      (eq. 7)
 //!   x = cwnd / RTT_t                                                            (eq. 8)
@@ -44,8 +44,13 @@
 //! - **Filters** (§3.4 "moving average ... bounds"): `d` and `l` are 3-interval moving
 //!   averages; `ratio_bw` is the mean of the last 8 estimates. An estimate is taken only when
 //!   `|ln a| ≥ 0.01` (eq. 5 divides noise by `a − 1`); until the first, `ratio_bw = 0`.
-//! - **Action range**: `μ ∈ [−1, 1]`, `δ ∈ [0, 1]`, `a` clamped to `[−1, 1]` (the
-//!   exploration's ±1 is "maximal", so 1 is the largest action: ±2.5 % per interval).
+//! - **Action box** (the paper gives none): `μ ∈ [−0.5, 0.5]`, `δ ∈ [0.5, 1]`, so every
+//!   range contains `a = 0`: a flow above the share the policy's `μ/δ` picks slows down while
+//!   those below speed up. Eq. 5 assumes the other flows hold their rates; when every flow
+//!   steps the same way (a policy at `μ = ±1`, or `δ → 0`, which TD3 learnt in a `[−1, 1] ×
+//!   [0, 1]` box) it reads the common change as each flow's own and gives all flows the same
+//!   estimate, and shares never converge (fluid test: Jain 0.57 vs 0.89 for the same policy).
+//!   `a` is not clipped (`|a| ≤ 1.5`, ±3.75 % per interval); exploration's ±1 is a full step.
 //! - **Exploration** band `|a| < 0.1`, probability 0.9 (the paper: "a high likelihood"),
 //!   from a per-flow SplitMix64 stream seeded by the socket id: runs repeat exactly.
 //! - **Significance** threshold 8 ACKed packets per interval; intervals without any RTT
@@ -150,7 +155,7 @@ impl Algorithm for Jury {
 
 impl LearnedAlgorithm for Jury {
     fn spec(&self) -> PolicySpec {
-        policy_spec(self.config.history as usize)
+        policy_spec(&self.config)
     }
 
     fn new_core(&self, info: &FlowInfo) -> Box<dyn LearnedCore> {

@@ -102,8 +102,10 @@ fn post_processing_is_eq_6() {
         .map(|i| post_process(0.0, 0.8, f64::from(i) / 10.0))
         .collect();
     assert!(a.windows(2).all(|w| w[1] <= w[0]));
-    assert_eq!(post_process(0.9, 1.0, 0.0), 1.0);
-    assert_eq!(post_process(-0.9, 1.0, 1.0), -1.0);
+    // not clipped to [−1, 1]: at μ = ±1 flows on one side still differ
+    assert!((post_process(0.9, 1.0, 0.0) - 1.9).abs() < 1e-12);
+    assert!((post_process(-1.0, 0.5, 0.8) - -1.3).abs() < 1e-12);
+    assert!(post_process(-1.0, 0.5, 0.2) > post_process(-1.0, 0.5, 0.8));
 }
 
 #[test]
@@ -165,9 +167,18 @@ fn observation_is_the_queues_change_delivery_and_standing_size() {
     assert_eq!(obs[n - 1], 1.0);
 }
 
+/// A box where the policy's `μ` is the action (`δ` may be 0): for tests of what follows eq. 6.
+fn free_box() -> JuryConfig {
+    JuryConfig {
+        mu_bound: 1.0,
+        min_delta: 0.0,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn exploration_replaces_small_actions_by_plus_or_minus_one_evenly() {
-    let mut c = core(JuryConfig::default());
+    let mut c = core(free_box());
     let (mut obs, mut mask) = (vec![0.0; 30], vec![1.0; 30]);
     assert!(c.observe(&iv(50, 0, 40.0), &mut obs, &mut mask));
     let (mut up, mut down) = (0i64, 0i64);
@@ -197,7 +208,7 @@ fn exploration_replaces_small_actions_by_plus_or_minus_one_evenly() {
 #[test]
 fn the_same_socket_explores_the_same_way() {
     let run = |sock| {
-        let mut c = JuryCore::new(JuryConfig::default(), &info(sock, 10 * MSS));
+        let mut c = JuryCore::new(free_box(), &info(sock, 10 * MSS));
         let (mut obs, mut mask) = (vec![0.0; 30], vec![1.0; 30]);
         c.observe(&iv(50, 0, 40.0), &mut obs, &mut mask);
         (0..50)
@@ -215,20 +226,29 @@ fn the_same_socket_explores_the_same_way() {
 fn bad_policy_outputs_are_bounded() {
     let mut c = core(JuryConfig {
         explore_band: 0.0,
-        ..Default::default()
+        ..free_box()
     });
     let w = c.cwnd_bytes();
     c.apply(&[f32::NAN, f32::INFINITY]);
     assert_eq!(c.last_action(), 0.0);
     assert_eq!(c.cwnd_bytes(), w);
     c.apply(&[1e9, 1e9]);
-    assert_eq!(c.last_action(), 1.0);
+    assert_eq!(c.last_action(), 2.0); // μ + δ at ratio_bw = 0
     c.apply(&[]);
     assert_eq!(c.last_action(), 0.0);
     for _ in 0..10_000 {
         c.apply(&[-1.0, 0.0]);
     }
     assert_eq!(c.cwnd_bytes(), 4.0 * f64::from(MSS));
+    // the default box: |μ| ≤ 0.5, δ ≥ 0.5 whatever the policy says
+    let mut c = core(JuryConfig {
+        explore_band: 0.0,
+        ..Default::default()
+    });
+    c.apply(&[1e9, 1e9]);
+    assert_eq!(c.last_action(), 1.5);
+    c.apply(&[-1e9, -1e9]);
+    assert_eq!(c.last_action(), 0.0); // −0.5 + (1 − 0)·0.5
 }
 
 #[test]
@@ -387,18 +407,12 @@ impl Fluid {
     }
 }
 
-#[test]
-fn post_processing_alone_converges_two_unequal_flows_to_fair_shares() {
-    // a hand policy that knows nothing of shares: up while the queue is small, down while it
-    // stands; eq. 5 and 6 alone must make the larger flow give way
-    let policy = |obs: &[f32]| {
-        let q = obs[obs.len() - 1];
-        if q < 0.05 {
-            [0.3f32, 0.7]
-        } else {
-            [-0.3, 0.7]
-        }
-    };
+/// Two Jury flows, 15:1 at start, on a fluid 50 Mbit/s, 60 ms link for 90 s under `policy`:
+/// (Jain index, utilization) over the last 30 s.
+fn two_flows_on_a_fluid_link(
+    policy: impl Fn(&[f32]) -> [f32; 2],
+    config: JuryConfig,
+) -> (f64, f64) {
     let dt = 0.03;
     let mut link = Fluid {
         c: 6.25e6,
@@ -408,8 +422,8 @@ fn post_processing_alone_converges_two_unequal_flows_to_fair_shares() {
     };
     let lag = 2;
     let mut flows = [
-        JuryCore::new(JuryConfig::default(), &info(1, 300_000)),
-        JuryCore::new(JuryConfig::default(), &info(2, 20_000)),
+        JuryCore::new(config.clone(), &info(1, 300_000)),
+        JuryCore::new(config, &info(2, 20_000)),
     ];
     let mut pending: Vec<std::collections::VecDeque<Interval>> = vec![Default::default(); 2];
     let mut rtt = link.rtt_s;
@@ -453,6 +467,48 @@ fn post_processing_alone_converges_two_unequal_flows_to_fair_shares() {
     }
     let jain = (got[0] + got[1]).powi(2) / (2.0 * (got[0].powi(2) + got[1].powi(2)));
     let util = (got[0] + got[1]) / (link.c * dt * f64::from(steps / 3));
-    assert!(jain > 0.95, "Jain {jain:.3}, shares {got:?}");
+    (jain, util)
+}
+
+#[test]
+fn post_processing_alone_converges_two_unequal_flows_to_fair_shares() {
+    // a hand policy that knows nothing of shares: up while the queue is small, down while it
+    // stands; eq. 5 and 6 alone must make the larger flow give way
+    let policy = |obs: &[f32]| {
+        let q = obs[obs.len() - 1];
+        if q < 0.05 {
+            [0.3f32, 0.7]
+        } else {
+            [-0.3, 0.7]
+        }
+    };
+    let (jain, util) = two_flows_on_a_fluid_link(policy, JuryConfig::default());
+    assert!(jain > 0.95, "Jain {jain:.3}");
+    assert!(util > 0.8, "utilization {util:.3}");
+}
+
+#[test]
+fn the_range_floor_keeps_a_bang_bang_policy_fair() {
+    // the policy r4 learnt: full steps up on an empty link, down under a queue, δ = 0. In a
+    // box of `μ ∈ [−1, 1]`, `δ ∈ [0, 1]` every flow takes the same step and the 15:1 start
+    // persists (MIMD: eq. 5 reads the common change as each flow's own, the same estimate
+    // for both); the default box (`|μ| ≤ 0.5 ≤ δ`) makes eq. 6 act whatever the policy asks.
+    let policy = |obs: &[f32]| {
+        let q = obs[obs.len() - 1];
+        if q < 0.05 {
+            [1.0f32, 0.0]
+        } else {
+            [-1.0, 0.0]
+        }
+    };
+    let mimd = JuryConfig {
+        mu_bound: 1.0,
+        min_delta: 0.0,
+        ..JuryConfig::default()
+    };
+    let (jain0, _) = two_flows_on_a_fluid_link(policy, mimd);
+    let (jain, util) = two_flows_on_a_fluid_link(policy, JuryConfig::default());
+    assert!(jain0 < 0.8, "without the floor: Jain {jain0:.3}");
+    assert!(jain > 0.85, "with the floor: Jain {jain:.3}");
     assert!(util > 0.8, "utilization {util:.3}");
 }
