@@ -51,8 +51,9 @@
 //!   authors'; β·log10 = (β/2.3)·ln); p the interval's loss fraction (≤ 0.99); RTT_min over
 //!   10 s. With δ = 0.5 and one flow, eq. 9's optimum is λ = C. `beta = 0` is Owl-Loss.
 //! - **Discrete output**: the model outputs 7 Q-values (card `output_kind: "q_values"`,
-//!   `n_actions: 7`, [`Owl::discrete_actions`]); the agent's runtime takes the argmax and
-//!   hands `apply` the index. A non-finite or out-of-range index holds the window (index 3).
+//!   `n_actions: 7`, [`Owl::discrete_actions`]); the agent's runtime hands `apply` the argmax
+//!   (no finite Q-value: a policy error, the window holds). The spec's clamp turns NaN into
+//!   the middle index, 3, "+0"; `apply` holds on any non-finite or out-of-range index.
 //! - **Dynamics**: every [`OwlConfig`] knob but the reward's (`delta`, `beta`).
 //! - **A bare [`Owl`]** (no model) answers index 3, "+0 packets": Reno's slow start and loss
 //!   response with a frozen window in between. A placeholder; the agent serves Owl only with
