@@ -228,6 +228,16 @@ mod tests {
         bad!(mocc.share_guard_loss_factor = 0.0);
         bad!(mocc.share_peers_fair = -1.0);
         bad!(mocc.share_peers_busy = -1.0);
+        bad!(owl.history = 0, 65);
+        bad!(owl.interval_rtts = 0.0, nan, 20.0);
+        bad!(owl.min_interval_ms = 0.0, inf);
+        bad!(owl.initial_interval_ms = -1.0);
+        bad!(owl.loss_decrease = 0.0, 1.0, nan);
+        bad!(owl.min_cwnd_pkts = 0.5);
+        bad!(owl.window_s = 0.0, inf);
+        bad!(owl.stats_stale_ms = 0.0, -1.0);
+        bad!(owl.delta = -0.1, nan);
+        bad!(owl.beta = -1.0, inf);
         // relations between knobs
         let mut c = AlgsConfig::default();
         c.mocc.min_mi_ms = 600.0;

@@ -21,6 +21,7 @@
 //! differ (Jury 30 ms, Iris 50 ms, MOCC one monitor interval ≈ 1 RTT, Owl/Nuwa short
 //! intervals): a controller changes its own clock through `report_interval_us`.
 
+use crate::netstats::NetStats;
 use crate::pref::Preference;
 use crate::signals::{FoldProgram, Interval};
 
@@ -121,6 +122,17 @@ pub trait Controller: Send {
 
     /// Counters for observability.
     fn metrics(&self) -> &FlowMetrics;
+
+    /// Whether this flow reads in-network statistics of its path (Owl): the agent then hands
+    /// it every new sample of its [`crate::netstats::NetworkStats`] source before the report
+    /// that follows the sample ([`Controller::network_stats`]).
+    fn wants_network_stats(&self) -> bool {
+        false
+    }
+
+    /// A new sample of the path's in-network statistics, or `None` once the source has none
+    /// (it stopped answering, or answered badly). Controllers that read none ignore it.
+    fn network_stats(&mut self, _s: Option<&NetStats>) {}
 }
 
 /// An algorithm: its name, its fold program and a factory for per-flow controllers.

@@ -12,6 +12,7 @@
 //! deployed. [`LearnedController`] is the agent-side composition.
 
 use crate::controller::{Action, Algorithm, Controller, FlowInfo, FlowMetrics};
+use crate::netstats::NetStats;
 use crate::policy::{Policy, PolicySpec};
 use crate::pref::Preference;
 use crate::signals::Interval;
@@ -45,6 +46,16 @@ pub trait LearnedCore: Send {
 
     /// Observability counters (reports, rtt, last decision).
     fn metrics(&self) -> &FlowMetrics;
+
+    /// Whether the core reads in-network statistics ([`Controller::wants_network_stats`]).
+    fn wants_network_stats(&self) -> bool {
+        false
+    }
+
+    /// A new in-network sample, or `None` once the source has none
+    /// ([`Controller::network_stats`]); the core writes what it means for the observation
+    /// (and the mask) at its next `observe`.
+    fn network_stats(&mut self, _s: Option<&NetStats>) {}
 }
 
 /// Every knob that shapes what a learned algorithm's policy observes or how its action is
@@ -72,6 +83,12 @@ pub trait LearnedAlgorithm: Algorithm {
     /// trainer copies an index.
     fn obs_layout(&self) -> Vec<(&'static str, std::ops::Range<usize>)> {
         Vec::new()
+    }
+    /// `Some(n)` for a discrete policy: the model outputs `n` Q-values (card `output_kind`
+    /// `"q_values"`, `n_actions` = n), the runtime hands the core the argmax index as the one
+    /// action value (the spec's bounds are then `[0, n − 1]`). `None`: continuous actions.
+    fn discrete_actions(&self) -> Option<usize> {
+        None
     }
 }
 
@@ -233,6 +250,14 @@ impl Controller for LearnedController {
 
     fn metrics(&self) -> &FlowMetrics {
         &self.metrics
+    }
+
+    fn wants_network_stats(&self) -> bool {
+        self.core.wants_network_stats()
+    }
+
+    fn network_stats(&mut self, s: Option<&NetStats>) {
+        self.core.network_stats(s);
     }
 }
 

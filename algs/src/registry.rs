@@ -124,7 +124,7 @@ algorithms! {
     cubic: builtin crate::cubic::Cubic, crate::cubic::CubicConfig;
     bbr:   builtin crate::bbr::Bbr,     crate::bbr::BbrConfig;
     jury:  learned crate::jury::Jury,   crate::jury::JuryConfig;
-    owl:   reserved;
+    owl:   learned crate::owl::Owl,     crate::owl::OwlConfig;
     mocc:  learned crate::mocc::Mocc,   crate::mocc::MoccConfig;
     iris:  builtin crate::iris::Iris,   crate::iris::IrisConfig;
     nuwa:  reserved;
@@ -231,14 +231,15 @@ mod tests {
             ALGORITHMS,
             ["reno", "cubic", "bbr", "jury", "owl", "mocc", "iris", "nuwa"]
         );
-        assert_eq!(learned_names(), ["jury", "mocc"]);
+        assert_eq!(learned_names(), ["jury", "owl", "mocc"]);
         assert!(is_learned("mocc") && is_learned("ccp_mocc") && is_learned("jury"));
-        assert!(!is_learned("cubic") && !is_learned("owl") && !is_learned("ccp"));
+        assert!(is_learned("owl") && is_learned("ccp_owl"));
+        assert!(!is_learned("cubic") && !is_learned("nuwa") && !is_learned("ccp"));
         let cfg = AlgsConfig::default();
         let l = learned(&cfg);
         assert_eq!(
             l.iter().map(|a| a.name()).collect::<Vec<_>>(),
-            ["jury", "mocc"]
+            ["jury", "owl", "mocc"]
         );
         assert_eq!(
             learned_by_name(&cfg, "ccp_mocc").map(|a| a.name()),
@@ -255,7 +256,11 @@ mod tests {
             let registered = Registry::builtin().get(name).is_some() || is_learned(name);
             assert_eq!(implemented, registered, "{name}");
         }
-        assert!(defaults("owl").is_none() && defaults("vegas").is_none());
+        assert!(defaults("nuwa").is_none() && defaults("vegas").is_none());
+        assert_eq!(
+            defaults("owl").unwrap(),
+            serde_json::to_value(crate::owl::OwlConfig::default()).unwrap()
+        );
     }
 
     #[test]
@@ -278,6 +283,9 @@ mod tests {
         );
         // unknown tables are refused
         assert!(serde_json::from_value::<AlgsConfig>(serde_json::json!({"vegas": {}})).is_err());
-        assert!(serde_json::from_value::<AlgsConfig>(serde_json::json!({"owl": {}})).is_err());
+        assert!(serde_json::from_value::<AlgsConfig>(serde_json::json!({"nuwa": {}})).is_err());
+        assert!(
+            serde_json::from_value::<AlgsConfig>(serde_json::json!({"owl": {"bogus": 1}})).is_err()
+        );
     }
 }

@@ -138,6 +138,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         algs,
         flow_log: cli.flow_log.clone(),
         models: Some(cli.models.clone()),
+        network_stats: None,
     };
     let agent = Agent::new(&opts)?;
     if cli.list {

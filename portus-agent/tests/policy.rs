@@ -140,6 +140,8 @@ fn spec(name: &str) -> PolicySpec {
 /// of the registry; `train/ccp_train/fixtures.py` writes `"dynamics": {}`).
 fn served(spec: PolicySpec) -> ModelContract {
     ModelContract {
+        // fx_owl is the one discrete fixture: 7 Q-values
+        n_actions: (spec.algorithm == "fx_owl").then_some(7),
         spec,
         dynamics: Dynamics::new(),
     }
@@ -339,6 +341,38 @@ fn nan_inf_and_out_of_range_outputs_are_clamped_and_counted() {
     // Counters are per instance.
     let fresh = store().policy("fx_wild").unwrap();
     assert_eq!(fresh.clamped(), 0);
+}
+
+/// The discrete fixture only loads for a discrete contract with its action count, and a
+/// continuous model never drives an algorithm whose action is an index.
+#[test]
+fn a_q_values_model_needs_a_discrete_contract_with_its_action_count() {
+    let d = tmpdir("discrete");
+    copy_fixture("fx_owl", &d);
+    let mut c = contract("fx_owl");
+    assert_eq!(c.n_actions, Some(7));
+    assert!(ModelStore::load(&d, std::slice::from_ref(&c)).is_ok());
+    c.n_actions = None;
+    let e = load_err(&d, std::slice::from_ref(&c));
+    assert!(
+        matches!(&e, PolicyLoadError::SpecMismatch { field, expected, .. }
+            if field == "output_kind" && expected == "\"continuous\""),
+        "{e:?}"
+    );
+    c.n_actions = Some(5);
+    let e = load_err(&d, &[c]);
+    assert!(e.to_string().contains("n_actions 5"), "{e}");
+    // a continuous model whose bounds happen to fit an index is still refused
+    let d = tmpdir("continuous-as-discrete");
+    copy_fixture("fx_mlp", &d);
+    let mut c = contract("fx_mlp");
+    c.n_actions = Some(7);
+    let e = load_err(&d, &[c]);
+    assert!(
+        matches!(&e, PolicyLoadError::SpecMismatch { field, found, .. }
+            if field == "output_kind" && found == "\"continuous\""),
+        "{e:?}"
+    );
 }
 
 // ---- model directories that are wrong -------------------------------------------------------
@@ -752,6 +786,7 @@ fn dynamics(pairs: &[(&str, serde_json::Value)]) -> Dynamics {
 /// `fx_mlp`'s contract with these dynamics.
 fn mlp_under(alpha: f64) -> ModelContract {
     ModelContract {
+        n_actions: None,
         spec: spec("fx_mlp"),
         dynamics: dynamics(&[
             ("alpha", serde_json::json!(alpha)),

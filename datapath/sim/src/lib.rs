@@ -31,7 +31,11 @@
 //!   catches lost retransmissions); RTO per RFC 6298 (initial 1 s, min 200 ms, max 60 s,
 //!   doubling backoff, Karn's rule), after which cwnd is one packet (as Linux's
 //!   `tcp_enter_loss`) until the algorithm decides; retransmissions before new data;
-//! - flows starting and stopping at given times.
+//! - flows starting and stopping at given times;
+//! - with `[netstats]`, the in-network statistics Owl reads, once per period: PNC =
+//!   |packets offered to the bottleneck − packets that left it| and PNA = spare share of the
+//!   capacity over the period, published to [`SimOptions::network_stats`] (an in-process
+//!   agent reads the same cell).
 //!
 //! What is not: no header bytes, no delayed or lost ACKs, no SACK blocks on the wire (the
 //! sender learns exactly which packet each ACK is for, which is what loss detection needs),
@@ -98,8 +102,8 @@ pub mod ipc;
 pub use ipc::{ChanIpc, DatapathIpc, UnixIpc};
 pub use results::{jain, FlowResult, SimResults, TimePoint};
 pub use scenario::{
-    load_trace, parse_trace, Buffer, Capacity, FlowSpec, LinkSpec, Scenario, ScenarioError,
-    PACKET_BYTES,
+    load_trace, parse_trace, Buffer, Capacity, FlowSpec, LinkSpec, NetStatsSpec, Scenario,
+    ScenarioError, PACKET_BYTES,
 };
 pub use sim::{Session, SimError, SimOptions, Simulator};
 

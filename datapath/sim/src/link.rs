@@ -45,8 +45,19 @@ enum Model {
 #[derive(Debug)]
 pub(crate) struct Link {
     model: Model,
-    departures: VecDeque<u64>,
+    /// (departure ns, bytes) of every packet queued or in transmission.
+    departures: VecDeque<(u64, u32)>,
     buffer_pkts: usize,
+    counters: LinkCounters,
+}
+
+/// What the bottleneck switch counted since the run began: packets offered to it (dropped
+/// ones included) and packets (bytes) that left it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LinkCounters {
+    pub arrived: u64,
+    pub departed: u64,
+    pub departed_bytes: u64,
 }
 
 impl Link {
@@ -75,19 +86,29 @@ impl Link {
             model,
             departures: VecDeque::with_capacity(buffer_pkts.min(1 << 20) as usize + 1),
             buffer_pkts: buffer_pkts.min(usize::MAX as u64) as usize,
+            counters: LinkCounters::default(),
         }
     }
 
     /// Packets queued or in transmission at `now`.
     pub fn backlog(&mut self, now: u64) -> usize {
-        while self.departures.front().is_some_and(|&d| d <= now) {
+        while let Some(&(_, bytes)) = self.departures.front().filter(|&&(d, _)| d <= now) {
             self.departures.pop_front();
+            self.counters.departed += 1;
+            self.counters.departed_bytes += u64::from(bytes);
         }
         self.departures.len()
     }
 
+    /// The switch's counters at `now` (packets that left by `now` included).
+    pub fn counters(&mut self, now: u64) -> LinkCounters {
+        self.backlog(now);
+        self.counters
+    }
+
     /// Offer a packet at `now`: `Some(departure ns)` or `None` if the buffer is full.
     pub fn enqueue(&mut self, now: u64, bytes: u32) -> Option<u64> {
+        self.counters.arrived += 1;
         if self.backlog(now) >= self.buffer_pkts {
             return None;
         }
@@ -122,7 +143,7 @@ impl Link {
                 }
             }
         };
-        self.departures.push_back(dep);
+        self.departures.push_back((dep, bytes));
         Some(dep)
     }
 
@@ -224,6 +245,30 @@ mod tests {
         // idle link: service starts at arrival
         assert_eq!(l.enqueue(10_000_000, 1500), Some(11_000_000));
         assert!((l.capacity_bytes(0, 1_000_000_000) - 1.5e6).abs() < 1e-6);
+    }
+
+    #[test]
+    fn counters_see_arrivals_drops_and_departures() {
+        // 12 Mbit/s: 1000 packets/s. Offer 600 packets over one second, evenly: all leave.
+        let cap = Capacity::Rate {
+            steps: vec![(0.0, 12.0)],
+        };
+        let mut l = Link::new(&cap, 100);
+        for i in 0..600u64 {
+            l.enqueue(i * 1_000_000_000 / 600, 1500);
+        }
+        let c = l.counters(1_000_000_000);
+        assert_eq!((c.arrived, c.departed), (600, 600));
+        assert_eq!(c.departed_bytes, 600 * 1500);
+        // then 1500 packets/s into a 100-packet buffer: 1000 leave, the rest queue or drop
+        for i in 0..1500u64 {
+            l.enqueue(1_000_000_000 + i * 1_000_000_000 / 1500, 1500);
+        }
+        let d = l.counters(2_000_000_000);
+        assert_eq!(d.arrived - c.arrived, 1500);
+        assert!((999..=1000).contains(&(d.departed - c.departed)), "{d:?}");
+        // counting departures does not change the backlog
+        assert!((99..=100).contains(&l.backlog(2_000_000_000)));
     }
 
     #[test]

@@ -82,7 +82,16 @@ fn main() -> ExitCode {
         default_alg: cli.default_alg.clone(),
         series_interval: Duration::from_secs_f64(cli.series_ms / 1e3),
         datapath_id: std::process::id(),
+        // statistics reach only an in-process agent (`ccp-agent --sim`)
+        network_stats: None,
     };
+    if scenario.netstats.is_some() {
+        eprintln!(
+            "warning: the scenario's [netstats] reach only an agent in this process \
+             (ccp-agent --sim); a separate agent sees none, so Owl's in-network features stay \
+             masked"
+        );
+    }
     let mut sim = match Simulator::new(&scenario, opts) {
         Ok(s) => s,
         Err(e) => return bad_input(e),

@@ -16,6 +16,9 @@
 //! start_s = 0.0           # default 0
 //! stop_s = 30.0           # optional: runs to the end
 //! count = 1               # optional: identical flows
+//! [netstats]              # optional: the bottleneck exports in-network statistics (Owl)
+//! period_s = 1.0          # sampling period (default 1 s)
+//! known_share = 1.0       # share of the path the statistics cover, (0, 1] (default 1)
 //! ```
 //!
 //! Every key is checked (`deny_unknown_fields`): a typo is an error, not a silent default.
@@ -83,6 +86,24 @@ struct RawScenario {
     link: RawLink,
     #[serde(default)]
     flow: Vec<RawFlow>,
+    netstats: Option<RawNetStats>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetStats {
+    #[serde(default = "default_netstats_period")]
+    period_s: f64,
+    #[serde(default = "default_known_share")]
+    known_share: f64,
+}
+
+fn default_netstats_period() -> f64 {
+    1.0
+}
+
+fn default_known_share() -> f64 {
+    1.0
 }
 
 fn default_seed() -> u64 {
@@ -203,6 +224,18 @@ impl FlowSpec {
     }
 }
 
+/// In-network statistics the bottleneck exports (`[netstats]`, Owl's PNC and PNA): once
+/// per period, PNC = |packets in − packets out| of the bottleneck switch over the period
+/// and PNA = (capacity − bytes out) / capacity, for every flow.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NetStatsSpec {
+    /// Sampling period (s); the paper's measurement agent samples every second.
+    pub period_s: f64,
+    /// Share of the path the statistics cover, `(0, 1]`: the flows' paths are their
+    /// sender, the bottleneck and their receiver, and the bottleneck is always known.
+    pub known_share: f64,
+}
+
 /// A validated scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
@@ -210,6 +243,8 @@ pub struct Scenario {
     pub seed: u64,
     pub link: LinkSpec,
     pub flows: Vec<FlowSpec>,
+    /// `None`: the network exports no statistics (Owl's in-network features are masked).
+    pub netstats: Option<NetStatsSpec>,
 }
 
 impl Scenario {
@@ -322,6 +357,9 @@ impl Scenario {
         for (i, f) in self.flows.iter().enumerate() {
             check_flow(i, f, self.duration_s)?;
         }
+        if let Some(n) = &self.netstats {
+            check_netstats(n)?;
+        }
         self.check_size()
     }
 
@@ -416,6 +454,29 @@ fn check_scale(s: f64) -> Result<(), ScenarioError> {
         return Err(field_err(
             "link.trace_scale",
             format!("is {s}: use a capacity multiplier between 0.01 and 10000 (e.g. 2.0)"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_netstats(n: &NetStatsSpec) -> Result<(), ScenarioError> {
+    if !(n.period_s.is_finite() && (0.01..=3600.0).contains(&n.period_s)) {
+        return Err(field_err(
+            "netstats.period_s",
+            format!(
+                "is {}: use a sampling period in seconds between 0.01 and 3600 (e.g. 1.0)",
+                n.period_s
+            ),
+        ));
+    }
+    if !(n.known_share.is_finite() && n.known_share > 0.0 && n.known_share <= 1.0) {
+        return Err(field_err(
+            "netstats.known_share",
+            format!(
+                "is {}: use the share of the path the statistics cover, in (0, 1] (e.g. 0.2); \
+                 leave [netstats] out for a network that exports none",
+                n.known_share
+            ),
         ));
     }
     Ok(())
@@ -641,6 +702,10 @@ fn build(raw: RawScenario, base: &Path) -> Result<Scenario, ScenarioError> {
             loss: l.loss,
         },
         flows,
+        netstats: raw.netstats.map(|n| NetStatsSpec {
+            period_s: n.period_s,
+            known_share: n.known_share,
+        }),
     };
     // flow indices in messages refer to expanded flows; report them by [[flow]] entry
     // where that differs is not worth the complexity: count = 1 is the common case.
@@ -763,6 +828,43 @@ count = 2
         assert_eq!(s.flows[1].cong_alg(), "ccp");
         // BDP from the smallest RTT: 50 Mbit/s * 20 ms = 125000 B = 83.3 packets
         assert_eq!(s.buffer_packets(), 83);
+        assert_eq!(s.netstats, None);
+    }
+
+    #[test]
+    fn netstats_table_defaults_and_ranges() {
+        let s = Scenario::from_toml_str(&format!("{GOOD}[netstats]\n"), ".").unwrap();
+        assert_eq!(
+            s.netstats,
+            Some(NetStatsSpec {
+                period_s: 1.0,
+                known_share: 1.0
+            })
+        );
+        let s = Scenario::from_toml_str(
+            &format!("{GOOD}[netstats]\nperiod_s = 0.5\nknown_share = 0.2\n"),
+            ".",
+        )
+        .unwrap();
+        assert_eq!(
+            s.netstats.map(|n| (n.period_s, n.known_share)),
+            Some((0.5, 0.2))
+        );
+        for (body, field) in [
+            ("period_s = 0", "netstats.period_s"),
+            ("known_share = 0", "netstats.known_share"),
+            ("known_share = 1.5", "netstats.known_share"),
+        ] {
+            let e =
+                Scenario::from_toml_str(&format!("{GOOD}[netstats]\n{body}\n"), ".").unwrap_err();
+            assert!(
+                matches!(&e, ScenarioError::Field { field: f, .. } if f == field),
+                "{body}: {e}"
+            );
+        }
+        let e =
+            Scenario::from_toml_str(&format!("{GOOD}[netstats]\nperiod = 1\n"), ".").unwrap_err();
+        assert!(e.to_string().contains("period"), "{e}");
     }
 
     #[test]

@@ -2,17 +2,20 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use ccp_algs::netstats::{NetStats, NetStatsCell};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::ipc::DatapathIpc;
 use crate::libccp::{ffi, Datapath, Primitives, MAX_CONNECTIONS};
-use crate::link::Link;
+use crate::link::{Link, LinkCounters};
 use crate::proto;
 use crate::results::{FlowResult, Histogram, SimResults, TimePoint};
-use crate::scenario::{Scenario, ScenarioError, PACKET_BYTES};
+use crate::scenario::{NetStatsSpec, Scenario, ScenarioError, PACKET_BYTES};
 
 /// Bytes per packet, and the flows' MSS.
 const MSS: u32 = PACKET_BYTES;
@@ -38,6 +41,10 @@ pub struct SimOptions {
     pub series_interval: Duration,
     /// The id this datapath announces in its READY message.
     pub datapath_id: u32,
+    /// Where the bottleneck publishes its in-network statistics when the scenario has
+    /// `[netstats]` (the agent reads the same cell: `AgentOptions::network_stats`); cleared
+    /// when a run starts. `None`: published nowhere, as for a separate agent process.
+    pub network_stats: Option<Arc<NetStatsCell>>,
 }
 
 impl Default for SimOptions {
@@ -47,6 +54,7 @@ impl Default for SimOptions {
             default_alg: "default".into(),
             series_interval: Duration::from_millis(100),
             datapath_id: 0,
+            network_stats: None,
         }
     }
 }
@@ -191,6 +199,7 @@ impl Session {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     Sample,
+    NetStats,
     Start(u32),
     Stop(u32),
     Ack(u32),
@@ -204,7 +213,7 @@ impl Ev {
     /// stops and the end (a flow is active over `[start, stop)`), then everything else.
     fn class(self) -> u8 {
         match self {
-            Ev::Sample => 0,
+            Ev::Sample | Ev::NetStats => 0,
             Ev::Stop(_) | Ev::End => 1,
             _ => 2,
         }
@@ -497,6 +506,20 @@ struct World<H: IpcHolder> {
     yield_on_report: bool,
     /// The current event produced a report.
     reported: bool,
+    /// The bottleneck's in-network statistics, when the scenario exports them and the run
+    /// has somewhere to publish them.
+    netstats: Option<NetStatsPublisher>,
+}
+
+/// Samples the bottleneck switch every period (owl.txt §IV-A eq. 4–5, over one switch and
+/// one link) and publishes the result.
+struct NetStatsPublisher {
+    spec: NetStatsSpec,
+    cell: Arc<NetStatsCell>,
+    period_ns: u64,
+    seq: u64,
+    last_ns: u64,
+    last: LinkCounters,
 }
 
 const NO_FLOW: u32 = u32::MAX;
@@ -540,7 +563,23 @@ impl<H: IpcHolder> World<H> {
             agent_wait: Duration::ZERO,
             yield_on_report: false,
             reported: false,
+            netstats: None,
         };
+        if let (Some(spec), Some(cell)) = (sc.netstats, &opts.network_stats) {
+            cell.clear();
+            let period_ns = ((spec.period_s * 1e9).round() as u64).max(1);
+            w.netstats = Some(NetStatsPublisher {
+                spec,
+                cell: cell.clone(),
+                period_ns,
+                seq: 0,
+                last_ns: 0,
+                last: LinkCounters::default(),
+            });
+            if period_ns <= end_ns {
+                push_ev(&mut w.heap, &mut w.seq, period_ns, Ev::NetStats);
+            }
+        }
         for i in 0..w.flows.len() {
             let (a, b) = (w.flows[i].start_ns, w.flows[i].stop_ns);
             push_ev(&mut w.heap, &mut w.seq, a, Ev::Start(i as u32));
@@ -582,6 +621,7 @@ impl<H: IpcHolder> World<H> {
                 }
                 Ev::Rto(i) => self.on_rto_event(i as usize)?,
                 Ev::Sample => self.sample(),
+                Ev::NetStats => self.publish_netstats(),
                 Ev::End => {
                     for i in 0..self.flows.len() {
                         if self.flows[i].phase == Phase::Active {
@@ -1031,6 +1071,41 @@ impl<H: IpcHolder> World<H> {
         let next = self.now + self.series_ns;
         if next <= self.end_ns {
             push_ev(&mut self.heap, &mut self.seq, next, Ev::Sample);
+        }
+    }
+
+    /// The bottleneck's PNC and PNA over the period that ends now, published for every flow.
+    fn publish_netstats(&mut self) {
+        let now = self.now;
+        let Some(p) = self.netstats.as_mut() else {
+            return;
+        };
+        let c = self.link.counters(now);
+        let p_in = c.arrived - p.last.arrived;
+        let p_out = c.departed - p.last.departed;
+        let out_bytes = (c.departed_bytes - p.last.departed_bytes) as f64;
+        let cap = self.link.capacity_bytes(p.last_ns, now);
+        let pna = if cap > 0.0 {
+            (cap - out_bytes) / cap
+        } else {
+            0.0
+        };
+        p.seq += 1;
+        match NetStats::new(
+            p_in.abs_diff(p_out) as f64,
+            pna,
+            p.spec.known_share,
+            p.seq,
+            0,
+        ) {
+            Ok(s) => p.cell.publish(s),
+            Err(e) => tracing::warn!(error = %e, "bottleneck statistics not published"),
+        }
+        p.last = c;
+        p.last_ns = now;
+        let next = now + p.period_ns;
+        if next <= self.end_ns {
+            push_ev(&mut self.heap, &mut self.seq, next, Ev::NetStats);
         }
     }
 

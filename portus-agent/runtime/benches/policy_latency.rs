@@ -70,6 +70,8 @@ fn spec(
         },
         // the fixtures are trained under no dynamics knobs (train/ccp_train/fixtures.py)
         dynamics: Default::default(),
+        // fx_owl is the one discrete fixture: 7 Q-values
+        n_actions: (algorithm == "fx_owl").then_some(7),
     }
 }
 

@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use ccp_algs::netstats::{NetStats, NetworkStats, PathKey};
 use ccp_algs::registry::ALGORITHMS;
 use ccp_algs::signals::INTERVAL_REG;
 use ccp_algs::{Action, Algorithm, Controller, FlowInfo, FlowMetrics, Interval, Preference};
@@ -53,6 +54,9 @@ pub struct AgentCore {
     /// Requests and records of every flow (bounded, see [`crate::flows`]).
     pub tables: Arc<FlowTables>,
     pub flow_log: Option<Arc<Mutex<FlowLog>>>,
+    /// In-network statistics for the flows that read them ([`FlowDriver`] hands each new
+    /// sample to its controller before the next report).
+    pub network_stats: Option<Arc<dyn NetworkStats>>,
 }
 
 static LOG_NO_PROGRAM: LogLimit = LogLimit::new(crate::guard::LOG_EVERY);
@@ -137,6 +141,10 @@ impl AgentCore {
             }
         }
         info!(sid, requested = ?requested, alg = alg.name(), w = %w, "new flow");
+        let network_stats = ctrl
+            .wants_network_stats()
+            .then(|| self.network_stats.clone())
+            .flatten();
         let driver = FlowDriver {
             program: program.name,
             fields: program.fields,
@@ -150,6 +158,9 @@ impl AgentCore {
             last: initial,
             tables: self.tables.clone(),
             flow_log: self.flow_log.clone(),
+            network_stats,
+            path: PathKey::default(),
+            stats_seq: None,
         };
         (driver, fields)
     }
@@ -240,9 +251,36 @@ pub struct FlowDriver {
     last: Action,
     tables: Arc<FlowTables>,
     flow_log: Option<Arc<Mutex<FlowLog>>>,
+    /// The statistics source, if the controller reads one.
+    network_stats: Option<Arc<dyn NetworkStats>>,
+    /// The flow's path as sources key paths. The agent does not read the datapath's
+    /// addresses, so every flow asks for the default path (the simulator's one bottleneck).
+    path: PathKey,
+    /// The sample number last handed to the controller (`None`: none, or "none any more").
+    stats_seq: Option<u64>,
 }
 
 impl FlowDriver {
+    /// Hand the controller the source's sample if it is new, or say once that there is none
+    /// any more.
+    fn deliver_network_stats(&mut self) {
+        let Some(src) = &self.network_stats else {
+            return;
+        };
+        let s: Option<NetStats> = src.latest(&self.path);
+        match s {
+            Some(s) if self.stats_seq != Some(s.seq()) => {
+                self.stats_seq = Some(s.seq());
+                self.ctrl.network_stats(Some(&s));
+            }
+            None if self.stats_seq.is_some() => {
+                self.stats_seq = None;
+                self.ctrl.network_stats(None);
+            }
+            _ => {}
+        }
+    }
+
     /// Decide on one report; `values` are in `fields` order, `None` if the report could not
     /// be read (then the answer repeats what is in force). Returns the register updates.
     pub fn on_report(&mut self, values: Option<&[u64]>) -> Vec<(&'static str, u32)> {
@@ -259,6 +297,7 @@ impl FlowDriver {
                     self.ctrl.set_preference(w);
                 }
             }
+            self.deliver_network_stats();
             let iv = Interval::from_fields(&self.fields, v);
             sanitize(self.ctrl.on_report(&iv), self.mss)
         });
@@ -469,6 +508,72 @@ mod tests {
             1448,
         );
         assert_eq!(a.rate_bps, Some(1));
+    }
+
+    /// Records the sample numbers its flow is handed (`None`: "no sample any more").
+    struct Recorder {
+        wants: bool,
+        seen: Arc<Mutex<Vec<Option<u64>>>>,
+        metrics: FlowMetrics,
+    }
+
+    impl Controller for Recorder {
+        fn on_report(&mut self, _iv: &Interval) -> Action {
+            Action::default()
+        }
+        fn metrics(&self) -> &FlowMetrics {
+            &self.metrics
+        }
+        fn wants_network_stats(&self) -> bool {
+            self.wants
+        }
+        fn network_stats(&mut self, s: Option<&NetStats>) {
+            self.seen.lock().unwrap().push(s.map(|s| s.seq()));
+        }
+    }
+
+    #[test]
+    fn flows_that_ask_get_each_new_sample_once_and_hear_when_there_is_none() {
+        use ccp_algs::netstats::NetStatsCell;
+        let cell = Arc::new(NetStatsCell::new());
+        let registry = ccp_algs::Registry::builtin();
+        let reno = registry.get("reno").cloned().unwrap();
+        let core = AgentCore {
+            default_alg: reno.clone(),
+            registry,
+            default_w: Preference::default(),
+            tables: Arc::new(FlowTables::default()),
+            flow_log: None,
+            network_stats: Some(cell.clone()),
+        };
+        let sample = |seq| NetStats::new(1.0, 0.5, 1.0, seq, 0).unwrap();
+        let run = |sid: u32, wants: bool| {
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let rec = Recorder {
+                wants,
+                seen: seen.clone(),
+                metrics: FlowMetrics::default(),
+            };
+            let (mut d, _) = core.start_flow(&reno, sid, 1448, 14_480, |_| Box::new(rec));
+            let v = vec![0u64; d.fields.len()];
+            cell.clear();
+            d.on_report(Some(&v)); // nothing published yet
+            cell.publish(sample(1));
+            d.on_report(Some(&v));
+            d.on_report(Some(&v)); // the same sample: not again
+            cell.publish(sample(2));
+            d.on_report(None); // an unreadable report decides nothing
+            d.on_report(Some(&v));
+            cell.clear();
+            d.on_report(Some(&v));
+            d.on_report(Some(&v)); // "none" is said once
+            cell.publish(sample(3));
+            d.on_report(Some(&v));
+            let got = seen.lock().unwrap().clone();
+            got
+        };
+        assert_eq!(run(1, true), [Some(1), Some(2), None, Some(3)]);
+        assert!(run(2, false).is_empty());
     }
 
     #[test]

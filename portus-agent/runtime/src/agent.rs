@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ccp_algs::learned::WithPolicy;
+use ccp_algs::netstats::NetworkStats;
 use ccp_algs::{AlgsConfig, Preference, Registry};
 use portus::ipc::{BackendBuilder, Ipc};
 use portus::{CCPHandle, RunBuilder};
@@ -56,6 +57,9 @@ pub struct AgentOptions {
     /// Directory of ONNX models (`<alg>.onnx` + `<alg>.json`) for the learned algorithms;
     /// a learned algorithm runs only if its model loads.
     pub models: Option<PathBuf>,
+    /// Where flows that read in-network statistics (Owl) get them: the simulator's bottleneck
+    /// in `--sim` runs ([`crate::simrun`]); `None`: nowhere, their features stay masked.
+    pub network_stats: Option<Arc<dyn NetworkStats>>,
 }
 
 impl Default for AgentOptions {
@@ -66,6 +70,7 @@ impl Default for AgentOptions {
             algs: AlgsConfig::default(),
             flow_log: None,
             models: None,
+            network_stats: None,
         }
     }
 }
@@ -211,6 +216,7 @@ impl Agent {
             default_w: opts.default_w,
             tables: Arc::new(FlowTables::default()),
             flow_log,
+            network_stats: opts.network_stats.clone(),
         });
         Ok(Self {
             core,

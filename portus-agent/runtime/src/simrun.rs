@@ -8,9 +8,15 @@
 //! that need no answer (a flow's close) may still be on their way when the simulation
 //! ends: the run waits until the agent has taken on every one ([`GuardStats::wait_datagrams`])
 //! before it reads the agent's records, so they show exactly the closes the datapath sent.
+//! A scenario with `[netstats]` gets a cell that the simulator's bottleneck publishes its
+//! in-network statistics to and the agent reads them from (every transport here is in this
+//! process).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+use ccp_algs::netstats::{NetStatsCell, NetworkStats};
 
 use ccp_sim::{ChanIpc, Scenario, SimOptions, SimResults, Simulator, UnixIpc};
 use serde_json::json;
@@ -83,7 +89,8 @@ static RUN_ID: AtomicU64 = AtomicU64::new(0);
 
 /// Run `scenario` with an in-process agent.
 pub fn run_sim(scenario: &Scenario, opts: &RunOptions) -> anyhow::Result<SimRun> {
-    run_with_agent(scenario, opts, Agent::new(&opts.agent)?)
+    let (agent_opts, cell) = with_network_stats(scenario, &opts.agent);
+    run_with_agent(scenario, opts, Agent::new(&agent_opts)?, cell)
 }
 
 /// Run `scenario` with an agent hosting exactly `registry` (tests, training evaluation).
@@ -92,13 +99,39 @@ pub fn run_sim_with_registry(
     opts: &RunOptions,
     registry: ccp_algs::Registry,
 ) -> anyhow::Result<SimRun> {
-    run_with_agent(scenario, opts, Agent::with_registry(&opts.agent, registry)?)
+    let (agent_opts, cell) = with_network_stats(scenario, &opts.agent);
+    run_with_agent(
+        scenario,
+        opts,
+        Agent::with_registry(&agent_opts, registry)?,
+        cell,
+    )
 }
 
-fn run_with_agent(scenario: &Scenario, opts: &RunOptions, agent: Agent) -> anyhow::Result<SimRun> {
+/// The agent's options for `scenario`: when its network exports statistics (`[netstats]`),
+/// the agent reads them from the cell the simulator publishes to (returned too).
+fn with_network_stats(
+    scenario: &Scenario,
+    agent: &AgentOptions,
+) -> (AgentOptions, Option<Arc<NetStatsCell>>) {
+    let mut agent = agent.clone();
+    let cell = scenario.netstats.map(|_| Arc::new(NetStatsCell::new()));
+    if let Some(c) = &cell {
+        agent.network_stats = Some(c.clone() as Arc<dyn NetworkStats>);
+    }
+    (agent, cell)
+}
+
+fn run_with_agent(
+    scenario: &Scenario,
+    opts: &RunOptions,
+    agent: Agent,
+    network_stats: Option<Arc<NetStatsCell>>,
+) -> anyhow::Result<SimRun> {
     let sim_opts = SimOptions {
         agent_timeout: opts.agent_timeout,
         default_alg: agent.default_alg().to_owned(),
+        network_stats,
         ..Default::default()
     };
     let mut sim = Simulator::new(scenario, sim_opts)?;

@@ -218,6 +218,9 @@ fn diff(field: impl Into<String>, expected: impl ToString, found: impl ToString)
 pub struct ModelContract {
     pub spec: PolicySpec,
     pub dynamics: Dynamics,
+    /// `Some(n)`: the policy is discrete, `n` Q-values (a `"q_values"` card with `n_actions`
+    /// = n, `LearnedAlgorithm::discrete_actions`); `None`: continuous actions.
+    pub n_actions: Option<usize>,
 }
 
 impl ModelContract {
@@ -226,6 +229,7 @@ impl ModelContract {
         Self {
             spec: alg.spec(),
             dynamics: alg.dynamics(),
+            n_actions: alg.discrete_actions(),
         }
     }
 
@@ -320,6 +324,25 @@ impl ModelCard {
             ));
         }
         Ok(())
+    }
+
+    /// The card's output against the algorithm's action space: continuous, or `n`
+    /// Q-values. (The bounds alone cannot tell: a continuous model with bounds `[0, 6]` must
+    /// not drive Owl, whose action is an index.)
+    pub(crate) fn check_output(&self, n_actions: Option<usize>) -> Result<(), Diff> {
+        let show = |n: Option<usize>| match n {
+            Some(n) => format!("\"q_values\" with n_actions {n}"),
+            None => "\"continuous\"".to_string(),
+        };
+        let found = match self.output_kind {
+            OutputKind::Continuous => None,
+            OutputKind::QValues => Some(self.n_actions.unwrap_or(0)),
+        };
+        if found == n_actions {
+            Ok(())
+        } else {
+            Err(diff("output_kind", show(n_actions), show(found)))
+        }
     }
 
     /// The card's own consistency and the I/O naming convention.
@@ -689,6 +712,49 @@ mod tests {
         v["card_version"] = serde_json::json!(2);
         let e = ModelCard::from_json(&v.to_string()).unwrap_err();
         assert!(e.contains("card_version"), "{e}");
+    }
+
+    #[test]
+    fn the_output_kind_must_match_the_action_space() {
+        let c = card();
+        assert_eq!(c.check_output(None), Ok(()));
+        let (f, e, g) = c.check_output(Some(7)).unwrap_err();
+        assert_eq!(
+            (f.as_str(), e.as_str(), g.as_str()),
+            (
+                "output_kind",
+                "\"q_values\" with n_actions 7",
+                "\"continuous\""
+            )
+        );
+        let mut q = card();
+        q.output_kind = OutputKind::QValues;
+        q.n_actions = Some(7);
+        assert_eq!(q.check_output(Some(7)), Ok(()));
+        assert!(q.check_output(None).is_err());
+        let (_, e, g) = q.check_output(Some(5)).unwrap_err();
+        assert_eq!(
+            (e.as_str(), g.as_str()),
+            (
+                "\"q_values\" with n_actions 5",
+                "\"q_values\" with n_actions 7"
+            )
+        );
+    }
+
+    #[test]
+    fn owls_contract_is_seven_q_values_with_a_mask() {
+        let cfg = ccp_algs::AlgsConfig::default();
+        let owl = ccp_algs::registry::learned_by_name(&cfg, "owl").expect("owl is learned");
+        let c = ModelContract::of(owl.as_ref());
+        assert_eq!(c.n_actions, Some(7));
+        assert!(c.spec.masked);
+        assert_eq!(
+            (c.spec.act_low.clone(), c.spec.act_high.clone()),
+            (vec![0.0], vec![6.0])
+        );
+        let mocc = ccp_algs::registry::learned_by_name(&cfg, "mocc").unwrap();
+        assert_eq!(ModelContract::of(mocc.as_ref()).n_actions, None);
     }
 
     #[test]

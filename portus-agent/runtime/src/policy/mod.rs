@@ -54,7 +54,7 @@ pub mod store;
 
 pub use card::{DynamicsDiff, ModelCard, ModelContract, OutputKind, CARD_VERSION};
 pub use error::PolicyLoadError;
-pub use onnx::{argmax_q, sha256_hex, OnnxModel, OnnxPolicy};
+pub use onnx::{argmax_q, q_action, sha256_hex, OnnxModel, OnnxPolicy};
 pub use store::{LoadOptions, ModelStore, ReloadOutcome, ReloadStatus};
 
 /// Default models directory of the agent (`--models`).

@@ -88,6 +88,7 @@ impl OnnxModel {
                 reason,
             })?;
         card.check_spec(&contract.spec)
+            .and_then(|()| card.check_output(contract.n_actions))
             .map_err(|(field, expected, found)| PolicyLoadError::SpecMismatch {
                 path: card_path.to_path_buf(),
                 field,
@@ -305,22 +306,13 @@ impl OnnxModel {
     }
 
     /// Turn one row of raw outputs into the action; returns how many values were clamped.
-    fn finish(&self, raw: &[f32], out: &mut [f32]) -> u64 {
+    fn finish(&self, raw: &[f32], out: &mut [f32]) -> Result<u64, PolicyError> {
         match self.card.output_kind {
             OutputKind::Continuous => {
                 out.copy_from_slice(raw);
-                self.spec.clamp(out)
+                Ok(self.spec.clamp(out))
             }
-            OutputKind::QValues => {
-                let (idx, bad) = argmax_q(raw);
-                let hi = (raw.len() - 1) as f32;
-                let (v, changed) = match idx {
-                    Some(i) => (i as f32, false),
-                    None => ccp_algs::clamp_output(f32::NAN, 0.0, hi),
-                };
-                out[0] = v.round();
-                u64::from(bad || changed)
-            }
+            OutputKind::QValues => q_action(raw, out),
         }
     }
 
@@ -391,10 +383,27 @@ impl OnnxModel {
         for (b, f) in flows.iter_mut().enumerate() {
             let r = &raw[b * w..(b + 1) * w];
             f.raw.copy_from_slice(r);
-            f.clamped += self.finish(r, &mut out[b * act..(b + 1) * act]);
+            f.clamped += self.finish(r, &mut out[b * act..(b + 1) * act])?;
         }
         Ok(())
     }
+}
+
+/// A discrete policy's action from its Q-values: the index of the largest finite one
+/// (the first on a tie) into `out[0]`; returns 1 when some Q-values were NaN/inf (a clamp,
+/// counted), 0 otherwise. No finite Q-value is an error: the flow then holds its last
+/// decision (`LearnedController` counts a policy error) rather than taking an index the
+/// model never chose.
+pub fn q_action(q: &[f32], out: &mut [f32]) -> Result<u64, PolicyError> {
+    let (idx, bad) = argmax_q(q);
+    let i = idx.ok_or_else(|| {
+        PolicyError::Inference(format!("none of the {} Q-values is finite", q.len()))
+    })?;
+    let slot = out
+        .first_mut()
+        .ok_or_else(|| PolicyError::Inference("no room for the action index (act_dim 0)".into()))?;
+    *slot = i as f32;
+    Ok(u64::from(bad))
 }
 
 /// Index of the largest finite Q-value, and whether any value was NaN/inf.
@@ -476,7 +485,7 @@ impl Policy for OnnxPolicy {
         };
         // On failure the state and the last raw output stay as they were.
         self.model.run(1, obs, mask, state, &mut self.raw)?;
-        self.clamped += self.model.finish(&self.raw, out);
+        self.clamped += self.model.finish(&self.raw, out)?;
         Ok(())
     }
 
@@ -487,5 +496,47 @@ impl Policy for OnnxPolicy {
 
     fn clamped(&self) -> u64 {
         self.clamped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q_values_give_the_index_of_the_largest_finite_one() {
+        let mut out = [9.0f32];
+        assert_eq!(q_action(&[0.1, 0.5, -2.0, 0.4], &mut out), Ok(0));
+        assert_eq!(out, [1.0]);
+        // ties go to the first
+        assert_eq!(q_action(&[3.0, 3.0, 1.0], &mut out), Ok(0));
+        assert_eq!(out, [0.0]);
+        // NaN and infinities are skipped, and counted once
+        assert_eq!(
+            q_action(
+                &[f32::NAN, 1.0, f32::INFINITY, 2.0, f32::NEG_INFINITY],
+                &mut out
+            ),
+            Ok(1)
+        );
+        assert_eq!(out, [3.0]);
+        // seven Q-values (Owl): the last one wins
+        let q = [-1.0, -0.5, 0.0, 0.1, 0.2, 0.3, 0.4];
+        assert_eq!(q_action(&q, &mut out), Ok(0));
+        assert_eq!(out, [6.0]);
+    }
+
+    #[test]
+    fn no_finite_q_value_is_an_error_not_an_index() {
+        let mut out = [5.0f32];
+        for q in [&[f32::NAN; 7][..], &[f32::INFINITY, f32::NEG_INFINITY], &[]] {
+            let e = q_action(q, &mut out).unwrap_err();
+            assert!(e.to_string().contains("finite"), "{e}");
+            // the output is left alone: the controller holds its last decision
+            assert_eq!(out, [5.0]);
+        }
+        assert!(q_action(&[1.0], &mut []).is_err());
+        assert_eq!(argmax_q(&[f32::NAN, f32::NAN]), (None, true));
+        assert_eq!(argmax_q(&[0.0, 1.0]), (Some(1), false));
     }
 }
