@@ -89,15 +89,17 @@ impl PolicySpec {
     }
 }
 
-/// A policy that answers zeros: what a learned algorithm runs without a model (MOCC: keep
-/// the rate; Jury: the empty range), never what the agent serves.
+/// A policy that answers one value for every action: what a learned algorithm runs without a
+/// model (MOCC 0: keep the rate; Jury 0: the narrowest range around 0; Owl its "+0 packets"
+/// index), never what the agent serves.
 #[derive(Debug, Clone, Copy)]
-pub struct ZeroPolicy {
+pub struct ConstantPolicy {
     pub obs_dim: usize,
     pub act_dim: usize,
+    pub value: f32,
 }
 
-impl Policy for ZeroPolicy {
+impl Policy for ConstantPolicy {
     fn obs_dim(&self) -> usize {
         self.obs_dim
     }
@@ -110,7 +112,7 @@ impl Policy for ZeroPolicy {
         _mask: Option<&[f32]>,
         out: &mut [f32],
     ) -> Result<(), PolicyError> {
-        out.fill(0.0);
+        out.fill(self.value);
         Ok(())
     }
 }

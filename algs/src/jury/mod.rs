@@ -94,7 +94,7 @@ pub use self::core::{
 
 use crate::controller::{Algorithm, Controller, FlowInfo};
 use crate::learned::{config_dynamics, Dynamics, LearnedAlgorithm, LearnedController, LearnedCore};
-use crate::policy::{PolicySpec, ZeroPolicy};
+use crate::policy::{ConstantPolicy, PolicySpec};
 use crate::signals::{fields, FoldProgram, ProgramBuilder};
 
 /// Report fields Jury reads.
@@ -145,9 +145,10 @@ impl Algorithm for Jury {
     fn new_flow(&self, info: &FlowInfo) -> Box<dyn Controller> {
         Box::new(LearnedController::new(
             self.new_core(info),
-            Box::new(ZeroPolicy {
+            Box::new(ConstantPolicy {
                 obs_dim: FEATURES_PER_INTERVAL * self.config.history as usize,
                 act_dim: 2,
+                value: 0.0,
             }),
         ))
     }

@@ -91,7 +91,7 @@ pub use self::governors::{Decision, Governor, Peers, ShareProbeMetrics};
 
 use crate::controller::{Algorithm, Controller, FlowInfo};
 use crate::learned::{config_dynamics, Dynamics, LearnedAlgorithm, LearnedController, LearnedCore};
-use crate::policy::{PolicySpec, ZeroPolicy};
+use crate::policy::{ConstantPolicy, PolicySpec};
 use crate::signals::{fields, FoldProgram, ProgramBuilder};
 
 /// [`MoccConfig`] knobs that set where a training episode begins, not how the policy's
@@ -159,9 +159,10 @@ impl Algorithm for Mocc {
     fn new_flow(&self, info: &FlowInfo) -> Box<dyn Controller> {
         Box::new(LearnedController::new(
             self.new_core(info),
-            Box::new(ZeroPolicy {
+            Box::new(ConstantPolicy {
                 obs_dim: OBS_DIM,
                 act_dim: 1,
+                value: 0.0,
             }),
         ))
     }

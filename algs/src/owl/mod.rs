@@ -76,7 +76,7 @@ pub use self::core::{
 
 use crate::controller::{Algorithm, Controller, FlowInfo};
 use crate::learned::{config_dynamics, Dynamics, LearnedAlgorithm, LearnedController, LearnedCore};
-use crate::policy::{Policy, PolicyError, PolicySpec};
+use crate::policy::{ConstantPolicy, PolicySpec};
 use crate::signals::{fields, FoldProgram, ProgramBuilder, Trigger};
 
 /// Report fields Owl reads.
@@ -115,30 +115,6 @@ impl crate::registry::FromConfig for Owl {
     }
 }
 
-/// The policy of a bare Owl: always [`HOLD_ACTION`] ("+0 packets").
-#[derive(Debug, Clone, Copy)]
-struct HoldPolicy {
-    obs_dim: usize,
-}
-
-impl Policy for HoldPolicy {
-    fn obs_dim(&self) -> usize {
-        self.obs_dim
-    }
-    fn act_dim(&self) -> usize {
-        1
-    }
-    fn act(
-        &mut self,
-        _obs: &[f32],
-        _mask: Option<&[f32]>,
-        out: &mut [f32],
-    ) -> Result<(), PolicyError> {
-        out.fill(HOLD_ACTION as f32);
-        Ok(())
-    }
-}
-
 impl Algorithm for Owl {
     fn name(&self) -> &'static str {
         "owl"
@@ -157,8 +133,10 @@ impl Algorithm for Owl {
     fn new_flow(&self, info: &FlowInfo) -> Box<dyn Controller> {
         Box::new(LearnedController::new(
             self.new_core(info),
-            Box::new(HoldPolicy {
+            Box::new(ConstantPolicy {
                 obs_dim: self.obs_dim(),
+                act_dim: 1,
+                value: HOLD_ACTION as f32,
             }),
         ))
     }
