@@ -1,6 +1,6 @@
 """Owl (owl.txt §IV–VII, Table II) trained with Stable-Baselines3's DQN on the simulator.
 
-    python -m ccp_train.owl train --out DIR [--seed 1] [--steps 300000] [flags]
+    python -m ccp_train.owl train --out DIR [--seed 1] [--steps 2000000] [flags]
 
 One file, every hyper-parameter a flag, seeded (``ccp_train.rl.determinism``), scalars logged
 every ``--log-interval`` transitions to ``DIR/owl.train.jsonl`` and plotted as
@@ -478,12 +478,12 @@ def parser() -> argparse.ArgumentParser:
                    help="NAME=VALUE under [algs.owl] (dynamics, or the reward's delta/beta; "
                         "beta=0 is Owl-Loss), repeatable")
     g = t.add_argument_group("DQN (Table II)")
-    g.add_argument("--steps", type=int, default=300_000, help="transitions to collect")
+    g.add_argument("--steps", type=int, default=2_000_000, help="transitions to collect")
     g.add_argument("--lr", type=float, default=0.006, help="Adam learning rate")
     g.add_argument("--gamma", type=float, default=0.93, help="discount per decision")
     g.add_argument("--net", type=ints, default="512,256", help="Q-network hidden sizes")
     g.add_argument("--batch-size", type=int, default=64)
-    g.add_argument("--buffer", type=int, default=200_000, help="replay buffer size")
+    g.add_argument("--buffer", type=int, default=500_000, help="replay buffer size")
     g.add_argument("--learning-starts", type=int, default=2_000,
                    help="transitions of uniform random actions before training")
     g.add_argument("--train-every", type=int, default=4,
@@ -496,7 +496,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--max-grad-norm", type=float, default=10.0)
     g.add_argument("--eps-start", type=float, default=1.0)
     g.add_argument("--eps-end", type=float, default=0.05)
-    g.add_argument("--eps-fraction", type=float, default=0.3,
+    g.add_argument("--eps-fraction", type=float, default=0.1,
                    help="share of --steps over which epsilon decays")
     g.add_argument("--reward", choices=("mean", "last"), default="mean",
                    help="a transition's reward: mean eq. 7 over every report since the "
