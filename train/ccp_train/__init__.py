@@ -9,13 +9,17 @@
 
 - ``ccp_train.envs``: Gymnasium (``CcpEnv``) and Stable-Baselines3 (``CcpVecEnv``)
   environments over the Rust simulator (the native module ``ccp_train._native``, built by
-  ``pip install .`` or ``maturin develop``); registered as ``ccp/<Alg>-v0``.
+  ``pip install .`` or ``maturin develop``); registered as ``ccp/<Alg>-v0``. A discrete,
+  masked algorithm's env (``ccp/Owl-v0``) has ``Discrete(n_actions)`` actions and observes
+  ``concat(obs * mask, mask)`` (``2 * obs_dim`` values: features with absent ones zeroed, then
+  the state mask), the input ``export_sb3_actor(..., masked=True)`` exports.
 - ``ccp_train.scenarios``: scenario distributions (ranges of rate, RTT, buffer, loss, traces,
   competing flows) rendered as the simulator's TOML.
 
 - ``ccp_train.rl``: what every trainer shares (specs and knobs from the bindings, rollouts in
   processes or on Ray, PPO, checkpoints, logs, harness hooks); ``ccp_train.mocc``: MOCC's
-  trainer. ``docs/training.md`` explains both.
+  trainer; ``ccp_train.jury``: Jury's (TD3); ``ccp_train.owl``: Owl's (DQN with a masked
+  Q-network). ``docs/training.md`` explains them.
 
 ``export`` and ``fixtures`` need no native module (``PYTHONPATH=train`` works); ``card`` needs
 it for a learned algorithm's ``dynamics``.

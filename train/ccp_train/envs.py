@@ -6,6 +6,13 @@ one shared policy — what Jury and MOCC train for fairness). Observations, acti
 rewards are the learned algorithm's own, computed by the same Rust code the agent runs
 (`algs/src/<alg>.rs`): features of each report, the paper's action space, the paper's
 reward. Every episode draws a scenario from a `ScenarioRanges`, seeded.
+
+Discrete and masked algorithms (Owl: 7 window changes, a state mask over its features): the
+action space is ``Discrete(n_actions)`` (the index is handed to the core as is) and the
+observation is ``concat(obs * mask, mask)``, a ``Box`` of ``2 * obs_dim`` values in ``[-1, 1]``:
+the features with absent ones zeroed, then the mask (1 present, 0 absent). That is the input
+``ccp_train.export.export_sb3_actor(..., masked=True)`` rebuilds from the ONNX model's
+``obs`` and ``mask`` inputs, so a policy trained on it exports as the runtime serves it.
 """
 
 from __future__ import annotations
@@ -22,14 +29,35 @@ from ccp_train import _native
 from ccp_train.scenarios import ScenarioRanges
 
 
-def _spaces(env: _native.SimEnv) -> tuple[gym.spaces.Box, gym.spaces.Box]:
-    obs = gym.spaces.Box(-np.inf, np.inf, shape=(env.obs_dim,), dtype=np.float32)
-    act = gym.spaces.Box(
-        np.asarray(env.act_low, dtype=np.float32),
-        np.asarray(env.act_high, dtype=np.float32),
-        dtype=np.float32,
-    )
+def _spaces(env: _native.SimEnv) -> tuple[gym.spaces.Box, gym.spaces.Space]:
+    if env.masked:
+        obs = gym.spaces.Box(-1.0, 1.0, shape=(2 * env.obs_dim,), dtype=np.float32)
+    else:
+        obs = gym.spaces.Box(-np.inf, np.inf, shape=(env.obs_dim,), dtype=np.float32)
+    act: gym.spaces.Space
+    if env.n_actions is not None:
+        act = gym.spaces.Discrete(env.n_actions)
+    else:
+        act = gym.spaces.Box(
+            np.asarray(env.act_low, dtype=np.float32),
+            np.asarray(env.act_high, dtype=np.float32),
+            dtype=np.float32,
+        )
     return obs, act
+
+
+def _observation(out: tuple, masked: bool) -> np.ndarray:
+    """The policy's observation from a ``SimEnv`` step tuple: ``obs``, or for a masked
+    algorithm (``with_mask=True``, the mask last) ``concat(obs * mask, mask)`` per learner."""
+    if not masked:
+        return out[0]
+    obs, mask = out[0], out[5]
+    return np.concatenate([obs * mask, mask], axis=-1).astype(np.float32)
+
+
+def _actions(a: Any, n: int) -> np.ndarray:
+    """``n`` learners' actions as the ``SimEnv`` takes them (a discrete index as its float)."""
+    return np.asarray(a, dtype=np.float32).reshape(n, -1)
 
 
 class CcpEnv(gym.Env):
@@ -52,6 +80,7 @@ class CcpEnv(gym.Env):
         self.ranges = ranges or ScenarioRanges()
         self._rng = random.Random(seed)
         self._algs_toml = algs_toml
+        self._masked = bool(_native.spec(alg)["masked"])
         probe = self._make(self._rng)
         self.observation_space, self.action_space = _spaces(probe)
         self._env: _native.SimEnv | None = None
@@ -59,7 +88,8 @@ class CcpEnv(gym.Env):
 
     def _make(self, rng: random.Random) -> _native.SimEnv:
         ranges = ScenarioRanges(**{**self.ranges.__dict__, "learners": (1, 1)})
-        return _native.SimEnv(ranges.sample(rng, self.alg), self.alg, algs_toml=self._algs_toml)
+        return _native.SimEnv(ranges.sample(rng, self.alg), self.alg, algs_toml=self._algs_toml,
+                              with_mask=self._masked)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -68,14 +98,17 @@ class CcpEnv(gym.Env):
         if seed is not None:
             self._rng = random.Random(seed)
         self._env = self._make(self._rng)
-        obs, _, _, done, t = self._env.reset()
+        out = self._env.reset()
+        done, t = out[3], out[4]
+        obs = _observation(out, self._masked)
         self._last_obs = obs[0]
         return obs[0], {"sim_time_s": t, "done_at_reset": done}
 
-    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         assert self._env is not None, "call reset() first"
-        a = np.asarray(action, dtype=np.float32).reshape(1, -1)
-        obs, rew, active, done, t = self._env.step(a)
+        out = self._env.step(_actions(action, 1))
+        rew, active, done, t = out[1:5]
+        obs = _observation(out, self._masked)
         info: dict[str, Any] = {"sim_time_s": t, "active": bool(active[0])}
         if done:
             info["results"] = self._env.results()
@@ -108,6 +141,7 @@ class CcpVecEnv(VecEnv):
             raise ValueError("CcpVecEnv needs a fixed number of learners: learners=(n, n)")
         self._rng = random.Random(seed)
         self._algs_toml = algs_toml
+        self._masked = bool(_native.spec(alg)["masked"])
         self._env = self._make()
         obs_space, act_space = _spaces(self._env)
         super().__init__(self.ranges.learners[0], obs_space, act_space)
@@ -116,19 +150,20 @@ class CcpVecEnv(VecEnv):
     def _make(self) -> _native.SimEnv:
         scenario = self.ranges.sample(self._rng, self.alg)
         algs = self._algs_toml(self._rng) if callable(self._algs_toml) else self._algs_toml
-        return _native.SimEnv(scenario, self.alg, algs_toml=algs)
+        return _native.SimEnv(scenario, self.alg, algs_toml=algs, with_mask=self._masked)
 
     def reset(self) -> np.ndarray:
         self._env = self._make()
-        obs, *_ = self._env.reset()
-        return obs
+        return _observation(self._env.reset(), self._masked)
 
     def step_async(self, actions: np.ndarray) -> None:
-        self._actions = np.asarray(actions, dtype=np.float32).reshape(self.num_envs, -1)
+        self._actions = _actions(actions, self.num_envs)
 
     def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
         assert self._actions is not None, "step_async first"
-        obs, rew, active, done, t = self._env.step(self._actions)
+        out = self._env.step(self._actions)
+        rew, active, done, t = out[1:5]
+        obs = _observation(out, self._masked)
         infos: list[dict[str, Any]] = [
             {"sim_time_s": t, "active": bool(a)} for a in active
         ]

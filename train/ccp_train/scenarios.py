@@ -56,6 +56,10 @@ class ScenarioRanges:
     trace_scale: tuple[float, float] = (1.0, 1.0)
     #: all learners share one RTT (True) or draw their own
     same_rtt: bool = True
+    #: with probability `netstats_prob` the bottleneck exports in-network statistics
+    #: (``[netstats]``, Owl's PNC/PNA) covering a share of the path drawn from `known_share`
+    netstats_prob: float = 0.0
+    known_share: tuple[float, float] = (1.0, 1.0)
 
     def sample(self, rng: random.Random, alg: str) -> str:
         """Draw one scenario; returns its TOML text."""
@@ -100,6 +104,9 @@ class ScenarioRanges:
         for c in self.competitors:
             for _ in range(rng.randint(c.count[0], c.count[1])):
                 lines += ["[[flow]]", f'alg = "{c.alg}"', f"rtt_ms = {uni(self.rtt_ms):.3f}"]
+        # drawn last and only when enabled, so other ranges keep their seeded sequences
+        if self.netstats_prob > 0 and rng.random() < self.netstats_prob:
+            lines += ["[netstats]", f"known_share = {uni(self.known_share):.4f}"]
         return "\n".join(lines) + "\n"
 
     def describe(self) -> dict[str, Any]:
@@ -117,6 +124,8 @@ class ScenarioRanges:
             "trace_scale": list(self.trace_scale),
             "mixed_w_prob": self.mixed_prob,
             "competitors": [{"alg": c.alg, "count": list(c.count)} for c in self.competitors],
+            **({"netstats_prob": self.netstats_prob, "known_share": list(self.known_share)}
+               if self.netstats_prob > 0 else {}),
         }
 
 

@@ -20,6 +20,15 @@
 //! returned), or as soon as *any* has one (`Any`, Jury's trainer: every learner decides at each
 //! of its own reports, exactly as under the agent; a step returns the learners that have a
 //! decision due).
+//!
+//! In-network statistics: a scenario with `[netstats]` gets a [`NetStatsCell`] that the
+//! simulator's bottleneck publishes to and the agent reads, as `ccp-agent --sim` does
+//! (`ccp_runtime::simrun`); the agent's flow driver hands each new sample to the learner's
+//! core before the next report, exactly as it would to a served flow's controller.
+//!
+//! Besides the observation, each step returns the core's state mask (masked specs: Owl) and,
+//! per learner, the rewards of every report since its last action ([`StepOut::span_reward`]),
+//! for trainers whose decisions are not taken at every report.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -28,6 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::Context;
 use ccp_algs::learned::{LearnedAlgorithm, LearnedCore};
+use ccp_algs::netstats::{NetStats, NetStatsCell, NetworkStats};
 use ccp_algs::policy::PolicySpec;
 use ccp_algs::Registry;
 use ccp_algs::{Action, Algorithm, Controller, FlowInfo, FlowMetrics, Interval, Preference};
@@ -43,6 +53,10 @@ struct Learner {
     obs: Vec<f32>,
     mask: Vec<f32>,
     reward: f64,
+    /// Sum and count of the core's rewards over the reports since the learner's last action
+    /// (every report, decisions or not).
+    span_sum: f64,
+    span_reports: u32,
     /// A fresh observation awaits an action.
     pending: bool,
     closed: bool,
@@ -71,9 +85,13 @@ impl Controller for LearnerControl {
         let Learner {
             core, obs, mask, ..
         } = &mut *l;
-        if core.observe(iv, obs, mask) {
+        let due = core.observe(iv, obs, mask);
+        let r = l.core.reward();
+        l.span_sum += r;
+        l.span_reports += 1;
+        if due {
             l.pending = true;
-            l.reward = l.core.reward();
+            l.reward = r;
         }
         let a = l.core.hold();
         self.metrics = l.core.metrics().clone();
@@ -90,6 +108,17 @@ impl Controller for LearnerControl {
 
     fn metrics(&self) -> &FlowMetrics {
         &self.metrics
+    }
+
+    // the agent's flow driver asks once, at the flow's start, and then hands each new sample
+    // to the controller before the report that follows it: forwarded to the core as
+    // `LearnedController` does for a served flow
+    fn wants_network_stats(&self) -> bool {
+        lock(&self.learner).core.wants_network_stats()
+    }
+
+    fn network_stats(&mut self, s: Option<&NetStats>) {
+        lock(&self.learner).core.network_stats(s);
     }
 }
 
@@ -151,14 +180,18 @@ impl ExternalControl for HubRef {
             return None;
         }
         let core = h.alg.new_core(info);
-        let obs_dim = core.spec().obs_dim;
+        let (obs_dim, masked) = (core.spec().obs_dim, core.spec().masked);
         let metrics = core.metrics().clone();
         let learner = Arc::new(Mutex::new(Learner {
             sid: info.sock_id,
             core,
             obs: vec![0.0; obs_dim],
-            mask: vec![1.0; obs_dim],
+            // before its first observation a masked core's features are all absent (as
+            // `LearnedController` starts); an unmasked core's mask is all ones
+            mask: vec![if masked { 0.0 } else { 1.0 }; obs_dim],
             reward: 0.0,
+            span_sum: 0.0,
+            span_reports: 0,
             pending: false,
             closed: false,
             decisions: 0,
@@ -187,7 +220,14 @@ impl ExternalControl for HubRef {
 pub struct StepOut {
     /// `num_learners × obs_dim`, row-major; zeros for learners not started yet.
     pub obs: Vec<f32>,
+    /// The state mask of each observation, same layout (1 present, 0 absent): the core's for
+    /// a masked spec, all ones otherwise; zeros for masked learners not started yet.
+    pub mask: Vec<f32>,
     pub rewards: Vec<f64>,
+    /// Per learner, the sum and the number of the core's rewards over every report since its
+    /// last action (the reports its action led to, this observation's included); zero before
+    /// the learner's flow starts.
+    pub span_reward: Vec<(f64, u32)>,
     /// Learners whose flow has a decision this step (started, not closed).
     pub active: Vec<bool>,
     /// The scenario's time is up.
@@ -203,6 +243,9 @@ pub struct TrainEnv {
     agent: Agent,
     num_learners: usize,
     pause: Pause,
+    /// Where the bottleneck publishes its in-network statistics (`[netstats]`), read by the
+    /// agent.
+    network_stats: Option<Arc<NetStatsCell>>,
     state: Option<Running>,
 }
 
@@ -214,11 +257,13 @@ struct Running {
 
 impl TrainEnv {
     /// `alg` is the learned algorithm being trained; every scenario flow that requests it is
-    /// a learner (at least one must). Other flows run under the agent as usual.
+    /// a learner (at least one must). Other flows run under the agent as usual. A scenario
+    /// with `[netstats]` publishes its bottleneck's statistics to the agent (replacing any
+    /// source in `opts`, as `ccp-agent --sim` does).
     pub fn new(
         scenario: Scenario,
         alg: Arc<dyn LearnedAlgorithm>,
-        opts: AgentOptions,
+        mut opts: AgentOptions,
     ) -> anyhow::Result<Self> {
         let name = alg.name();
         let num_learners: usize = scenario
@@ -235,6 +280,10 @@ impl TrainEnv {
             num_learners > 0,
             "the scenario has no flow with alg = \"{name}\": nothing to train"
         );
+        let network_stats = scenario.netstats.map(|_| Arc::new(NetStatsCell::new()));
+        if let Some(c) = &network_stats {
+            opts.network_stats = Some(c.clone() as Arc<dyn NetworkStats>);
+        }
         let mut registry = Registry::from_config(&opts.algs);
         registry.register(alg.clone() as Arc<dyn Algorithm>);
         let agent = Agent::with_registry(&opts, registry)?;
@@ -246,6 +295,7 @@ impl TrainEnv {
             agent,
             num_learners,
             pause: Pause::default(),
+            network_stats,
             state: None,
         })
     }
@@ -257,6 +307,11 @@ impl TrainEnv {
 
     pub fn spec(&self) -> &PolicySpec {
         &self.spec
+    }
+
+    /// `Some(n)` when the policy is discrete (`LearnedAlgorithm::discrete_actions`).
+    pub fn discrete_actions(&self) -> Option<usize> {
+        self.alg.discrete_actions()
     }
 
     pub fn num_learners(&self) -> usize {
@@ -278,7 +333,12 @@ impl TrainEnv {
         }));
         let mut inline: InlineAgent = self.agent.inline()?;
         inline.set_external(Box::new(HubRef(hub.clone())));
-        let sim = Simulator::new(&scenario, SimOptions::default())?;
+        // the simulator clears the cell when the run starts
+        let sim_opts = SimOptions {
+            network_stats: self.network_stats.clone(),
+            ..SimOptions::default()
+        };
+        let sim = Simulator::new(&scenario, sim_opts)?;
         let session = sim
             .session(Box::new(inline))
             .context("starting the simulation")?;
@@ -317,6 +377,7 @@ impl TrainEnv {
                 self.spec.clamp(&mut a);
                 decided.push((l.sid, l.core.apply(&a)));
                 l.pending = false;
+                (l.span_sum, l.span_reports) = (0.0, 0);
                 l.decisions += 1;
             }
             // the agent sanitizes and sends them as the flows' drivers would an answer
@@ -342,9 +403,12 @@ impl TrainEnv {
         }
         let h = st.hub.borrow();
         let d = self.spec.obs_dim;
+        let unstarted_mask = if self.spec.masked { 0.0 } else { 1.0 };
         let mut out = StepOut {
             obs: vec![0.0; self.num_learners * d],
+            mask: vec![unstarted_mask; self.num_learners * d],
             rewards: vec![0.0; self.num_learners],
+            span_reward: vec![(0.0, 0); self.num_learners],
             active: vec![false; self.num_learners],
             done: st.done,
             sim_time_s: st.session.now_s(),
@@ -352,7 +416,9 @@ impl TrainEnv {
         for (i, l) in h.learners.iter().enumerate() {
             let l = lock(l);
             out.obs[i * d..(i + 1) * d].copy_from_slice(&l.obs);
+            out.mask[i * d..(i + 1) * d].copy_from_slice(&l.mask);
             out.rewards[i] = l.reward;
+            out.span_reward[i] = (l.span_sum, l.span_reports);
             out.active[i] = !l.closed && l.pending;
         }
         Ok(out)

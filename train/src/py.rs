@@ -5,10 +5,10 @@ use ccp_algs::learned::LearnedAlgorithm;
 use ccp_algs::{AlgsConfig, Preference};
 use ccp_runtime::AgentOptions;
 use ccp_sim::Scenario;
-use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, ToPyArray};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2, ToPyArray};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -20,46 +20,53 @@ fn runtime_err(e: anyhow::Error) -> PyErr {
     PyRuntimeError::new_err(format!("{e:#}"))
 }
 
-/// A training environment: `SimEnv(scenario_toml, alg, base_dir=".", w=None, algs_toml=None)`.
+/// A training environment: `SimEnv(scenario_toml, alg, base_dir=".", w=None, algs_toml=None,
+/// pause="all", with_mask=False)`.
 ///
 /// Every scenario flow with `alg = <alg>` is a learner. `reset(seed)` and `step(actions)`
-/// return `(obs[num_learners, obs_dim], rewards[num_learners], active[num_learners], done)`.
+/// return `(obs[num_learners, obs_dim], rewards[num_learners], active[num_learners], done,
+/// sim_time_s)`; with `with_mask=True` a sixth item, `mask[num_learners, obs_dim]`: the state
+/// mask the core wrote with each observation (1 present, 0 absent; masked specs such as Owl's,
+/// all ones otherwise). A scenario with `[netstats]` delivers its bottleneck's statistics to
+/// the learners as the agent does. `span_rewards()`: per learner, the sum and the count of the
+/// core's rewards over every report since its last action.
 #[pyclass(unsendable, module = "ccp_train._native")]
 struct SimEnv {
     env: env::TrainEnv,
+    with_mask: bool,
+    span: Vec<(f64, u32)>,
 }
 
-type StepTuple<'py> = (
-    Bound<'py, PyArray2<f32>>,
-    Bound<'py, PyArray1<f64>>,
-    Bound<'py, PyArray1<bool>>,
-    bool,
-    f64,
-);
-
 impl SimEnv {
-    fn pack<'py>(&self, py: Python<'py>, out: env::StepOut) -> PyResult<StepTuple<'py>> {
+    /// The step's tuple (see the class docs); the span rewards are kept for `span_rewards`.
+    fn pack<'py>(&mut self, py: Python<'py>, out: env::StepOut) -> PyResult<Bound<'py, PyTuple>> {
         let n = self.env.num_learners();
         let d = self.env.spec().obs_dim;
-        let obs = out
-            .obs
-            .to_pyarray(py)
-            .reshape([n, d])
-            .map_err(|e| value_err(format!("obs shape: {e}")))?;
-        Ok((
-            obs,
-            out.rewards.to_pyarray(py),
-            out.active.to_pyarray(py),
-            out.done,
-            out.sim_time_s,
-        ))
+        let rows = |v: Vec<f32>, what: &str| {
+            v.to_pyarray(py)
+                .reshape([n, d])
+                .map_err(|e| value_err(format!("{what} shape: {e}")))
+        };
+        let obs = rows(out.obs, "obs")?;
+        self.span = out.span_reward;
+        let mut items: Vec<Bound<'py, PyAny>> = vec![
+            obs.into_any(),
+            out.rewards.to_pyarray(py).into_any(),
+            out.active.to_pyarray(py).into_any(),
+            out.done.into_pyobject(py)?.to_owned().into_any(),
+            out.sim_time_s.into_pyobject(py)?.into_any(),
+        ];
+        if self.with_mask {
+            items.push(rows(out.mask, "mask")?.into_any());
+        }
+        PyTuple::new(py, items)
     }
 }
 
 #[pymethods]
 impl SimEnv {
     #[new]
-    #[pyo3(signature = (scenario_toml, alg, base_dir = ".", w = None, algs_toml = None, pause = "all"))]
+    #[pyo3(signature = (scenario_toml, alg, base_dir = ".", w = None, algs_toml = None, pause = "all", with_mask = false))]
     fn new(
         scenario_toml: &str,
         alg: &str,
@@ -67,6 +74,7 @@ impl SimEnv {
         w: Option<&str>,
         algs_toml: Option<&str>,
         pause: &str,
+        with_mask: bool,
     ) -> PyResult<Self> {
         let pause = match pause {
             "all" => env::Pause::All,
@@ -93,7 +101,11 @@ impl SimEnv {
         };
         let mut env = env::TrainEnv::new(scenario, learned, opts).map_err(runtime_err)?;
         env.set_pause(pause);
-        Ok(Self { env })
+        Ok(Self {
+            env,
+            with_mask,
+            span: Vec::new(),
+        })
     }
 
     #[getter]
@@ -120,9 +132,19 @@ impl SimEnv {
     fn feature_version(&self) -> u32 {
         self.env.spec().feature_version
     }
+    /// Whether the policy takes a state mask (Owl).
+    #[getter]
+    fn masked(&self) -> bool {
+        self.env.spec().masked
+    }
+    /// `n` for a discrete policy (the action is an index in `[0, n − 1]`), else `None`.
+    #[getter]
+    fn n_actions(&self) -> Option<usize> {
+        self.env.discrete_actions()
+    }
 
     #[pyo3(signature = (seed = None))]
-    fn reset<'py>(&mut self, py: Python<'py>, seed: Option<u64>) -> PyResult<StepTuple<'py>> {
+    fn reset<'py>(&mut self, py: Python<'py>, seed: Option<u64>) -> PyResult<Bound<'py, PyTuple>> {
         let out = self.env.reset(seed).map_err(runtime_err)?;
         self.pack(py, out)
     }
@@ -131,10 +153,23 @@ impl SimEnv {
         &mut self,
         py: Python<'py>,
         actions: PyReadonlyArray2<'py, f32>,
-    ) -> PyResult<StepTuple<'py>> {
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let a = actions.as_slice().map_err(value_err)?.to_vec();
         let out = self.env.step(&a).map_err(runtime_err)?;
         self.pack(py, out)
+    }
+
+    /// Per learner, `(sums, counts)`: the sum and the number of the core's rewards over every
+    /// report since the learner's last action, as of the last `reset`/`step` (the reports its
+    /// action led to, the returned observation's included; decisions are not taken at every
+    /// report, e.g. Owl's in slow start and loss recovery).
+    fn span_rewards<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<u32>>) {
+        let sums: Vec<f64> = self.span.iter().map(|s| s.0).collect();
+        let counts: Vec<u32> = self.span.iter().map(|s| s.1).collect();
+        (sums.to_pyarray(py), counts.to_pyarray(py))
     }
 
     /// The finished episode's results as a dict (once per episode; the figures of
@@ -182,7 +217,8 @@ fn learned_algorithms() -> Vec<&'static str> {
 
 /// `spec(alg)`: what `alg`'s models look like and how its observation is laid out, as a dict:
 /// `algorithm`, `feature_version`, `obs_dim`, `act_dim`, `action_low`, `action_high`,
-/// `masked`, `recurrent_hidden` (LSTM size or None), and `layout`, named `[start, end)`
+/// `masked`, `recurrent_hidden` (LSTM size or None), `n_actions` (a discrete policy's number
+/// of Q-values, `LearnedAlgorithm::discrete_actions`; None: continuous), and `layout`, named `[start, end)`
 /// slices of the observation a trainer builds its networks on (`LearnedAlgorithm::obs_layout`;
 /// MOCC: `state`, `w`).
 #[pyfunction]
@@ -198,6 +234,7 @@ fn spec<'py>(py: Python<'py>, alg: &str) -> PyResult<Bound<'py, PyDict>> {
     d.set_item("action_high", s.act_high.clone())?;
     d.set_item("masked", s.masked)?;
     d.set_item("recurrent_hidden", s.recurrent_hidden)?;
+    d.set_item("n_actions", a.discrete_actions())?;
     let layout = PyDict::new(py);
     for (name, range) in a.obs_layout() {
         layout.set_item(name, (range.start, range.end))?;

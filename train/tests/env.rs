@@ -1,11 +1,13 @@
 //! The training environment: it steps, and its observations are exactly the features the
-//! agent computes for the same flow (same seeded scenario, same actions).
+//! agent computes for the same flow (same seeded scenario, same actions); Owl's learners get
+//! the bottleneck's in-network statistics and their state mask as the agent's flows do.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use _native::env::TrainEnv;
 use ccp_algs::learned::{LearnedAlgorithm, WithPolicy};
+use ccp_algs::owl::feature::{KNOWN_SHARE, PNA, PNC, RTT_INFLATION};
 use ccp_algs::policy::{Policy, PolicyError, PolicySource};
 use ccp_algs::{AlgsConfig, Registry};
 use ccp_runtime::simrun::{run_sim_with_registry, IpcKind, RunOptions};
@@ -217,4 +219,218 @@ start_s = 3.0
         all[0] < any[0] && all[1] < any[1],
         "all {all:?} any {any:?}"
     );
+}
+
+// --- Owl: in-network statistics and the state mask reach the learner as the agent's flow ---
+
+/// One Owl flow and a Cubic one on a 12 Mbit/s link; `netstats` adds the bottleneck's
+/// statistics (`[netstats]`, every second).
+fn owl_scenario(netstats: bool) -> Scenario {
+    let mut text = String::from(
+        r#"
+duration_s = 6
+seed = 5
+[link]
+rate_mbps = 12
+buffer_bdp = 1.0
+[[flow]]
+alg = "owl"
+rtt_ms = 20
+[[flow]]
+alg = "cubic"
+rtt_ms = 20
+start_s = 1.0
+"#,
+    );
+    if netstats {
+        text.push_str("[netstats]\nperiod_s = 1.0\nknown_share = 0.5\n");
+    }
+    Scenario::from_toml_str(&text, Path::new(".")).unwrap()
+}
+
+fn owl() -> Arc<dyn LearnedAlgorithm> {
+    _native::learned_algorithm("owl", &AlgsConfig::default()).expect("owl is learned")
+}
+
+const K: usize = 5;
+/// Index of feature `f` of the newest history slot (feature-major, oldest first).
+fn newest(f: usize) -> usize {
+    f * K + K - 1
+}
+
+/// Owl's deterministic "policy": back off when the newest RTT inflation is high.
+fn owl_decide(obs: &[f32]) -> f32 {
+    if obs[newest(RTT_INFLATION)] > 0.05 {
+        1.0 // −3 packets
+    } else {
+        5.0 // +3 packets
+    }
+}
+
+/// An observation and its mask.
+type ObsMask = (Vec<f32>, Vec<f32>);
+
+/// Records every observation and mask the agent's controller hands its policy.
+#[derive(Clone, Default)]
+struct MaskRecorder(Arc<Mutex<Vec<ObsMask>>>);
+
+struct MaskRecordingPolicy(MaskRecorder);
+
+impl Policy for MaskRecordingPolicy {
+    fn obs_dim(&self) -> usize {
+        50
+    }
+    fn act_dim(&self) -> usize {
+        1
+    }
+    fn act(&mut self, obs: &[f32], m: Option<&[f32]>, out: &mut [f32]) -> Result<(), PolicyError> {
+        let mask = m.expect("Owl's policy gets a mask").to_vec();
+        self.0 .0.lock().unwrap().push((obs.to_vec(), mask));
+        out[0] = owl_decide(obs);
+        Ok(())
+    }
+}
+
+impl PolicySource for MaskRecorder {
+    fn policy(&self, _alg: &str) -> Option<Box<dyn Policy>> {
+        Some(Box::new(MaskRecordingPolicy(self.clone())))
+    }
+}
+
+/// The agent's (observation, mask) sequence for `scenario` with Owl deciding by `owl_decide`.
+fn owl_agent_run(scenario: &Scenario) -> Vec<ObsMask> {
+    let rec = MaskRecorder::default();
+    let mut registry = Registry::from_config(&AlgsConfig::default());
+    registry.register(Arc::new(WithPolicy::new(owl(), Arc::new(rec.clone()))));
+    let opts = RunOptions {
+        ipc: IpcKind::Inline,
+        ..Default::default()
+    };
+    run_sim_with_registry(scenario, &opts, registry).unwrap();
+    let seen = rec.0.lock().unwrap().clone();
+    seen
+}
+
+/// The environment's (observation, mask, span rewards) per decision with the same decisions.
+fn owl_env_run(scenario: Scenario) -> (Vec<ObsMask>, Vec<(f64, f64, u32)>) {
+    let mut env = TrainEnv::new(scenario, owl(), AgentOptions::default()).unwrap();
+    env.set_pause(_native::env::Pause::Any);
+    let mut out = env.reset(Some(5)).unwrap();
+    let (mut seen, mut spans) = (Vec::new(), Vec::new());
+    while !out.done {
+        if out.active[0] {
+            seen.push((out.obs.clone(), out.mask.clone()));
+            let (sum, n) = out.span_reward[0];
+            spans.push((out.rewards[0], sum, n));
+        }
+        let a = [owl_decide(&out.obs)];
+        out = env.step(&a).unwrap();
+    }
+    (seen, spans)
+}
+
+/// The agent's last decision may fall in the scenario's last instant, which the environment
+/// returns with `done` and no action.
+fn assert_same_decisions(agent: &[ObsMask], env: &[ObsMask]) {
+    assert!(
+        agent.len() == env.len() || agent.len() == env.len() + 1,
+        "decisions: agent {} env {}",
+        agent.len(),
+        env.len()
+    );
+    for (i, (a, e)) in agent.iter().zip(env).enumerate() {
+        assert_eq!(a.0, e.0, "observation {i} differs");
+        assert_eq!(a.1, e.1, "mask {i} differs");
+    }
+}
+
+#[test]
+fn owl_learners_get_the_bottlenecks_statistics_as_the_agents_flows_do() {
+    let agent = owl_agent_run(&owl_scenario(true));
+    let (env, spans) = owl_env_run(owl_scenario(true));
+    assert!(env.len() > 100, "{} decisions", env.len());
+    assert_same_decisions(&agent, &env);
+
+    // samples arrive from the first second on: PNC/PNA present in the newest slot, with the
+    // scenario's known share; the Cubic flow's arrival at 1 s makes the queue move (PNC > 0)
+    let present: Vec<&ObsMask> = env
+        .iter()
+        .filter(|(_, m)| m[newest(PNC)] == 1.0 && m[newest(PNA)] == 1.0)
+        .collect();
+    assert!(
+        present.len() * 2 > env.len(),
+        "{} of {} decisions saw statistics",
+        present.len(),
+        env.len()
+    );
+    for (o, _) in &present {
+        assert_eq!(o[newest(KNOWN_SHARE)], 0.5);
+        assert!((0.0..=1.0).contains(&o[newest(PNA)]));
+    }
+    assert!(present.iter().any(|(o, _)| o[newest(PNC)] > 0.0));
+    // masked means zero
+    for (o, m) in &env {
+        for i in 0..o.len() {
+            if m[i] == 0.0 {
+                assert_eq!(o[i], 0.0, "masked value {i} is not zero");
+            }
+        }
+    }
+
+    // the span rewards: every report since the last action; a decision right after the
+    // previous one spans that one report, whose reward is the step's
+    assert!(spans.iter().all(|&(_, s, n)| n >= 1 && s.is_finite()));
+    let single: Vec<_> = spans.iter().skip(1).filter(|s| s.2 == 1).collect();
+    assert!(single.len() > 50);
+    assert!(single.iter().all(|&&(r, s, _)| r == s));
+    // losses: the window's recovery holds several reports without a decision
+    assert!(spans.iter().skip(1).any(|s| s.2 > 1), "no span over a loss");
+}
+
+#[test]
+fn owl_learners_without_statistics_see_them_masked() {
+    let agent = owl_agent_run(&owl_scenario(false));
+    let (env, _) = owl_env_run(owl_scenario(false));
+    assert!(env.len() > 100, "{} decisions", env.len());
+    assert_same_decisions(&agent, &env);
+    for (o, m) in &env {
+        for j in 0..K {
+            assert_eq!((m[PNC * K + j], m[PNA * K + j]), (0.0, 0.0));
+            assert_eq!((o[PNC * K + j], o[PNA * K + j]), (0.0, 0.0));
+        }
+        // the known share is present: nothing of the path is known
+        assert_eq!((o[newest(KNOWN_SHARE)], m[newest(KNOWN_SHARE)]), (0.0, 1.0));
+    }
+}
+
+/// The mask the environment returns for an unmasked algorithm is all ones, and what it
+/// returns otherwise is unchanged by the statistics cell (MOCC ignores `[netstats]`).
+#[test]
+fn unmasked_learners_get_a_mask_of_ones() {
+    let text = r#"
+duration_s = 3
+seed = 2
+[link]
+rate_mbps = 10
+[[flow]]
+alg = "mocc"
+rtt_ms = 30
+[netstats]
+"#;
+    let run = |text: &str| {
+        let scenario = Scenario::from_toml_str(text, Path::new(".")).unwrap();
+        let mut env = TrainEnv::new(scenario, mocc(), AgentOptions::default()).unwrap();
+        let mut out = env.reset(None).unwrap();
+        let mut obs = Vec::new();
+        while !out.done {
+            assert!(out.mask.iter().all(|&m| m == 1.0));
+            obs.push(out.obs.clone());
+            out = env.step(&[0.3]).unwrap();
+        }
+        obs
+    };
+    let with = run(text);
+    let without = run(text.trim_end().trim_end_matches("[netstats]"));
+    assert!(with.len() > 20);
+    assert_eq!(with, without);
 }

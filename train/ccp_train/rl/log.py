@@ -12,6 +12,7 @@ from typing import Any
 SHOWN = (("reward", ".4f"), ("pg_loss", "+.4f"), ("v_loss", ".4f"), ("entropy", ".3f"),
          ("approx_kl", ".4f"), ("clipfrac", ".3f"), ("std", ".3f"), ("sps", ".0f"),
          ("actor_loss", "+.3f"), ("critic_loss", ".4f"), ("mu", "+.3f"), ("delta", ".3f"),
+         ("q_loss", ".4f"), ("q_mean", "+.3f"), ("epsilon", ".3f"),
          ("steps_total", "d"), ("wall_s", ".0f"))
 
 

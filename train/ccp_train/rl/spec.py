@@ -38,6 +38,9 @@ class AlgSpec:
     masked: bool
     recurrent_hidden: int | None
     layout: Mapping[str, tuple[int, int]]
+    #: a discrete policy's number of Q-values (the action is their argmax index); None:
+    #: continuous actions
+    n_actions: int | None = None
 
     @classmethod
     def of(cls, alg: str) -> AlgSpec:
@@ -52,6 +55,7 @@ class AlgSpec:
             masked=bool(s["masked"]),
             recurrent_hidden=s["recurrent_hidden"],
             layout={k: (int(v[0]), int(v[1])) for k, v in s["layout"].items()},
+            n_actions=None if s.get("n_actions") is None else int(s["n_actions"]),
         )
 
     def slice(self, name: str) -> slice:
