@@ -77,6 +77,21 @@ def test_utility_is_mocc_eq2_with_true_capacity_and_base_rtt():
     assert utility([0, 1, 0], 0.5, 40.0, float("nan"), 0.0) == 0.0
 
 
+def test_owl_utility_is_eq7_with_the_sending_rate_in_capacity_units():
+    from ccp_train.harness.metrics import owl_utility
+
+    # utilization 0.8 at 1 % loss: λ = 0.8/0.99; RTT 50 over a 40 ms base
+    lam = 0.8 / 0.99
+    assert owl_utility(0.8, 0.01, 40.0, 50.0) == pytest.approx(
+        lam - 0.5 * lam / 0.99 - 0.5 * math.log10(50 / 40))
+    # one sender on a clean link: the delay term decides, a full queue costs
+    assert owl_utility(1.0, 0.0, 40.0, 40.0) == pytest.approx(0.5)
+    assert owl_utility(1.0, 0.0, 40.0, 80.0) < owl_utility(0.9, 0.0, 40.0, 42.0)
+    # loss is bounded, no RTT sample is no figure
+    assert math.isfinite(owl_utility(1.0, 1.0, 40.0, 50.0))
+    assert math.isnan(owl_utility(1.0, 0.0, 40.0, float("nan")))
+
+
 def test_capacity_schedule():
     link = {"rate_mbps": 50, "rate_schedule": [{"at_s": 10, "rate_mbps": 25}]}
     assert capacity_at(link, 9.99) == 50 and capacity_at(link, 10) == 25
@@ -106,6 +121,8 @@ def test_run_metrics_of_a_friendliness_run_by_hand():
     assert m["converged"] is False  # 6 and 12 vs a fair share of 10: never inside +-20 %
     # the flow's own w, then a list of preferences
     assert m["utility_by_w"] == {"0.4,0.5,0.1": pytest.approx(0.4 * 0.3 + 0.5 * 0.8 + 0.1 * 0.99)}
+    lam = 0.3 / 0.99  # eq. 7 of the flow under test
+    assert m["owl_utility"] == pytest.approx(lam - 0.5 * lam / 0.99 - 0.5 * math.log10(50 / 40))
     m2 = run_metrics(summary, ser, {"rate_mbps": 20}, [0], 20.0, prefs=[(1, 0, 0), (0, 0, 1)])
     assert m2["utility_by_w"] == {"1,0,0": pytest.approx(0.3), "0,0,1": pytest.approx(0.99)}
 

@@ -11,7 +11,11 @@ Definitions (the README and ``ops/eval/README.md`` repeat them):
   which every flow stays within ±20 % of its fair share (capacity / active flows) for 5 s;
 - friendliness: throughput of the flows under test over that of the competitors;
 - utility: MOCC's eq. 2 with the flow's ``w`` and the link's true capacity and base RTT,
-  ``U = w_thr·thr/C + w_lat·RTT_base/RTT_mean + w_loss·(1 − loss)``.
+  ``U = w_thr·thr/C + w_lat·RTT_base/RTT_mean + w_loss·(1 − loss)``;
+- ``owl_utility``: Owl's eq. 7, ``U = λ − δ·λ/(1 − p) − β·log10(RTT_mean/RTT_base)``
+  (δ = β = 0.5), with the sending rate λ = utilization/(1 − p) in units of the link's true
+  capacity (Owl's reward uses its best delivery-rate sample as the unit: it does not know C),
+  mean over the flows under test. The figure Owl's acceptance compares with Cubic's.
 """
 
 from __future__ import annotations
@@ -138,6 +142,22 @@ def utility(w: Sequence[float], utilization: float, rtt_base_ms: float, rtt_mean
     return w[0] * o_thr + w[1] * o_lat + w[2] * o_loss
 
 
+#: eq. 7's δ and β (Owl, Table II)
+OWL_DELTA = 0.5
+OWL_BETA = 0.5
+
+
+def owl_utility(utilization: float, loss_rate: float, rtt_base_ms: float, rtt_mean_ms: float,
+                delta: float = OWL_DELTA, beta: float = OWL_BETA) -> float:
+    """Owl's eq. 7 for one flow, its sending rate in units of the link's capacity (NaN without
+    an RTT sample)."""
+    if not (math.isfinite(rtt_mean_ms) and rtt_mean_ms > 0 and rtt_base_ms > 0):
+        return math.nan
+    p = min(max(loss_rate, 0.0), 0.99)
+    lam = max(utilization, 0.0) / (1.0 - p)
+    return lam - delta * lam / (1.0 - p) - beta * math.log10(max(rtt_mean_ms / rtt_base_ms, 1.0))
+
+
 def capacity_at(link: dict, t: float) -> float | None:
     """Capacity (Mbit/s) of a rate link at time t; None for a trace link."""
     if "rate_mbps" not in link:
@@ -174,6 +194,9 @@ def run_metrics(summary: dict, series: dict[int, Series], link: dict, test: Sequ
     m["loss_rate"] = (sum(f["loss_rate"] * f["packets_sent"] for f in tf) / sent
                       if sent else 0.0)
     m["base_rtt_ms"] = _mean([f["rtt_base_ms"] for f in tf])
+    m["owl_utility"] = _mean([owl_utility(f["utilization"], f["loss_rate"], f["rtt_base_ms"],
+                                          f["rtt_mean_ms"] if f["rtt_mean_ms"] is not None
+                                          else math.nan) for f in tf])
     # queueing relative to the one-way base delay (satellite criterion)
     m["queue_p95_over_owd"] = m["queue_delay_p95_ms"] / (m["base_rtt_ms"] / 2.0)
 
