@@ -133,6 +133,17 @@ pub trait Controller: Send {
     /// A new sample of the path's in-network statistics, or `None` once the source has none
     /// (it stopped answering, or answered badly). Controllers that read none ignore it.
     fn network_stats(&mut self, _s: Option<&NetStats>) {}
+
+    /// The values this flow's fold program should hold in its own control registers (full
+    /// names, `Control.<name>`, declared with [`crate::signals::ProgramBuilder::control`]),
+    /// as of the last decision. The agent sends them with the flow's first program and with
+    /// every answer after it, next to the [`Action`]'s registers: a register is state the
+    /// program reads on every ACK (Nuwa's gain and delay target), so sending the same value
+    /// again is harmless, and a value is never lost with one answer. Every name must exist
+    /// in the program (portus refuses the whole update otherwise). Empty by default.
+    fn control_registers(&self) -> Vec<(&'static str, u32)> {
+        Vec::new()
+    }
 }
 
 /// An algorithm: its name, its fold program and a factory for per-flow controllers.

@@ -56,6 +56,13 @@ pub trait LearnedCore: Send {
     /// ([`Controller::network_stats`]); the core writes what it means for the observation
     /// (and the mask) at its next `observe`.
     fn network_stats(&mut self, _s: Option<&NetStats>) {}
+
+    /// The fold program's control registers as the core wants them now
+    /// ([`Controller::control_registers`]): what a policy's action sets when the datapath,
+    /// not the agent, applies it (Nuwa's gain `k`).
+    fn control_registers(&self) -> Vec<(&'static str, u32)> {
+        Vec::new()
+    }
 }
 
 /// Every knob that shapes what a learned algorithm's policy observes or how its action is
@@ -258,6 +265,10 @@ impl Controller for LearnedController {
 
     fn network_stats(&mut self, s: Option<&NetStats>) {
         self.core.network_stats(s);
+    }
+
+    fn control_registers(&self) -> Vec<(&'static str, u32)> {
+        self.core.control_registers()
     }
 }
 

@@ -127,7 +127,7 @@ algorithms! {
     owl:   learned crate::owl::Owl,     crate::owl::OwlConfig;
     mocc:  learned crate::mocc::Mocc,   crate::mocc::MoccConfig;
     iris:  builtin crate::iris::Iris,   crate::iris::IrisConfig;
-    nuwa:  reserved;
+    nuwa:  learned crate::nuwa::Nuwa,   crate::nuwa::NuwaConfig;
 }
 
 /// The learned algorithms' names, in registry order.
@@ -231,15 +231,16 @@ mod tests {
             ALGORITHMS,
             ["reno", "cubic", "bbr", "jury", "owl", "mocc", "iris", "nuwa"]
         );
-        assert_eq!(learned_names(), ["jury", "owl", "mocc"]);
+        assert_eq!(learned_names(), ["jury", "owl", "mocc", "nuwa"]);
         assert!(is_learned("mocc") && is_learned("ccp_mocc") && is_learned("jury"));
         assert!(is_learned("owl") && is_learned("ccp_owl"));
-        assert!(!is_learned("cubic") && !is_learned("nuwa") && !is_learned("ccp"));
+        assert!(is_learned("nuwa") && is_learned("ccp_nuwa"));
+        assert!(!is_learned("cubic") && !is_learned("ccp"));
         let cfg = AlgsConfig::default();
         let l = learned(&cfg);
         assert_eq!(
             l.iter().map(|a| a.name()).collect::<Vec<_>>(),
-            ["jury", "owl", "mocc"]
+            ["jury", "owl", "mocc", "nuwa"]
         );
         assert_eq!(
             learned_by_name(&cfg, "ccp_mocc").map(|a| a.name()),
@@ -256,7 +257,11 @@ mod tests {
             let registered = Registry::builtin().get(name).is_some() || is_learned(name);
             assert_eq!(implemented, registered, "{name}");
         }
-        assert!(defaults("nuwa").is_none() && defaults("vegas").is_none());
+        assert!(defaults("vegas").is_none());
+        assert_eq!(
+            defaults("nuwa").unwrap(),
+            serde_json::to_value(crate::nuwa::NuwaConfig::default()).unwrap()
+        );
         assert_eq!(
             defaults("owl").unwrap(),
             serde_json::to_value(crate::owl::OwlConfig::default()).unwrap()
@@ -283,7 +288,11 @@ mod tests {
         );
         // unknown tables are refused
         assert!(serde_json::from_value::<AlgsConfig>(serde_json::json!({"vegas": {}})).is_err());
-        assert!(serde_json::from_value::<AlgsConfig>(serde_json::json!({"nuwa": {}})).is_err());
+        assert!(serde_json::from_value::<AlgsConfig>(serde_json::json!({"nuwa": {}})).is_ok());
+        assert!(
+            serde_json::from_value::<AlgsConfig>(serde_json::json!({"nuwa": {"bogus": 1}}))
+                .is_err()
+        );
         assert!(
             serde_json::from_value::<AlgsConfig>(serde_json::json!({"owl": {"bogus": 1}})).is_err()
         );

@@ -12,6 +12,16 @@
 //! programs stay within [`MAX_PROGRAM_INSTRUCTIONS`] (checked in tests and again by the agent
 //! before install), immediates are < 2^31, and names are prefixed by the algorithm because program
 //! names are global in portus.
+//!
+//! A program may also act on every ACK itself (Nuwa's window law): the builder takes control
+//! registers the agent sets ([`ProgramBuilder::control`], updated with every answer through
+//! [`crate::Controller::control_registers`]), registers the program keeps across reports
+//! ([`ProgramBuilder::state`], reported like fields and decoded into [`Interval::state`]) and
+//! statements of its own, run on every ACK ([`ProgramBuilder::on_ack`], after the folds),
+//! on every valid RTT sample ([`ProgramBuilder::on_rtt_sample`], after the RTT folds) and
+//! last ([`ProgramBuilder::after`], before the report triggers). Such statements follow the
+//! same rules; the builder cannot check them, the algorithm's tests must (compile them, count
+//! them, and run them through libccp).
 
 use std::fmt::Write as _;
 
@@ -99,8 +109,19 @@ pub const INTERVAL_REG: &str = "Control.interval_us";
 /// samples at or above this bound are ignored by the programs and by [`Interval`].
 pub const RTT_SAMPLE_CEILING_US: u64 = 100_000_000;
 
+/// Most registers a program may keep across reports ([`ProgramBuilder::state`]).
+pub const MAX_STATE_REGS: usize = 4;
+
+/// Initial value `+infinity` of a control register ([`ProgramBuilder::control`]): libccp
+/// stores it as `u32::MAX`.
+pub const INFINITY: u64 = u64::MAX;
+
+/// Largest immediate portus serializes (values must be below it, `+infinity` aside).
+pub const MAX_IMMEDIATE: u64 = 1 << 31;
+
 /// One datapath program: a unique (algorithm-prefixed) name, its source text, and the report
-/// fields it declares, in the order the controller reads them.
+/// fields it declares, in the order the controller reads them (canonical fields, then the
+/// program's state registers, [`ProgramBuilder::state`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoldProgram {
     pub name: &'static str,
@@ -127,6 +148,13 @@ pub struct ProgramBuilder {
     fields: Vec<&'static str>,
     trigger: Trigger,
     interval_us: u32,
+    /// `(name, initial value)` of the program's own report registers (not reset per report).
+    state: Vec<(&'static str, u64)>,
+    /// `(name, initial value)` of the control registers besides [`INTERVAL_REG`].
+    controls: Vec<(&'static str, u64)>,
+    on_ack: String,
+    on_rtt_sample: String,
+    after: String,
 }
 
 impl ProgramBuilder {
@@ -138,6 +166,11 @@ impl ProgramBuilder {
             fields: Vec::new(),
             trigger: Trigger::Interval,
             interval_us,
+            state: Vec::new(),
+            controls: Vec::new(),
+            on_ack: String::new(),
+            on_rtt_sample: String::new(),
+            after: String::new(),
         }
     }
 
@@ -158,6 +191,55 @@ impl ProgramBuilder {
         self
     }
 
+    /// A register the program keeps across reports (`Report.<name>`, non-volatile: set to
+    /// `init` when the program starts, never reset): reported after the fields, in the order
+    /// declared, and decoded into [`Interval::state`]. At most [`MAX_STATE_REGS`]; `name`
+    /// must not be a canonical field, `init` below [`MAX_IMMEDIATE`].
+    pub fn state(mut self, name: &'static str, init: u64) -> Self {
+        assert!(
+            !fields::ALL.contains(&name),
+            "state register {name} shadows a canonical field"
+        );
+        assert!(
+            init < MAX_IMMEDIATE,
+            "state register {name}: init {init} too big"
+        );
+        self.state.push((name, init));
+        self
+    }
+
+    /// A control register `Control.<name>` the agent sets ([`crate::Controller::
+    /// control_registers`]), starting at `init` ([`INFINITY`] for `+infinity`, else below
+    /// [`MAX_IMMEDIATE`]).
+    pub fn control(mut self, name: &'static str, init: u64) -> Self {
+        assert!(
+            init == INFINITY || init < MAX_IMMEDIATE,
+            "control register {name}: init {init} too big"
+        );
+        self.controls.push((name, init));
+        self
+    }
+
+    /// Statements run on every ACK, after the per-ACK folds (the report fields hold this
+    /// ACK's values; `Report.cwnd_bytes` the window before these statements).
+    pub fn on_ack(mut self, statements: &str) -> Self {
+        self.on_ack.push_str(statements);
+        self
+    }
+
+    /// Statements run on every ACK that carries a valid RTT sample, after the RTT folds
+    /// (`Report.rtt_min_us`, if declared, includes this sample). Needs an RTT field.
+    pub fn on_rtt_sample(mut self, statements: &str) -> Self {
+        self.on_rtt_sample.push_str(statements);
+        self
+    }
+
+    /// Statements run on every ACK after everything else, before the report triggers.
+    pub fn after(mut self, statements: &str) -> Self {
+        self.after.push_str(statements);
+        self
+    }
+
     pub fn build(mut self) -> FoldProgram {
         use fields::*;
         // The interval length is always reported, and the loss trigger needs its fields.
@@ -166,10 +248,18 @@ impl ProgramBuilder {
             self = self.fields(&[LOST_PKTS, TIMEOUT]);
         }
         assert!(
-            self.fields.len() <= MAX_REPORT_FIELDS,
-            "program {} declares {} report fields, libccp allows {MAX_REPORT_FIELDS}",
+            self.state.len() <= MAX_STATE_REGS,
+            "program {} keeps {} state registers, at most {MAX_STATE_REGS}",
             self.name,
-            self.fields.len()
+            self.state.len()
+        );
+        assert!(
+            self.fields.len() + self.state.len() <= MAX_REPORT_FIELDS,
+            "program {} declares {} report fields and {} state registers, libccp allows \
+             {MAX_REPORT_FIELDS} in all",
+            self.name,
+            self.fields.len(),
+            self.state.len()
         );
         let has = |f: &str| self.fields.contains(&f);
         let mut s = String::new();
@@ -182,7 +272,18 @@ impl ProgramBuilder {
             };
             let _ = write!(s, " (volatile {f} {init})");
         }
-        let _ = writeln!(s, ") ({INTERVAL_REG} {}))", self.interval_us);
+        for (name, init) in &self.state {
+            let _ = write!(s, " ({name} {init})");
+        }
+        let _ = write!(s, ") ({INTERVAL_REG} {})", self.interval_us);
+        for (name, init) in &self.controls {
+            if *init == INFINITY {
+                let _ = write!(s, " (Control.{name} +infinity)");
+            } else {
+                let _ = write!(s, " (Control.{name} {init})");
+            }
+        }
+        s.push_str(")\n");
 
         // Per-ACK folds. One `when true ... (fallthrough)` block keeps every update shallow.
         s.push_str("(when true\n");
@@ -235,6 +336,7 @@ impl ProgramBuilder {
             );
         }
         set(&mut s, INTERVAL_US, "Micros");
+        s.push_str(&self.on_ack);
         s.push_str("  (fallthrough))\n");
 
         if has(FIRST_ACK_US) {
@@ -245,6 +347,11 @@ impl ProgramBuilder {
         }
         // RTT folds only for valid samples (0 reads as u32::MAX in libccp).
         let rtt_fields = [RTT_MIN_US, RTT_SUM_US, RTT_CNT, RTT_LAST_US];
+        assert!(
+            self.on_rtt_sample.is_empty() || rtt_fields.iter().any(|f| has(f)),
+            "program {}: statements on RTT samples need an RTT field",
+            self.name
+        );
         if rtt_fields.iter().any(|f| has(f)) {
             let _ = writeln!(
                 s,
@@ -266,6 +373,12 @@ impl ProgramBuilder {
             if has(RTT_LAST_US) {
                 set(&mut s, RTT_LAST_US, "Flow.rtt_sample_us");
             }
+            s.push_str(&self.on_rtt_sample);
+            s.push_str("  (fallthrough))\n");
+        }
+        if !self.after.is_empty() {
+            s.push_str("(when true\n");
+            s.push_str(&self.after);
             s.push_str("  (fallthrough))\n");
         }
         if self.trigger == Trigger::IntervalOrLoss {
@@ -277,10 +390,12 @@ impl ProgramBuilder {
             s,
             "(when (> Micros {INTERVAL_REG})\n  (report)\n  (:= Micros 0))"
         );
+        let mut fields = self.fields;
+        fields.extend(self.state.iter().map(|(n, _)| *n));
         FoldProgram {
             name: self.name,
             source: s,
-            fields: self.fields,
+            fields,
             initial_interval_us: self.interval_us,
         }
     }
@@ -313,10 +428,15 @@ pub struct Interval {
     /// Best per-ACK delivery-rate sample of the interval (bytes/s,
     /// [`fields::DELIVERY_RATE_MAX`]); `None` if not declared or no ACK carried a sample.
     pub delivery_rate_max_bps: Option<u64>,
+    /// The program's own registers at the report ([`ProgramBuilder::state`]), in the order
+    /// declared; `None` past the ones it declares.
+    pub state: [Option<u64>; MAX_STATE_REGS],
 }
 
 impl Interval {
-    /// Decode `values`, which are in the order of `names` (a program's `fields`).
+    /// Decode `values`, which are in the order of `names` (a program's `fields`): canonical
+    /// names into their fields, the others, in order, into [`Interval::state`] (those beyond
+    /// [`MAX_STATE_REGS`] are ignored).
     pub fn from_fields(names: &[&str], values: &[u64]) -> Self {
         use fields::*;
         let get = |f: &str| {
@@ -326,6 +446,15 @@ impl Interval {
                 .and_then(|i| values.get(i).copied())
         };
         let valid_rtt = |v: u64| (v > 0 && v < RTT_SAMPLE_CEILING_US).then_some(v);
+        let mut state = [None; MAX_STATE_REGS];
+        let own = names
+            .iter()
+            .zip(values)
+            .filter(|(n, _)| !ALL.contains(*n))
+            .map(|(_, v)| *v);
+        for (slot, v) in state.iter_mut().zip(own) {
+            *slot = Some(v);
+        }
         let rtt_cnt = get(RTT_CNT).unwrap_or(0);
         let rtt_mean_us = match (get(RTT_SUM_US), rtt_cnt) {
             (Some(sum), n) if n > 0 => Some(sum as f64 / n as f64),
@@ -350,6 +479,7 @@ impl Interval {
             interval_us: get(INTERVAL_US).unwrap_or(0),
             cwnd_bytes: get(CWND_BYTES),
             delivery_rate_max_bps: get(DELIVERY_RATE_MAX).filter(|&v| v > 0),
+            state,
         }
     }
 
@@ -410,6 +540,70 @@ mod tests {
         let iv = Interval::from_fields(&names, &[0, 10_000]);
         assert_eq!(iv.delivery_rate_max_bps, None);
         assert!(fields::ALL.contains(&fields::DELIVERY_RATE_MAX));
+    }
+
+    #[test]
+    fn state_registers_controls_and_statements_land_where_documented() {
+        let p = ProgramBuilder::new("test_own", 10_000)
+            .fields(&[fields::ACKED_BYTES, fields::RTT_MIN_US])
+            .state("w", 7)
+            .state("flag", 1)
+            .control("gain", 1000)
+            .control("base_us", INFINITY)
+            .on_ack("  (:= Report.w (+ Report.w 1))\n")
+            .on_rtt_sample("  (:= Report.flag 0)\n")
+            .after("  (:= Cwnd Report.w)\n")
+            .build();
+        assert_eq!(
+            p.fields,
+            vec![
+                fields::ACKED_BYTES,
+                fields::RTT_MIN_US,
+                fields::INTERVAL_US,
+                "w",
+                "flag"
+            ]
+        );
+        assert!(p.source.contains(" (w 7) (flag 1))"), "{}", p.source);
+        assert!(p.source.contains(
+            "(Control.interval_us 10000) (Control.gain 1000) (Control.base_us +infinity))"
+        ));
+        let (ack, rtt, after) = (
+            p.source.find("(:= Report.w (+ Report.w 1))").unwrap(),
+            p.source.find("(:= Report.flag 0)").unwrap(),
+            p.source.find("(:= Cwnd Report.w)").unwrap(),
+        );
+        let (fold, rtt_fold, trigger) = (
+            p.source.find("(:= Report.interval_us Micros)").unwrap(),
+            p.source
+                .find("(min Report.rtt_min_us Flow.rtt_sample_us)")
+                .unwrap(),
+            p.source.find("(when (> Micros").unwrap(),
+        );
+        assert!(fold < ack && ack < rtt_fold && rtt_fold < rtt && rtt < after && after < trigger);
+        let (_, scope) = portus::lang::compile(p.source.as_bytes(), &[]).expect("compiles");
+        assert!(matches!(
+            scope.get("Report.w"),
+            Some(portus::lang::Reg::Report(_, _, false))
+        ));
+        assert!(matches!(
+            scope.get("Control.gain"),
+            Some(portus::lang::Reg::Control(..))
+        ));
+        // own registers decode into `state`, in order, after the canonical fields
+        let iv = Interval::from_fields(&p.fields, &[1500, 40_000, 10_000, 9, 0]);
+        assert_eq!(iv.acked_bytes, 1500);
+        assert_eq!(iv.state, [Some(9), Some(0), None, None]);
+        assert_eq!(
+            Interval::from_fields(&[], &[]).state,
+            [None; MAX_STATE_REGS]
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "shadows a canonical field")]
+    fn a_state_register_cannot_shadow_a_field() {
+        let _ = ProgramBuilder::new("test_bad", 10_000).state(fields::CWND_BYTES, 0);
     }
 
     #[test]

@@ -120,6 +120,12 @@ impl Controller for LearnerControl {
     fn network_stats(&mut self, s: Option<&NetStats>) {
         lock(&self.learner).core.network_stats(s);
     }
+
+    // the program registers a learner's action sets (Nuwa's gain): the agent's flow driver
+    // sends them with every answer, a step's action included, as for a served flow
+    fn control_registers(&self) -> Vec<(&'static str, u32)> {
+        lock(&self.learner).core.control_registers()
+    }
 }
 
 /// The learning flows, shared between the inline agent (which claims them and feeds them

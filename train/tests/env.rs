@@ -434,3 +434,87 @@ rtt_ms = 30
     assert!(with.len() > 20);
     assert_eq!(with, without);
 }
+
+/// Nuwa whose program starts with a 30 ms target while its cores ask for 10 ms through their
+/// control registers.
+struct SplitNuwa {
+    program: ccp_algs::nuwa::Nuwa,
+    cores: ccp_algs::nuwa::Nuwa,
+}
+
+impl ccp_algs::Algorithm for SplitNuwa {
+    fn name(&self) -> &'static str {
+        "nuwa"
+    }
+    fn program(&self) -> ccp_algs::FoldProgram {
+        ccp_algs::Algorithm::program(&self.program)
+    }
+    fn new_flow(&self, info: &ccp_algs::FlowInfo) -> Box<dyn ccp_algs::Controller> {
+        ccp_algs::Algorithm::new_flow(&self.cores, info)
+    }
+}
+
+impl LearnedAlgorithm for SplitNuwa {
+    fn spec(&self) -> ccp_algs::policy::PolicySpec {
+        LearnedAlgorithm::spec(&self.cores)
+    }
+    fn new_core(&self, info: &ccp_algs::FlowInfo) -> Box<dyn ccp_algs::learned::LearnedCore> {
+        self.cores.new_core(info)
+    }
+    fn dynamics(&self) -> ccp_algs::learned::Dynamics {
+        self.cores.dynamics()
+    }
+    fn discrete_actions(&self) -> Option<usize> {
+        self.cores.discrete_actions()
+    }
+}
+
+/// A learner's registers (Nuwa's gain and target) reach its datapath program, and its
+/// decisions come only outside slow start, once per report.
+#[test]
+fn nuwa_learners_set_the_registers_their_program_runs_on() {
+    use ccp_algs::nuwa::{feature, Nuwa, NuwaConfig, HOLD_ACTION, OBS_DIM};
+    let text = r#"
+duration_s = 12
+seed = 3
+[link]
+rate_mbps = 24
+buffer_pkts = 320
+[[flow]]
+alg = "nuwa"
+rtt_ms = 40
+"#;
+    let with = |ms: f64| {
+        Nuwa::new(NuwaConfig {
+            target_delay_ms: ms,
+            ..Default::default()
+        })
+    };
+    let alg = Arc::new(SplitNuwa {
+        program: with(30.0),
+        cores: with(10.0),
+    });
+    let scenario = Scenario::from_toml_str(text, Path::new(".")).unwrap();
+    let mut env = TrainEnv::new(scenario, alg, AgentOptions::default()).unwrap();
+    assert_eq!(env.discrete_actions(), Some(5));
+    let mut out = env.reset(None).unwrap();
+    let mut steps = 0;
+    while !out.done {
+        assert_eq!(out.obs.len(), OBS_DIM);
+        assert!(out.obs.iter().all(|v| (-1.0..=1.0).contains(v)));
+        // k = 1 throughout: the middle of [1/64, 64]
+        assert!((out.obs[feature::GAIN] - 0.5).abs() < 1e-6);
+        out = env.step(&[HOLD_ACTION as f32]).unwrap();
+        steps += 1;
+    }
+    // about one decision per RTT (50 ms at the target) over the 11-odd seconds after slow start
+    assert!((150..=300).contains(&steps), "{steps}");
+    let r = env.results().unwrap();
+    let f = &r.flows[0];
+    assert_eq!(f.invoke_errors, 0);
+    assert!(
+        (f.queue_delay_p50_ms - 10.0).abs() <= 3.0,
+        "median queueing delay {} ms: the program kept its own target",
+        f.queue_delay_p50_ms
+    );
+}

@@ -90,6 +90,8 @@
 //! [`Simulator::new`] and [`Simulator::run`] with a [`DatapathIpc`] ([`ChanIpc`] in-process,
 //! [`UnixIpc`] to a separate agent process), [`SimResults`] (`write_csv`, `jain_window`).
 
+#[cfg(test)]
+mod fold_tests;
 mod libccp;
 mod link;
 mod proto;

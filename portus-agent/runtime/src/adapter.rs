@@ -119,6 +119,7 @@ impl AgentCore {
         if has_interval && !fields.iter().any(|(n, _)| *n == INTERVAL_REG) {
             fields.push((INTERVAL_REG, program.initial_interval_us));
         }
+        fields.extend(ctrl.control_registers());
         let record = FlowRecord {
             sid,
             requested: requested.clone(),
@@ -324,7 +325,8 @@ impl FlowDriver {
     }
 
     /// The registers that carry `decided` (`None`: what is in force), never none; `decided`
-    /// becomes what is in force.
+    /// becomes what is in force. The controller's own control registers
+    /// ([`Controller::control_registers`]) go with every answer.
     fn answer(&mut self, decided: Option<Action>) -> Vec<(&'static str, u32)> {
         if let Some(a) = decided {
             if a.cwnd_bytes.is_some() {
@@ -341,6 +343,7 @@ impl FlowDriver {
         if fields.is_empty() {
             fields = action_fields(&self.last, self.has_interval);
         }
+        fields.extend(self.ctrl.control_registers());
         if fields.is_empty() {
             fields.push(("Cwnd", self.last.cwnd_bytes.unwrap_or(10 * self.mss)));
         }
@@ -574,6 +577,67 @@ mod tests {
         };
         assert_eq!(run(1, true), [Some(1), Some(2), None, Some(3)]);
         assert!(run(2, false).is_empty());
+    }
+
+    /// Counts its reports into a control register.
+    struct Registers {
+        n: u32,
+        metrics: FlowMetrics,
+    }
+
+    impl Controller for Registers {
+        fn on_report(&mut self, _iv: &Interval) -> Action {
+            self.n += 1;
+            Action {
+                report_interval_us: Some(20_000),
+                ..Default::default()
+            }
+        }
+        fn metrics(&self) -> &FlowMetrics {
+            &self.metrics
+        }
+        fn control_registers(&self) -> Vec<(&'static str, u32)> {
+            vec![("Control.x_gain", 1000 + self.n), ("Control.x_target", 7)]
+        }
+    }
+
+    #[test]
+    fn control_registers_go_with_the_first_program_and_every_answer() {
+        let registry = ccp_algs::Registry::builtin();
+        let reno = registry.get("reno").cloned().unwrap();
+        let core = AgentCore {
+            default_alg: reno.clone(),
+            registry,
+            default_w: Preference::default(),
+            tables: Arc::new(FlowTables::default()),
+            flow_log: None,
+            network_stats: None,
+        };
+        let ctrl = Registers {
+            n: 0,
+            metrics: FlowMetrics::default(),
+        };
+        let (mut d, first) = core.start_flow(&reno, 3, 1448, 14_480, |_| Box::new(ctrl));
+        assert!(first.contains(&("Control.x_gain", 1000)), "{first:?}");
+        assert!(first.contains(&("Control.x_target", 7)));
+        assert!(first.iter().any(|(n, _)| *n == INTERVAL_REG));
+        let v = vec![0u64; d.fields.len()];
+        let a = d.on_report(Some(&v));
+        assert_eq!(
+            a,
+            [
+                (INTERVAL_REG, 20_000),
+                ("Control.x_gain", 1001),
+                ("Control.x_target", 7)
+            ]
+        );
+        // an unreadable report repeats what is in force, registers included
+        let a = d.on_report(None);
+        assert!(a.contains(&("Control.x_gain", 1001)), "{a:?}");
+        assert!(a.contains(&(INTERVAL_REG, 20_000)));
+        // and so does an action applied outside the exchange
+        let a = d.apply(Action::default());
+        assert!(a.contains(&("Control.x_gain", 1001)), "{a:?}");
     }
 
     #[test]

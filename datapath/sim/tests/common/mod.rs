@@ -104,6 +104,10 @@ impl Controller for ObservedFlow {
     fn metrics(&self) -> &FlowMetrics {
         self.inner.metrics()
     }
+
+    fn control_registers(&self) -> Vec<(&'static str, u32)> {
+        self.inner.control_registers()
+    }
 }
 
 /// A fixed window and/or pacing rate: for tests of the network model.

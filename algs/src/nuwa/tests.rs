@@ -1,0 +1,546 @@
+use super::core::{reg, state, K_SCALE, THETA_ONE, W_SCALE};
+use super::*;
+use crate::controller::{Algorithm, FlowInfo};
+use crate::learned::{LearnedAlgorithm, LearnedCore};
+use crate::pref::Preference;
+use crate::signals::{Interval, MAX_PROGRAM_INSTRUCTIONS, MAX_REPORT_FIELDS};
+
+const MSS: u32 = 1500;
+
+fn info() -> FlowInfo {
+    FlowInfo {
+        sock_id: 1,
+        mss: MSS,
+        init_cwnd_bytes: 10 * MSS,
+        preference: Preference::default(),
+    }
+}
+
+/// A report: `pkts` acknowledged over `ms`, RTTs `rtt_ms` (min) and `last_ms`, the datapath's
+/// window `cwnd_pkts`, slow start `ss`.
+fn iv(pkts: u64, lost: u64, rtt_ms: f64, last_ms: f64, cwnd_pkts: u64, ss: bool) -> Interval {
+    let mut s = [None; crate::signals::MAX_STATE_REGS];
+    s[state::W.0] = Some(cwnd_pkts * u64::from(MSS) * W_SCALE);
+    s[state::CW.0] = Some(cwnd_pkts * u64::from(MSS));
+    s[state::SS.0] = Some(u64::from(ss));
+    s[state::CUT_SEEN.0] = Some(0);
+    Interval {
+        acked_bytes: pkts * u64::from(MSS),
+        acked_pkts: pkts,
+        lost_pkts: lost,
+        rtt_min_us: Some((rtt_ms * 1e3) as u64),
+        rtt_mean_us: Some(last_ms * 1e3),
+        rtt_samples: pkts.max(1),
+        rtt_last_us: Some((last_ms * 1e3) as u64),
+        interval_us: (last_ms * 1e3) as u64,
+        cwnd_bytes: Some(cwnd_pkts * u64::from(MSS)),
+        state: s,
+        ..Default::default()
+    }
+}
+
+fn core() -> NuwaCore {
+    NuwaCore::new(NuwaConfig::default(), &info())
+}
+
+fn regs(c: &NuwaCore) -> std::collections::HashMap<&'static str, u32> {
+    c.control_registers().into_iter().collect()
+}
+
+// ---- the law and its approximation --------------------------------------------------------
+
+#[test]
+fn the_rational_tracks_tanh_within_its_stated_bound() {
+    let mut worst: f64 = 0.0;
+    for i in 0..=20_000 {
+        let x = f64::from(i) / 1000.0; // 0..20
+        for x in [x, -x] {
+            let e = (tanh_approx(x) - x.tanh()).abs();
+            worst = worst.max(e);
+        }
+        // monotone and within [-1, 1]
+        let next = f64::from(i + 1) / 1000.0;
+        assert!(tanh_approx(next) >= tanh_approx(x), "not monotone at {x}");
+        assert!(tanh_approx(x) <= 1.0);
+    }
+    assert!(worst <= 1.4e-3, "worst error {worst}");
+    // the bound is tight: the error is there (the test can fail)
+    assert!(worst >= 1.3e-3, "worst error {worst}");
+    assert_eq!(tanh_approx(0.0), 0.0);
+    assert_eq!(tanh_approx(-0.7), -tanh_approx(0.7));
+}
+
+#[test]
+fn the_programs_fixed_point_theta_is_within_2e3_of_tanh() {
+    let mut worst: f64 = 0.0;
+    for rho_us in [1u64, 7, 500, 5_000, 10_000, 123_457] {
+        for target_us in [1_000u64, 20_000, 33_333] {
+            for step in 0..4_000u64 {
+                let dc = step * (target_us * 3 + rho_us * 6) / 4_000;
+                let (th, up) = theta_fixed(target_us, dc, rho_us);
+                let got = th as f64 / THETA_ONE as f64 * if up { 1.0 } else { -1.0 };
+                let want = ((target_us as f64 - dc as f64) / rho_us as f64).tanh();
+                let e = (got - want).abs();
+                assert!(
+                    e <= 2e-3,
+                    "T={target_us} D={dc} ρ={rho_us}: {got} vs {want}"
+                );
+                worst = worst.max(e);
+            }
+        }
+    }
+    assert!(worst > 1e-3, "{worst}");
+    // D_c = T_d is exactly θ = 0, and the direction follows the sign
+    assert_eq!(theta_fixed(20_000, 20_000, 10_000), (0, false));
+    assert!(theta_fixed(20_000, 5_000, 10_000).1);
+    assert!(!theta_fixed(20_000, 45_000, 10_000).1);
+    assert_eq!(theta_fixed(20_000, 0, 1).0, THETA_ONE);
+}
+
+#[test]
+fn one_ack_moves_the_window_by_theta_k_mss_acked_over_cwnd() {
+    // 100 packets, k = 2, one packet acknowledged: Δcwnd = θ·2·1500·1500/150000 = 30·θ bytes
+    let cwnd = 100 * u64::from(MSS);
+    let w = cwnd * W_SCALE;
+    let k = core::k_register(2.0) as u64;
+    for (dc, rho) in [
+        (0u64, 10_000u64),
+        (10_000, 10_000),
+        (35_000, 10_000),
+        (20_000, 10_000),
+    ] {
+        let after = law_step(w, 20_000, dc, rho, k, u64::from(MSS), u64::from(MSS));
+        let got = (after as f64 - w as f64) / W_SCALE as f64;
+        let theta = ((20_000.0 - dc as f64) / rho as f64).tanh();
+        let want = theta * 2.0 * 1500.0 * 1500.0 / cwnd as f64;
+        assert!((got - want).abs() <= 0.1, "D={dc}: {got} vs {want}");
+    }
+    // the window never goes below two packets, however large the step
+    let tiny = 2 * u64::from(MSS) * W_SCALE + 5;
+    let after = law_step(
+        tiny,
+        1_000,
+        90_000,
+        1,
+        100_000,
+        u64::from(MSS),
+        2 * 1024 * 1024,
+    );
+    assert_eq!(after, 2 * u64::from(MSS) * W_SCALE);
+}
+
+#[test]
+fn a_large_window_still_moves_in_milli_bytes() {
+    // 10 000 packets, θ ≈ 0.1, k = 1: 0.015 bytes per ACK, kept in the milli-byte window
+    let w = 10_000 * u64::from(MSS) * W_SCALE;
+    let after = law_step(
+        w,
+        20_000,
+        19_000,
+        10_000,
+        1_000,
+        u64::from(MSS),
+        u64::from(MSS),
+    );
+    assert!(after > w && after - w < 20, "{}", after - w);
+}
+
+// ---- the fold program ----------------------------------------------------------------------
+
+#[test]
+fn the_program_compiles_within_every_limit_and_declares_what_the_core_sends() {
+    use portus::lang::Reg;
+    let p = Nuwa::default().program();
+    let (bin, scope) = portus::lang::compile(p.source.as_bytes(), &[])
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", p.source));
+    // the count the closing note quotes; a change to the program changes it
+    assert_eq!(bin.instrs.len(), PROGRAM_INSTRUCTIONS, "{}", p.source);
+    assert!(bin.instrs.len() <= MAX_PROGRAM_INSTRUCTIONS);
+    assert!(p.fields.len() <= MAX_REPORT_FIELDS);
+    assert!(p.name.starts_with("nuwa"));
+    let mut locals = std::collections::HashSet::new();
+    for i in &bin.instrs {
+        for r in [&i.res, &i.left, &i.right] {
+            match r {
+                // libccp has 8 temporaries and no bounds check
+                Reg::Tmp(t, _) => assert!(*t < 8, "temporary {t}"),
+                // portus serializes 6 locals
+                Reg::Local(l, _) => {
+                    locals.insert(*l);
+                    assert!(*l < 6, "local {l}");
+                }
+                Reg::ImmNum(n) => assert!(*n < (1 << 31) || *n == u64::MAX, "immediate {n}"),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(locals.len(), 5);
+    // it serializes (portus checks register indices and immediates there)
+    assert!(bin.serialize().is_ok());
+    // every register the core sends is a control register of the program
+    for name in reg::ALL {
+        assert!(
+            matches!(scope.get(name), Some(Reg::Control(_, _, false))),
+            "{name} is not a control register of the program"
+        );
+    }
+    let sent: Vec<&str> = core().control_registers().iter().map(|(n, _)| *n).collect();
+    assert_eq!(sent, reg::ALL);
+    // the state registers are reported after the fields, in the order `state` numbers them
+    let n = p.fields.len();
+    assert_eq!(
+        &p.fields[n - 4..],
+        [state::W.1, state::CW.1, state::SS.1, state::CUT_SEEN.1]
+    );
+    for f in &p.fields {
+        assert!(
+            matches!(scope.get(&format!("Report.{f}")), Some(Reg::Report(..))),
+            "{f}"
+        );
+    }
+    assert!(matches!(
+        scope.get("Report.nuwa_w"),
+        Some(Reg::Report(_, _, false))
+    ));
+    // the initial registers follow the config
+    let c = NuwaConfig {
+        k_init: 2.5,
+        target_delay_ms: 30.0,
+        ..Default::default()
+    };
+    let p = Nuwa::new(c).program();
+    assert!(p.source.contains("(Control.nuwa_k 2500)"), "{}", p.source);
+    assert!(p.source.contains("(Control.nuwa_td_us 30000)"));
+    assert!(p.source.contains("(Control.nuwa_rho_us 15000)"));
+    assert!(p.source.contains("(Control.nuwa_base_us +infinity)"));
+    assert!(p.source.contains("(nuwa_ss 1)"));
+    // β = 0.7 as 717/1024
+    assert!(p.source.contains("(* Report.nuwa_w 717) 1024"));
+}
+
+/// The instruction count of Nuwa's fold program with the default config.
+const PROGRAM_INSTRUCTIONS: usize = 136;
+
+// ---- actions, registers, observation -------------------------------------------------------
+
+#[test]
+fn actions_multiply_k_within_its_bounds() {
+    assert_eq!(ACTIONS, [0.25, 1.0, 1.05, 1.25, 2.85]);
+    assert_eq!(action_gain(Some(0.0)), (0.25, true));
+    assert_eq!(action_gain(Some(4.0)), (2.85, true));
+    assert_eq!(action_gain(Some(2.4)), (1.05, true));
+    for bad in [
+        None,
+        Some(f32::NAN),
+        Some(f32::INFINITY),
+        Some(-1.0),
+        Some(5.0),
+    ] {
+        assert_eq!(action_gain(bad), (1.0, false), "{bad:?}");
+    }
+    let mut c = core();
+    assert_eq!(c.k(), 1.0);
+    c.apply(&[4.0]);
+    assert!((c.k() - 2.85).abs() < 1e-12);
+    c.apply(&[3.0]);
+    assert!((c.k() - 2.85 * 1.25).abs() < 1e-12);
+    c.apply(&[0.0]);
+    assert!((c.k() - 2.85 * 1.25 * 0.25).abs() < 1e-12);
+    for _ in 0..20 {
+        c.apply(&[4.0]);
+    }
+    assert_eq!(c.k(), 64.0);
+    for _ in 0..20 {
+        c.apply(&[0.0]);
+    }
+    assert_eq!(c.k(), 1.0 / 64.0);
+    c.apply(&[f32::NAN]);
+    assert_eq!(c.k(), 1.0 / 64.0);
+    assert_eq!(c.counts(), (44, 1));
+}
+
+#[test]
+fn the_registers_carry_each_periods_gain_and_the_flows_path() {
+    let mut c = core();
+    let r = regs(&c);
+    assert_eq!(r[reg::K], 1000);
+    assert_eq!(r[reg::TARGET_US], 20_000);
+    assert_eq!(r[reg::RHO_US], 10_000);
+    assert_eq!(r[reg::BASE_US], u32::MAX, "no RTT yet");
+    assert_eq!(r[reg::MSS], MSS);
+    assert_eq!(r[reg::SS_EXIT_US], 10_000);
+    assert_eq!(r[reg::CUT], 0);
+    let (mut obs, mut mask) = ([0.0; OBS_DIM], [1.0; OBS_DIM]);
+    c.observe(&iv(20, 0, 41.0, 50.0, 30, false), &mut obs, &mut mask);
+    c.observe(&iv(20, 0, 40.0, 45.0, 30, false), &mut obs, &mut mask);
+    c.observe(&iv(20, 0, 42.0, 45.0, 30, false), &mut obs, &mut mask);
+    assert_eq!(regs(&c)[reg::BASE_US], 40_000, "the flow's minimum");
+    // each decision's gain is in the registers of the answer that follows
+    c.apply(&[4.0]);
+    assert_eq!(regs(&c)[reg::K], 2850);
+    c.apply(&[3.0]);
+    assert_eq!(regs(&c)[reg::K], 3563); // 2.85 · 1.25 = 3.5625
+    c.apply(&[1.0]);
+    assert_eq!(regs(&c)[reg::K], 3563);
+    // the window is the datapath's: no action sets it
+    let a = c.apply(&[2.0]);
+    assert_eq!(a.cwnd_bytes, None);
+    assert_eq!(a.rate_bps, None);
+    assert!(a.report_interval_us.is_some());
+}
+
+#[test]
+fn one_cut_per_loss_episode_and_none_for_a_timeout() {
+    let mut c = core();
+    let (mut obs, mut mask) = ([0.0; OBS_DIM], [1.0; OBS_DIM]);
+    c.observe(&iv(20, 0, 40.0, 40.0, 30, false), &mut obs, &mut mask);
+    assert_eq!(c.cut_epoch(), 0);
+    c.observe(&iv(20, 2, 40.0, 40.0, 30, false), &mut obs, &mut mask);
+    assert_eq!(c.cut_epoch(), 1);
+    assert_eq!(regs(&c)[reg::CUT], 1);
+    // more losses within the episode (1.25 RTT): no second cut
+    c.observe(&iv(5, 1, 40.0, 10.0, 21, false), &mut obs, &mut mask);
+    assert_eq!(c.cut_epoch(), 1);
+    // a new episode later
+    for _ in 0..10 {
+        c.observe(&iv(20, 0, 40.0, 40.0, 21, false), &mut obs, &mut mask);
+    }
+    c.observe(&iv(20, 1, 40.0, 40.0, 21, false), &mut obs, &mut mask);
+    assert_eq!(c.cut_epoch(), 2);
+    // a timeout that opens an episode: the datapath is at one packet already
+    for _ in 0..10 {
+        c.observe(&iv(20, 0, 40.0, 40.0, 21, false), &mut obs, &mut mask);
+    }
+    let to = Interval {
+        timeout: true,
+        ..iv(0, 3, 40.0, 40.0, 1, true)
+    };
+    c.observe(&to, &mut obs, &mut mask);
+    assert_eq!(c.cut_epoch(), 2);
+    // loss_decrease = 1 ignores losses
+    let mut c = NuwaCore::new(
+        NuwaConfig {
+            loss_decrease: 1.0,
+            ..Default::default()
+        },
+        &info(),
+    );
+    c.observe(&iv(20, 2, 40.0, 40.0, 30, false), &mut obs, &mut mask);
+    assert_eq!(c.cut_epoch(), 0);
+}
+
+#[test]
+fn the_observation_is_the_papers_state_in_units_that_travel() {
+    let mut c = core();
+    let (mut obs, mut mask) = ([9.0; OBS_DIM], [1.0; OBS_DIM]);
+    // slow start: no decision
+    assert!(!c.observe(&iv(10, 0, 40.0, 40.0, 20, true), &mut obs, &mut mask));
+    assert!(c.in_slow_start());
+    assert_eq!(obs, [9.0; OBS_DIM], "untouched when not due");
+    // under the law: 31 packets acknowledged, 63 in the window, RTT 50 ms over 40 ms
+    assert!(c.observe(&iv(31, 0, 40.0, 50.0, 63, false), &mut obs, &mut mask));
+    assert!(!c.in_slow_start());
+    assert!((obs[feature::RCV_DATA] - 5.0 / 24.0).abs() < 1e-6);
+    assert!((obs[feature::WINDOW] - 6.0 / 24.0).abs() < 1e-6);
+    // D_c = 10 ms of T_d = 20 ms: half the budget is free
+    assert!((obs[feature::SPACE] - 0.5).abs() < 1e-6);
+    assert!((obs[feature::RTT] - (51.0f32).log2() / 14.0).abs() < 1e-6);
+    // k = 1 is the middle of [1/64, 64] on a log scale
+    assert!((obs[feature::GAIN] - 0.5).abs() < 1e-6);
+    // twice the target or more: −1
+    assert!(c.observe(&iv(31, 0, 40.0, 100.0, 63, false), &mut obs, &mut mask));
+    assert_eq!(obs[feature::SPACE], -1.0);
+    c.apply(&[4.0]);
+    assert!(c.observe(&iv(31, 0, 40.0, 40.0, 63, false), &mut obs, &mut mask));
+    assert_eq!(obs[feature::SPACE], 1.0);
+    assert!(obs[feature::GAIN] > 0.6);
+    // no ACKs, or no RTT: no decision
+    assert!(!c.observe(&iv(0, 0, 40.0, 40.0, 63, false), &mut obs, &mut mask));
+    let no_rtt = Interval {
+        rtt_min_us: None,
+        rtt_mean_us: None,
+        rtt_last_us: None,
+        ..iv(10, 0, 40.0, 40.0, 63, false)
+    };
+    assert!(!c.observe(&no_rtt, &mut obs, &mut mask));
+}
+
+#[test]
+fn wild_reports_give_bounded_features_and_a_finite_reward() {
+    let mut c = core();
+    let (mut obs, mut mask) = ([0.0; OBS_DIM], [1.0; OBS_DIM]);
+    let mut s = [Some(u64::MAX); crate::signals::MAX_STATE_REGS];
+    s[state::SS.0] = Some(0);
+    let wild = [
+        Interval {
+            acked_bytes: u64::MAX,
+            acked_pkts: u64::MAX,
+            lost_pkts: u64::MAX,
+            rtt_min_us: Some(1),
+            rtt_mean_us: Some(f64::NAN),
+            rtt_last_us: Some(u64::MAX),
+            interval_us: 0,
+            cwnd_bytes: Some(u64::MAX),
+            state: s,
+            ..Default::default()
+        },
+        Interval {
+            acked_pkts: 5,
+            acked_bytes: 5000,
+            rtt_min_us: Some(0),
+            rtt_mean_us: Some(f64::INFINITY),
+            rtt_last_us: Some(99_999_999),
+            interval_us: u64::MAX,
+            cwnd_bytes: Some(0),
+            state: s,
+            ..Default::default()
+        },
+        Interval {
+            acked_pkts: 5,
+            acked_bytes: 5000,
+            rtt_min_us: Some(1),
+            rtt_mean_us: Some(0.0),
+            rtt_last_us: Some(1),
+            interval_us: 1,
+            state: s,
+            ..Default::default()
+        },
+    ];
+    for w in &wild {
+        c.observe(w, &mut obs, &mut mask);
+        let f = c.features(w);
+        assert!(
+            f.iter().all(|v| v.is_finite() && (-1.0..=1.0).contains(v)),
+            "{w:?}: {f:?}"
+        );
+        assert!(c.reward().is_finite(), "{w:?}");
+        assert!(c.cwnd_bytes().is_finite() && c.cwnd_bytes() > 0.0);
+        for (_, v) in c.control_registers() {
+            let _ = v; // u32 by type; the gain stays a valid register
+        }
+        assert!(regs(&c)[reg::K] >= 1);
+    }
+}
+
+// ---- reward --------------------------------------------------------------------------------
+
+#[test]
+fn eq_10_against_hand_computed_values() {
+    let cfg = NuwaConfig::default();
+    // full rate at the minimum RTT, no loss: γ·(1/0.4) − θ·(1/0.4) = 0
+    assert!(utility(1.0, 1.0, 0.0, &cfg).abs() < 1e-12);
+    // 0.5^0.4 − 2^0.4 − 0.2·0.1 = 0.757858 − 1.319508 − 0.02
+    assert!((utility(0.5, 2.0, 0.1, &cfg) - (-0.581_649_627_517_695)).abs() < 1e-12);
+    // 2^0.4 − 1 − 0.2·0.05
+    assert!((utility(2.0, 1.0, 0.05, &cfg) - 0.309_507_910_772_894).abs() < 1e-12);
+    // α = 1 is the log: −0.4·ln 1.5
+    let log = NuwaConfig {
+        alpha: 1.0,
+        ..Default::default()
+    };
+    assert!((utility(1.0, 1.5, 0.0, &log) - (-0.162_186_043_243_266)).abs() < 1e-12);
+    assert_eq!(alpha_fair(std::f64::consts::E, 1.0), 1.0);
+    // bad inputs are bounded: finite, and no better than the bounds
+    assert!(utility(f64::NAN, f64::NAN, f64::NAN, &cfg).is_finite());
+    assert!(utility(0.0, 1.0, 0.0, &log).is_finite());
+    assert_eq!(utility(1e9, 1.0, 0.0, &cfg), utility(4.0, 1.0, 0.0, &cfg));
+    assert_eq!(utility(1.0, 0.5, 0.0, &cfg), utility(1.0, 1.0, 0.0, &cfg));
+    assert_eq!(utility(1.0, 1.0, -3.0, &cfg), utility(1.0, 1.0, 0.0, &cfg));
+}
+
+#[test]
+fn the_reward_measures_rate_against_the_best_and_rtt_against_the_minimum() {
+    let mut c = core();
+    let (mut obs, mut mask) = ([0.0; OBS_DIM], [1.0; OBS_DIM]);
+    assert_eq!(c.reward(), 0.0, "nothing measured yet");
+    // 40 packets in 40 ms at the minimum RTT: the best rate so far, x = 1, τ = 1
+    c.observe(&iv(40, 0, 40.0, 40.0, 40, false), &mut obs, &mut mask);
+    let m = c.measured().unwrap();
+    assert!((m.x - 1.0).abs() < 1e-12 && (m.tau - 1.0).abs() < 1e-12);
+    assert!(c.reward().abs() < 1e-12);
+    // half the packets over an interval as long (RTT 80 ms, interval 80 ms): x = 0.25, τ = 2
+    c.observe(&iv(20, 0, 40.0, 80.0, 40, false), &mut obs, &mut mask);
+    let m = c.measured().unwrap();
+    assert!((m.x - 0.25).abs() < 1e-12, "{m:?}");
+    assert!((m.tau - 2.0).abs() < 1e-12);
+    let want = utility(0.25, 2.0, 0.0, &NuwaConfig::default());
+    assert!((c.reward() - want).abs() < 1e-12);
+}
+
+// ---- the algorithm -------------------------------------------------------------------------
+
+#[test]
+fn a_bare_nuwa_holds_k_and_sends_its_registers_through_the_controller() {
+    let alg = Nuwa::default();
+    let mut flow = alg.new_flow(&info());
+    let a0 = flow.initial_action();
+    assert_eq!(a0.cwnd_bytes, None);
+    assert_eq!(a0.report_interval_us, Some(20_000));
+    let ctl: std::collections::HashMap<_, _> = flow.control_registers().into_iter().collect();
+    assert_eq!(ctl[reg::K], 1000);
+    for i in 0..50 {
+        let a = flow.on_report(&iv(20, 0, 40.0, 40.0 + f64::from(i % 5), 30, i < 3));
+        assert_eq!(a.cwnd_bytes, None);
+    }
+    let ctl: std::collections::HashMap<_, _> = flow.control_registers().into_iter().collect();
+    assert_eq!(ctl[reg::K], (1.0 * K_SCALE) as u32, "×1 every time");
+    assert_eq!(ctl[reg::BASE_US], 40_000);
+    let m = flow.metrics();
+    assert_eq!(m.reports, 50);
+    assert_eq!(m.cwnd_bytes, 30 * u64::from(MSS));
+    assert_eq!(m.policy_errors, 0);
+    // the report clock follows srtt
+    let a = flow.on_report(&iv(20, 0, 40.0, 40.0, 30, false));
+    assert!((40_000..=45_000).contains(&a.report_interval_us.unwrap()));
+}
+
+#[test]
+fn spec_dynamics_and_config() {
+    let alg = Nuwa::default();
+    let s = LearnedAlgorithm::spec(&alg);
+    assert_eq!((s.obs_dim, s.act_dim), (OBS_DIM, 1));
+    assert_eq!((s.act_low[0], s.act_high[0]), (0.0, 4.0));
+    assert_eq!(s.recurrent_hidden, Some(64));
+    assert!(!s.masked);
+    assert_eq!(alg.discrete_actions(), Some(5));
+    let d = alg.dynamics();
+    for knob in REWARD_KNOBS.iter().chain(&NOT_DYNAMICS) {
+        assert!(!d.contains_key(*knob), "{knob}");
+    }
+    for knob in [
+        "rho",
+        "k_min",
+        "k_max",
+        "slow_start_exit",
+        "loss_decrease",
+        "interval_rtts",
+    ] {
+        assert!(d.contains_key(knob), "{knob}");
+    }
+    assert!(NuwaConfig::default().validate().is_ok());
+    let bad = |f: &dyn Fn(&mut NuwaConfig)| {
+        let mut c = NuwaConfig::default();
+        f(&mut c);
+        c.validate().unwrap_err().knob
+    };
+    assert_eq!(bad(&|c| c.target_delay_ms = 0.0), "target_delay_ms");
+    assert_eq!(bad(&|c| c.target_delay_ms = f64::NAN), "target_delay_ms");
+    assert_eq!(bad(&|c| c.rho = 0.0), "rho");
+    assert_eq!(bad(&|c| c.k_max = 101.0), "k_max");
+    assert_eq!(bad(&|c| c.k_min = 0.0), "k_min");
+    assert_eq!(bad(&|c| c.k_min = 65.0), "k_min");
+    assert_eq!(bad(&|c| c.k_init = 0.01), "k_min");
+    assert_eq!(bad(&|c| c.k_init = 65.0), "k_init");
+    assert_eq!(bad(&|c| c.slow_start_exit = -1.0), "slow_start_exit");
+    assert_eq!(bad(&|c| c.loss_decrease = 0.0), "loss_decrease");
+    assert_eq!(bad(&|c| c.loss_decrease = 1.5), "loss_decrease");
+    assert_eq!(bad(&|c| c.interval_rtts = 0.0), "interval_rtts");
+    assert_eq!(bad(&|c| c.min_interval_ms = 0.5), "min_interval_ms");
+    assert_eq!(bad(&|c| c.initial_interval_ms = 1e9), "initial_interval_ms");
+    assert_eq!(bad(&|c| c.window_s = 0.0), "window_s");
+    assert_eq!(bad(&|c| c.lstm_hidden = 0), "lstm_hidden");
+    assert_eq!(bad(&|c| c.reward_throughput = -1.0), "reward_throughput");
+    assert_eq!(bad(&|c| c.reward_delay = f64::INFINITY), "reward_delay");
+    assert_eq!(bad(&|c| c.reward_loss = -0.1), "reward_loss");
+    assert_eq!(bad(&|c| c.alpha = 0.0), "alpha");
+}
