@@ -650,7 +650,7 @@ impl IrisFlow {
         self.rate_log.push_back((self.now_us, x));
         // keep enough history to look back one RTT (plus slack)
         let keep = (3.0 * self.metrics.srtt_us).max(5e6) as u64;
-        while self.rate_log.len() > 2 && self.rate_log[1].0 + keep < self.now_us {
+        while self.rate_log.len() > 2 && self.rate_log[1].0.saturating_add(keep) < self.now_us {
             self.rate_log.pop_front();
         }
     }
@@ -705,7 +705,9 @@ impl IrisFlow {
             }
         }
         self.iris.k = self.k.unwrap_or(0.0);
-        self.next_refit_us = self.now_us + (self.config.refit_interval_s * 1e6) as u64;
+        self.next_refit_us = self
+            .now_us
+            .saturating_add((self.config.refit_interval_s * 1e6) as u64);
     }
 
     fn enter_steady_or_drain(&mut self, r: Option<f64>, inflight: Option<u64>, target: f64) {
@@ -723,7 +725,7 @@ impl IrisFlow {
         if let (Some(r), true) = (r, excess) {
             self.phase = IrisPhase::Drain;
             let srtt = self.srtt_us().unwrap_or(self.tau_us as f64);
-            self.drain_until_us = self.now_us + (2.0 * srtt) as u64;
+            self.drain_until_us = self.now_us.saturating_add((2.0 * srtt) as u64);
             self.set_rate(self.config.drain_gain * r);
         } else {
             self.phase = IrisPhase::Steady;
@@ -918,7 +920,11 @@ impl IrisFlow {
             }
         }
         let recv_keep = (2.0 * self.metrics.srtt_us).max(4.0 * self.tau_us as f64) as u64;
-        while self.recv_log.front().is_some_and(|e| e.0 + recv_keep < now) {
+        while self
+            .recv_log
+            .front()
+            .is_some_and(|e| e.0.saturating_add(recv_keep) < now)
+        {
             self.recv_log.pop_front();
         }
         recv
@@ -933,7 +939,7 @@ impl IrisFlow {
             let span = self.metrics.srtt_us.max(self.tau_us as f64) as u64;
             let (mut n, mut dt) = (0.0, 0u64);
             for e in self.recv_log.iter().rev() {
-                if e.0 + span <= now && dt > 0 {
+                if e.0.saturating_add(span) <= now && dt > 0 {
                     break;
                 }
                 n += e.2;
@@ -952,7 +958,11 @@ impl IrisFlow {
             self.law_log.push_back((now, r));
         }
         let cap_keep = (self.config.history_s * 1e6) as u64;
-        while self.law_log.front().is_some_and(|e| e.0 + cap_keep < now) {
+        while self
+            .law_log
+            .front()
+            .is_some_and(|e| e.0.saturating_add(cap_keep) < now)
+        {
             self.law_log.pop_front();
         }
         recv_law
@@ -974,12 +984,20 @@ impl IrisFlow {
             }
         }
         let win = (self.config.min_window_s * 1e6) as u64;
-        while self.min_window.len() > 1 && self.min_window.front().is_some_and(|e| e.0 + win < now)
+        while self.min_window.len() > 1
+            && self
+                .min_window
+                .front()
+                .is_some_and(|e| e.0.saturating_add(win) < now)
         {
             self.min_window.pop_front();
         }
         let win = (self.config.median_window_s * 1e6) as u64;
-        while self.mid_window.len() > 1 && self.mid_window.front().is_some_and(|e| e.0 + win < now)
+        while self.mid_window.len() > 1
+            && self
+                .mid_window
+                .front()
+                .is_some_and(|e| e.0.saturating_add(win) < now)
         {
             self.mid_window.pop_front();
         }
@@ -1007,7 +1025,7 @@ impl IrisFlow {
         while self
             .history
             .front()
-            .is_some_and(|s| s.t_us + hist_keep < now)
+            .is_some_and(|s| s.t_us.saturating_add(hist_keep) < now)
         {
             self.history.pop_front();
         }
