@@ -71,7 +71,21 @@ pub struct FlowMetrics {
     pub policy_errors: u64,
 }
 
+/// Longest report interval a per-RTT decision clock asks for (µs).
+pub const MAX_RTT_CLOCK_US: f64 = 10_000_000.0;
+
 impl FlowMetrics {
+    /// A decision clock of `rtts` smoothed RTTs, at least `min_ms`; `initial_ms` before the
+    /// first RTT sample. In µs, within `[1, MAX_RTT_CLOCK_US]` (Owl, Nuwa-RL).
+    pub fn rtt_clock_us(&self, rtts: f64, min_ms: f64, initial_ms: f64) -> u32 {
+        let us = if self.srtt_us > 0.0 {
+            (self.srtt_us * rtts).max(min_ms * 1e3)
+        } else {
+            initial_ms * 1e3
+        };
+        us.clamp(1.0, MAX_RTT_CLOCK_US) as u32
+    }
+
     /// Fold an interval's RTT into `srtt_us`/`min_rtt_us` (RFC 6298 gain 1/8) and count it.
     pub fn observe(&mut self, iv: &Interval) {
         self.reports += 1;
@@ -195,6 +209,17 @@ mod tests {
         assert_eq!(clamp_output(f32::NEG_INFINITY, -1.0, 1.0), (-1.0, true));
         assert_eq!(clamp_output(0.25, -1.0, 1.0), (0.25, false));
         assert_eq!(clamp_output(3.0, 0.0, 2.0), (2.0, true));
+    }
+
+    #[test]
+    fn the_rtt_clock_is_rtts_of_srtt_bounded() {
+        let mut m = FlowMetrics::default();
+        assert_eq!(m.rtt_clock_us(1.0, 5.0, 100.0), 100_000); // no sample yet
+        m.srtt_us = 40_000.0;
+        assert_eq!(m.rtt_clock_us(0.5, 5.0, 100.0), 20_000);
+        assert_eq!(m.rtt_clock_us(0.1, 5.0, 100.0), 5_000); // the floor
+        m.srtt_us = 1e12;
+        assert_eq!(m.rtt_clock_us(1.0, 5.0, 100.0), MAX_RTT_CLOCK_US as u32);
     }
 
     #[test]

@@ -63,8 +63,6 @@ pub const LAMBDA_MAX: f64 = 4.0;
 pub const MAX_CWND_BYTES: f64 = (1u64 << 30) as f64;
 /// Longest report interval believed (µs); a longer one counts as this long.
 pub const MAX_INTERVAL_US: u64 = 60_000_000;
-/// Largest report interval asked for (µs): the agent's bound.
-const MAX_REPORT_INTERVAL_US: f64 = 10_000_000.0;
 /// Largest packet count and delivery rate (bytes/s, 100 Gbit/s) believed from a report.
 const MAX_COUNT: u64 = u32::MAX as u64;
 const MAX_RATE_BPS: u64 = 12_500_000_000;
@@ -365,12 +363,8 @@ impl OwlCore {
 
     fn report_interval_us(&self) -> u32 {
         let c = &self.config;
-        let us = if self.metrics.srtt_us > 0.0 {
-            (self.metrics.srtt_us * c.interval_rtts).max(c.min_interval_ms * 1e3)
-        } else {
-            c.initial_interval_ms * 1e3
-        };
-        us.clamp(1.0, MAX_REPORT_INTERVAL_US) as u32
+        self.metrics
+            .rtt_clock_us(c.interval_rtts, c.min_interval_ms, c.initial_interval_ms)
     }
 
     fn action(&mut self) -> Action {
