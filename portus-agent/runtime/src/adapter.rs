@@ -14,7 +14,9 @@
 //! nothing it would not do anyway.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use ccp_algs::netstats::{NetStats, NetworkStats, PathKey};
 use ccp_algs::registry::ALGORITHMS;
@@ -28,6 +30,7 @@ use tracing::{debug, info, warn};
 use crate::flowlog::FlowLog;
 use crate::flows::{FlowKey, FlowTables};
 use crate::guard::{flow_params, FlowRequest, LogLimit};
+use crate::prefs::{FlowAddr, PrefCell, PrefSource};
 
 /// Smallest and largest report interval the agent will ask a datapath for (µs).
 pub const MIN_INTERVAL_US: u32 = 1_000;
@@ -41,7 +44,11 @@ pub struct FlowRecord {
     pub requested: String,
     /// The algorithm that runs the flow.
     pub alg: &'static str,
+    /// The preference in force, and where it came from ([`crate::prefs`]).
     pub w: Preference,
+    pub w_source: PrefSource,
+    /// The CREATE's addresses and ports (none for flows started without a CREATE).
+    pub addr: Option<FlowAddr>,
     pub closed: bool,
     pub metrics: FlowMetrics,
 }
@@ -50,8 +57,8 @@ pub struct FlowRecord {
 pub struct AgentCore {
     pub registry: ccp_algs::Registry,
     pub default_alg: Arc<dyn Algorithm>,
-    pub default_w: Preference,
-    /// Requests and records of every flow (bounded, see [`crate::flows`]).
+    /// Requests and records of every flow (bounded, see [`crate::flows`]), the flows'
+    /// preferences (`tables.prefs`, with the agent's `--w`) and the decision counters.
     pub tables: Arc<FlowTables>,
     pub flow_log: Option<Arc<Mutex<FlowLog>>>,
     /// In-network statistics for the flows that read them ([`FlowDriver`] hands each new
@@ -98,12 +105,27 @@ impl AgentCore {
                     requested: String::new(),
                     alg: String::new(),
                     preference: None,
+                    addr: None,
+                    resolved: None,
                 };
                 (self.tables.set_request(key, r.clone()), r)
             }
         };
         let requested = request.requested.clone();
-        let w = request.preference.unwrap_or(self.default_w);
+        // resolved at CREATE by the guard; a per-socket entry set since then still wins
+        let prefs = &self.tables.prefs;
+        let resolved = request
+            .resolved
+            .clone()
+            .unwrap_or_else(|| prefs.resolve(request.addr.as_ref(), request.preference));
+        let pref = prefs.attach(key, gen, request.addr, request.preference, resolved);
+        let pref_seen = pref.version();
+        let resolved = pref.get();
+        let w = resolved.w;
+        self.tables
+            .decisions
+            .flows_started
+            .fetch_add(1, Ordering::Relaxed);
         let (mss, init_cwnd_bytes) = flow_params(mss, init_cwnd);
         let flow_info = FlowInfo {
             sock_id: sid,
@@ -125,6 +147,8 @@ impl AgentCore {
             requested: requested.clone(),
             alg: alg.name(),
             w,
+            w_source: resolved.source.clone(),
+            addr: request.addr,
             closed: false,
             metrics: ctrl.metrics().clone(),
         };
@@ -141,7 +165,7 @@ impl AgentCore {
                 }
             }
         }
-        info!(sid, requested = ?requested, alg = alg.name(), w = %w, "new flow");
+        info!(sid, requested = ?requested, alg = alg.name(), w = %w, w_source = %resolved.source, "new flow");
         let network_stats = ctrl
             .wants_network_stats()
             .then(|| self.network_stats.clone())
@@ -156,6 +180,10 @@ impl AgentCore {
             closed: false,
             mss,
             w,
+            w_source: resolved.source,
+            pref,
+            pref_seen,
+            policy_seen: (0, 0),
             last: initial,
             tables: self.tables.clone(),
             flow_log: self.flow_log.clone(),
@@ -248,6 +276,13 @@ pub struct FlowDriver {
     closed: bool,
     mss: u32,
     w: Preference,
+    w_source: PrefSource,
+    /// The flow's current preference, as the control plane sets it.
+    pref: Arc<PrefCell>,
+    /// The cell's version last read.
+    pref_seen: u64,
+    /// The controller's (clamped outputs, policy errors) last added to the agent's totals.
+    policy_seen: (u64, u64),
     /// The action in force: cwnd, rate and interval last sent.
     last: Action,
     tables: Arc<FlowTables>,
@@ -285,31 +320,56 @@ impl FlowDriver {
     /// Decide on one report; `values` are in `fields` order, `None` if the report could not
     /// be read (then the answer repeats what is in force). Returns the register updates.
     pub fn on_report(&mut self, values: Option<&[u64]>) -> Vec<(&'static str, u32)> {
+        let start = Instant::now();
+        let mut pref_changed = false;
         let decided = values.map(|v| {
-            // a preference change for this flow takes effect at this decision
-            if let Some(w) = self
-                .tables
-                .request(self.key)
-                .filter(|(g, _)| *g == self.gen)
-                .and_then(|(_, q)| q.preference)
-            {
-                if w != self.w {
-                    self.w = w;
-                    self.ctrl.set_preference(w);
+            // a preference change for this flow takes effect at this decision (one atomic
+            // load when there is none)
+            if let Some(r) = self.pref.changed(&mut self.pref_seen) {
+                if r.w != self.w {
+                    self.w = r.w;
+                    self.ctrl.set_preference(r.w);
                 }
+                self.w_source = r.source;
+                pref_changed = true;
             }
             self.deliver_network_stats();
             let iv = Interval::from_fields(&self.fields, v);
             sanitize(self.ctrl.on_report(&iv), self.mss)
         });
         let fields = self.answer(decided);
+        let stats = &self.tables.decisions;
+        if decided.is_some() {
+            stats.observe(start.elapsed());
+        } else {
+            stats.unreadable.fetch_add(1, Ordering::Relaxed);
+        }
         let metrics = self.ctrl.metrics();
+        let policy = (metrics.clamped_outputs, metrics.policy_errors);
+        if policy != self.policy_seen {
+            stats.clamped_outputs.fetch_add(
+                policy.0.saturating_sub(self.policy_seen.0),
+                Ordering::Relaxed,
+            );
+            stats.policy_errors.fetch_add(
+                policy.1.saturating_sub(self.policy_seen.1),
+                Ordering::Relaxed,
+            );
+            self.policy_seen = policy;
+        }
         let (w, last, flow_log) = (self.w, &self.last, &self.flow_log);
+        let w_source = &self.w_source;
         self.tables.update(self.key, self.gen, |rec| {
             rec.metrics = metrics.clone();
             rec.w = w;
+            if pref_changed {
+                rec.w_source = w_source.clone();
+            }
             if let Some(log) = flow_log {
                 if let Ok(mut l) = log.lock() {
+                    if pref_changed {
+                        l.preference(rec);
+                    }
                     l.report(rec, last);
                 }
             }
@@ -357,6 +417,11 @@ impl FlowDriver {
             return;
         }
         self.closed = true;
+        self.tables.prefs.detach(self.key, self.gen);
+        self.tables
+            .decisions
+            .flows_closed
+            .fetch_add(1, Ordering::Relaxed);
         let metrics = self.ctrl.metrics().clone();
         let rec = self
             .tables
@@ -544,7 +609,6 @@ mod tests {
         let core = AgentCore {
             default_alg: reno.clone(),
             registry,
-            default_w: Preference::default(),
             tables: Arc::new(FlowTables::default()),
             flow_log: None,
             network_stats: Some(cell.clone()),
@@ -608,7 +672,6 @@ mod tests {
         let core = AgentCore {
             default_alg: reno.clone(),
             registry,
-            default_w: Preference::default(),
             tables: Arc::new(FlowTables::default()),
             flow_log: None,
             network_stats: None,

@@ -47,6 +47,7 @@ use portus::ipc::Ipc;
 use tracing::warn;
 
 use crate::flows::{FlowKey, FlowTables};
+use crate::prefs::{FlowAddr, PrefStore, Resolved};
 
 /// Message types (portus `serialize`): datapath → agent.
 pub const CREATE: u16 = 0;
@@ -88,7 +89,9 @@ pub const DEAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// Byte offsets in a CREATE.
 const CREATE_INIT_CWND: usize = HDR_LEN;
 const CREATE_MSS: usize = HDR_LEN + 4;
+const CREATE_SRC_IP: usize = HDR_LEN + 8;
 const CREATE_SRC_PORT: usize = HDR_LEN + 12;
+const CREATE_DST_IP: usize = HDR_LEN + 16;
 const CREATE_DST_PORT: usize = HDR_LEN + 20;
 const CREATE_NAME: usize = HDR_LEN + 24;
 
@@ -219,8 +222,12 @@ pub struct FlowRequest {
     pub requested: String,
     /// The registry name portus will dispatch on; empty = the default algorithm.
     pub alg: String,
-    /// The flow's own preference, if it carried one.
+    /// The flow's own preference (the `;w=` suffix), if it carried one.
     pub preference: Option<Preference>,
+    /// The CREATE's addresses and ports.
+    pub addr: Option<FlowAddr>,
+    /// The flow's preference as resolved at CREATE ([`PrefStore::resolve`]).
+    pub resolved: Option<Resolved>,
 }
 
 /// At most one log line per `every` from one call site; counts what it held back.
@@ -351,11 +358,28 @@ pub fn check_message(buf: &[u8]) -> Result<usize, Reject> {
     Ok(len)
 }
 
-/// Normalize a validated CREATE in place and return the flow's request: the name becomes the
-/// registry name portus dispatches on (`ccp_cubic;w=…` → `cubic`; `ccp`, unknown or
-/// unavailable → empty, i.e. the default), and the initial window is clamped (see
-/// [`flow_params`]; counted in `clamped_create`). The caller records the request.
-pub fn normalize_create(msg: &mut [u8], available: &[String], stats: &GuardStats) -> FlowRequest {
+/// The addresses and ports of a validated CREATE (libccp: IPv4 in host order).
+pub fn create_addr(msg: &[u8]) -> FlowAddr {
+    FlowAddr {
+        src_ip: u32_at(msg, CREATE_SRC_IP).into(),
+        src_port: u32_at(msg, CREATE_SRC_PORT) as u16,
+        dst_ip: u32_at(msg, CREATE_DST_IP).into(),
+        dst_port: u32_at(msg, CREATE_DST_PORT) as u16,
+    }
+}
+
+/// Normalize a validated CREATE in place and return the flow's request: the flow's
+/// preference is resolved (`prefs`: per-socket entry, rule, `;w=` suffix, default; see
+/// [`crate::prefs`]), the name becomes the registry name portus dispatches on
+/// (`ccp_cubic;w=…` → `cubic`; `ccp`, unknown or unavailable → empty, i.e. the default), and
+/// the initial window is clamped (see [`flow_params`]; counted in `clamped_create`). The
+/// caller records the request.
+pub fn normalize_create(
+    msg: &mut [u8],
+    available: &[String],
+    stats: &GuardStats,
+    prefs: &PrefStore,
+) -> FlowRequest {
     let sid = u32_at(msg, 4);
     let init_cwnd = u32_at(msg, CREATE_INIT_CWND);
     let (_, init_bytes, clamped) = flow_params_clamped(u32_at(msg, CREATE_MSS), init_cwnd);
@@ -363,10 +387,25 @@ pub fn normalize_create(msg: &mut [u8], available: &[String], stats: &GuardStats
         stats.clamped_create.fetch_add(1, Ordering::Relaxed);
     }
     msg[CREATE_INIT_CWND..CREATE_INIT_CWND + 4].copy_from_slice(&init_bytes.to_le_bytes());
-    let name_field = &mut msg[CREATE_NAME..CREATE_LEN];
+    let name_field = &msg[CREATE_NAME..CREATE_LEN];
     let end = name_field.iter().position(|&c| c == 0).unwrap_or(0);
     let requested = String::from_utf8_lossy(&name_field[..end]).into_owned();
     let (alg_part, w_text) = split_request(&requested);
+    let preference = w_text.and_then(|t| match t.parse::<Preference>() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            stats.bad_preference.fetch_add(1, Ordering::Relaxed);
+            if let Some(held) = LOG_BAD_PREFERENCE.allow() {
+                warn!(sid, requested = ?requested, error = %e, held_back = held,
+                    "bad preference in flow request, using the default");
+            }
+            None
+        }
+    });
+    // The flow's preference: decided here, once, before its algorithm (a selection of the
+    // algorithm by w belongs right after this line, reading `resolved.w`).
+    let addr = create_addr(msg);
+    let resolved = prefs.resolve(Some(&addr), preference);
     let wanted = strip_prefix(alg_part);
     let alg = if available.iter().any(|a| a == wanted) {
         wanted.to_owned()
@@ -379,23 +418,15 @@ pub fn normalize_create(msg: &mut [u8], available: &[String], stats: &GuardStats
         }
         String::new()
     };
-    let preference = w_text.and_then(|t| match t.parse::<Preference>() {
-        Ok(w) => Some(w),
-        Err(e) => {
-            stats.bad_preference.fetch_add(1, Ordering::Relaxed);
-            if let Some(held) = LOG_BAD_PREFERENCE.allow() {
-                warn!(sid, requested = ?requested, error = %e, held_back = held,
-                    "bad preference in flow request, using the default");
-            }
-            None
-        }
-    });
+    let name_field = &mut msg[CREATE_NAME..CREATE_LEN];
     name_field.fill(0);
     name_field[..alg.len()].copy_from_slice(alg.as_bytes());
     FlowRequest {
         requested,
         alg,
         preference,
+        addr: Some(addr),
+        resolved: Some(resolved),
     }
 }
 
@@ -705,6 +736,7 @@ impl<I: Ipc> Ipc for Guarded<I> {
                             &mut staged[msg_at..msg_at + len],
                             &self.available,
                             &self.stats,
+                            &self.tables.prefs,
                         );
                         self.tables.set_request(FlowKey { peer: peer_id, sid }, req);
                     }
@@ -864,12 +896,13 @@ mod tests {
         assert_eq!(flow_params(u32::MAX, 5), (MAX_MSS, 5 * MAX_MSS));
         let stats = GuardStats::default();
         let mut m = with_fields(u32::MAX, 1448, 0, 0);
-        let req = normalize_create(&mut m, &["cubic".to_string()], &stats);
+        let prefs = PrefStore::default();
+        let req = normalize_create(&mut m, &["cubic".to_string()], &stats, &prefs);
         assert_eq!(req.alg, "cubic");
         assert_eq!(u32_at(&m, CREATE_INIT_CWND), MAX_INIT_CWND_BYTES);
         assert_eq!(stats.clamped_create.load(Ordering::Relaxed), 1);
         let mut m = with_fields(10, 1448, 0, 0);
-        normalize_create(&mut m, &[], &stats);
+        normalize_create(&mut m, &[], &stats, &prefs);
         assert_eq!(u32_at(&m, CREATE_INIT_CWND), 14480);
         assert_eq!(stats.clamped_create.load(Ordering::Relaxed), 1);
     }
