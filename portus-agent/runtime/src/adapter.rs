@@ -703,6 +703,88 @@ mod tests {
         assert!(a.contains(&("Control.x_gain", 1001)), "{a:?}");
     }
 
+    /// Records the preference in force at each decision.
+    struct Prefs {
+        w: Preference,
+        seen: Arc<Mutex<Vec<[f64; 3]>>>,
+        metrics: FlowMetrics,
+    }
+
+    impl Controller for Prefs {
+        fn on_report(&mut self, _iv: &Interval) -> Action {
+            self.seen.lock().unwrap().push(self.w.as_array());
+            Action::default()
+        }
+        fn set_preference(&mut self, w: Preference) {
+            self.w = w;
+        }
+        fn metrics(&self) -> &FlowMetrics {
+            &self.metrics
+        }
+    }
+
+    #[test]
+    fn a_preference_set_mid_flow_reaches_the_controllers_next_decision() {
+        use crate::prefs::{FlowAddr, SocketPair};
+        let registry = ccp_algs::Registry::builtin();
+        let reno = registry.get("reno").cloned().unwrap();
+        let core = AgentCore {
+            default_alg: reno.clone(),
+            registry,
+            tables: Arc::new(FlowTables::default()),
+            flow_log: None,
+            network_stats: None,
+        };
+        let addr = FlowAddr {
+            src_ip: "10.0.1.1".parse().unwrap(),
+            src_port: 40000,
+            dst_ip: "10.0.2.2".parse().unwrap(),
+            dst_port: 5201,
+        };
+        let key = FlowKey { peer: 0, sid: 9 };
+        core.tables.set_request(
+            key,
+            FlowRequest {
+                requested: "ccp_reno".into(),
+                alg: "reno".into(),
+                preference: None,
+                addr: Some(addr),
+                resolved: None,
+            },
+        );
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (mut d, _) = core.start_flow(&reno, 9, 1448, 14_480, |info| {
+            Box::new(Prefs {
+                w: info.preference,
+                seen: seen.clone(),
+                metrics: FlowMetrics::default(),
+            })
+        });
+        let v = vec![0u64; d.fields.len()];
+        d.on_report(Some(&v));
+        let lat = Preference::new(0.1, 0.8, 0.1).unwrap();
+        let pair = SocketPair {
+            local: "10.0.1.1:40000".parse().unwrap(),
+            remote: "10.0.2.2:5201".parse().unwrap(),
+        };
+        core.tables.prefs.set(pair, lat).unwrap();
+        d.on_report(None); // an unreadable report decides nothing
+        d.on_report(Some(&v));
+        d.on_report(Some(&v));
+        let dflt = Preference::default().as_array();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [dflt, lat.as_array(), lat.as_array()]
+        );
+        let rec = core.tables.records().pop().unwrap();
+        assert_eq!((rec.w, rec.w_source), (lat, PrefSource::Socket));
+        assert_eq!(core.tables.decisions.decisions.load(Ordering::Relaxed), 3);
+        assert_eq!(core.tables.decisions.unreadable.load(Ordering::Relaxed), 1);
+        // closing the flow leaves the entry pending (it expires later)
+        d.close();
+        assert_eq!(core.tables.prefs.entries()[0].flows, 0);
+    }
+
     #[test]
     fn slot_names_follow_the_registry_order() {
         assert_eq!(

@@ -418,7 +418,7 @@ mod tests {
         let _ = std::fs::remove_file(&p);
         for line in [
             "ccp_decisions_total 1",
-            "ccp_decision_seconds_bucket{le=\"5e-6\"} 1",
+            "ccp_decision_seconds_bucket{le=\"0.000005\"} 1",
             "ccp_decision_seconds_count 1",
             "ccp_ipc_dropped_total{reason=\"bad_name\"} 1",
             "ccp_kernel_fallbacks 7",

