@@ -15,6 +15,8 @@
 //!     -> {"ok":true,"state":"applied","sids":[3]}  or  {"ok":true,"state":"pending","expires_in_s":60.0}
 //! {"op":"clear-pref","local":"...","remote":"..."}   -> {"ok":true,"removed":true}
 //! {"op":"flows"}   -> {"ok":true,"flows":[{"sid":3,"alg":"mocc","w":[..],"w_source":"socket","src":..,..}]}
+//!     (`w` is the preference of the flow's last decision; `w_next`/`w_next_source`, when
+//!     present, the one its next decision takes)
 //! {"op":"prefs"}   -> {"ok":true,"prefs":[{"local":..,"remote":..,"w":[..],"flows":1,"expires_in_s":null}]}
 //! {"op":"stats"}   -> {"ok":true,"metrics":{"ccp_decisions_total":1234,...}}
 //! {"op":"ping"}    -> {"ok":true,"version":"0.1.0"}
@@ -257,10 +259,21 @@ fn flows_json(tables: &FlowTables) -> Value {
                 None => (String::new(), String::new()),
             };
             let m = &r.metrics;
-            json!({"datapath": k.peer, "sid": r.sid, "requested": r.requested, "alg": r.alg,
-                "w": r.w.as_array(), "w_source": r.w_source.to_string(), "src": src, "dst": dst,
-                "reports": m.reports, "srtt_us": m.srtt_us, "min_rtt_us": m.min_rtt_us,
-                "cwnd_bytes": m.cwnd_bytes, "rate_bps": m.rate_bps, "loss_events": m.loss_events})
+            let mut v = json!({"datapath": k.peer, "sid": r.sid, "requested": r.requested,
+                "alg": r.alg, "w": r.w.as_array(), "w_source": r.w_source.to_string(),
+                "src": src, "dst": dst, "reports": m.reports, "srtt_us": m.srtt_us,
+                "min_rtt_us": m.min_rtt_us, "cwnd_bytes": m.cwnd_bytes, "rate_bps": m.rate_bps,
+                "loss_events": m.loss_events});
+            // a change the flow takes at its next decision
+            if let Some(next) = tables.prefs.current(k) {
+                if next.w != r.w || next.source != r.w_source {
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("w_next".into(), json!(next.w.as_array()));
+                        o.insert("w_next_source".into(), json!(next.source.to_string()));
+                    }
+                }
+            }
+            v
         })
         .collect();
     json!({"ok": true, "flows": flows})
