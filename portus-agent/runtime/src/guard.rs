@@ -15,11 +15,13 @@
 //! initial window is clamped to `[1 MSS, MAX_INIT_CWND_BYTES]` (a value below one MSS is a
 //! packet count, as before) and the clamp counted (`clamped_create`).
 //!
-//! The guard also reads the flow's request out of CREATE: the congAlg name is rewritten to
-//! the registry name portus dispatches on (`ccp_cubic` → `cubic`; `ccp`, unknown or
-//! unavailable → empty, i.e. the default algorithm), and an optional `;w=a,b,c` suffix (the
-//! simulator's way to carry a per-flow preference) is recorded in the [`FlowTables`] for the
-//! algorithm adapter to pick up.
+//! The guard also reads the flow's request out of CREATE: its addresses and ports, an
+//! optional `;w=a,b,c` suffix (the simulator's way to carry a per-flow preference), and from
+//! them the flow's preference, resolved here once ([`crate::prefs`]: per-socket entry, rule,
+//! suffix, `--w`); then the congAlg name is rewritten to the registry name portus dispatches
+//! on (`ccp_cubic` → `cubic`; `ccp`, unknown or unavailable → empty, i.e. the default
+//! algorithm). The request is recorded in the [`FlowTables`] for the algorithm adapter to
+//! pick up.
 //!
 //! Bounds. Live flows are tracked per datapath: at most [`MAX_FLOWS_PER_DATAPATH`] (libccp's
 //! table) and [`MAX_FLOWS`] in all; a CREATE beyond is refused (`too_many_flows`), and a
