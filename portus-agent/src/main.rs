@@ -314,6 +314,11 @@ fn start_control(
     if sock.is_none() && metrics.is_none() {
         return Ok(None);
     }
+    // per-socket preferences an earlier agent saved beside the socket come back pending
+    let state_file = sock.as_ref().map(|(_, p)| control::state_file(p));
+    if let Some(f) = &state_file {
+        control::load_state(f, &agent.tables().prefs);
+    }
     let proc_ccp = Path::new(ccp_runtime::metrics::PROC_CCP);
     let shared = agent.control_shared(proc_ccp.exists().then(|| proc_ccp.to_path_buf()));
     let opts = ControlOptions {
@@ -321,6 +326,7 @@ fn start_control(
         auth: AuthPolicy::for_this_process(config.control.group),
         max_connections: config.control.max_connections,
         metrics,
+        state_file,
     };
     ControlPlane::spawn(shared, opts)
         .map(Some)

@@ -43,9 +43,14 @@ fn free_port() -> u16 {
 }
 
 fn start(config: &str) -> Setup {
+    start_at(config, None)
+}
+
+/// An agent serving the control socket `ctl` (a new path if `None`).
+fn start_at(config: &str, ctl: Option<PathBuf>) -> Setup {
     let name = unique("ctl");
     let dir = std::env::temp_dir();
-    let ctl = dir.join(format!("{name}.ctl.sock"));
+    let ctl = ctl.unwrap_or_else(|| dir.join(format!("{name}.ctl.sock")));
     let flow_log = dir.join(format!("{name}.flows.jsonl"));
     let cfg = dir.join(format!("{name}.toml"));
     std::fs::write(&cfg, config).unwrap();
@@ -281,6 +286,38 @@ fn preferences_resolve_in_order_change_mid_flow_and_pending_ones_expire() {
         "{stats}"
     );
     assert!(s.agent.is_running());
+}
+
+#[test]
+fn a_restarted_agent_takes_the_saved_preferences_back() {
+    let mut s = start(CONFIG);
+    let ctl_path = s.ctl.clone();
+    let state = ccp_runtime::control::state_file(&ctl_path);
+    let a = ("10.0.1.1:40000", "10.0.2.2:5201");
+    let b = ("10.0.1.1:40001", "10.0.2.2:5201");
+    set_pref(&s, a.0, a.1, [0.8, 0.1, 0.1]);
+    create(&mut s, 1, "ccp_reno", b.0, b.1);
+    set_pref(&s, b.0, b.1, [0.1, 0.8, 0.1]);
+    assert!(s.agent.stop(T).is_some_and(|st| st.success()));
+    assert!(!ctl_path.exists(), "the socket file goes with the agent");
+    let saved = std::fs::read_to_string(&state).expect("saved preferences");
+    assert!(saved.contains(a.0) && saved.contains(b.0), "{saved}");
+    drop(s);
+    // a new agent on the same control socket: both wait for their (re-announced) flows
+    let mut s = start_at("", Some(ctl_path));
+    let listed = ctl(&s, json!({"op": "prefs"}));
+    assert_eq!(
+        listed["prefs"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
+    create(&mut s, 1, "ccp_reno", b.0, b.1);
+    let f = flow(&ctl(&s, json!({"op": "flows"})), 1).clone();
+    assert_eq!(
+        (f["w"].clone(), f["w_source"].clone()),
+        (json!([0.1, 0.8, 0.1]), json!("socket"))
+    );
+    let _ = std::fs::remove_file(&state);
 }
 
 #[test]

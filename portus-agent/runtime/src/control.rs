@@ -425,6 +425,73 @@ pub fn bind_metrics(addr: SocketAddr, allow_remote: bool) -> Result<TcpListener,
     TcpListener::bind(addr).map_err(io_err("cannot listen on", addr))
 }
 
+/// Largest saved-preferences file read at start.
+const MAX_STATE_BYTES: u64 = 4 << 20;
+
+/// The file per-socket preferences are saved in, beside the control socket
+/// (`/run/ccp/control.sock.prefs.json`): a restarted agent takes them back.
+pub fn state_file(socket: &Path) -> PathBuf {
+    let mut s = socket.as_os_str().to_owned();
+    s.push(".prefs.json");
+    PathBuf::from(s)
+}
+
+/// Take back the per-socket preferences an earlier agent saved at `path` (a missing file
+/// is none; a bad one is logged and ignored). Returns how many.
+pub fn load_state(path: &Path, prefs: &crate::prefs::PrefStore) -> usize {
+    let text = match crate::files::read_regular_to_string(path, MAX_STATE_BYTES) {
+        Ok(t) => t,
+        Err(crate::files::ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => return 0,
+        Err(e) => {
+            warn!(path = %path.display(), error = %e, "saved preferences not read");
+            return 0;
+        }
+    };
+    let v: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            warn!(path = %path.display(), error = %e, "saved preferences are not JSON: ignored");
+            return 0;
+        }
+    };
+    let saved: Vec<(SocketPair, Preference)> = v["prefs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let pair = parse_pair(e).ok()?;
+            let w = parse_w(e.get("w")).ok()?;
+            Some((pair, w))
+        })
+        .collect();
+    let n = prefs.restore(&saved);
+    info!(path = %path.display(), restored = n, "saved per-socket preferences taken back");
+    n
+}
+
+/// Save the per-socket preferences to `path` (mode 0600, written whole then renamed).
+pub fn save_state(path: &Path, prefs: &crate::prefs::PrefStore) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let entries: Vec<Value> = prefs
+        .snapshot()
+        .into_iter()
+        .map(|(p, w)| json!({"local": p.local.to_string(), "remote": p.remote.to_string(), "w": w.as_array()}))
+        .collect();
+    let text = serde_json::to_string(&json!({"version": 1, "prefs": entries}))?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
 /// What to serve.
 pub struct ControlOptions {
     /// A bound control socket ([`bind_control`]) and its path (removed at stop).
@@ -433,6 +500,8 @@ pub struct ControlOptions {
     pub max_connections: usize,
     /// A bound metrics listener ([`bind_metrics`]).
     pub metrics: Option<TcpListener>,
+    /// Where the per-socket preferences are saved when they change ([`save_state`]).
+    pub state_file: Option<PathBuf>,
 }
 
 /// The running control plane; [`ControlPlane::stop`] (or drop) ends it.
@@ -528,7 +597,19 @@ async fn serve(shared: Shared, opts: ControlOptions, mut stop: tokio::sync::ones
     });
     let conns = Arc::new(AtomicUsize::new(0));
     let mconns = Arc::new(AtomicUsize::new(0));
-    let mut sweep = tokio::time::interval(Duration::from_secs(1));
+    let mut sweep = tokio::time::interval(Duration::from_millis(500));
+    let mut saved = shared.tables.prefs.changes();
+    let save = |saved: &mut u64| {
+        let now = shared.tables.prefs.changes();
+        if let (Some(p), true) = (&opts.state_file, now != *saved) {
+            match save_state(p, &shared.tables.prefs) {
+                Ok(()) => *saved = now,
+                Err(e) => {
+                    warn!(path = %p.display(), error = %e, "cannot save the per-socket preferences")
+                }
+            }
+        }
+    };
     loop {
         tokio::select! {
             _ = &mut stop => break,
@@ -537,6 +618,7 @@ async fn serve(shared: Shared, opts: ControlOptions, mut stop: tokio::sync::ones
                 if gone > 0 {
                     debug!(gone, "expired per-socket preferences");
                 }
+                save(&mut saved);
             }
             r = accept_unix(control.as_ref().map(|(l, _)| l)) => {
                 match r {
@@ -565,6 +647,7 @@ async fn serve(shared: Shared, opts: ControlOptions, mut stop: tokio::sync::ones
             }
         }
     }
+    save(&mut saved);
 }
 
 /// The next connection, or never without a listener.

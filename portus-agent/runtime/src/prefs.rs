@@ -508,6 +508,8 @@ pub struct PrefStore {
     ttl: Duration,
     max_entries: usize,
     inner: Mutex<Inner>,
+    /// Bumped by every change to the per-socket entries (for saving them).
+    changes: AtomicU64,
     pub stats: PrefStats,
 }
 
@@ -525,8 +527,61 @@ impl PrefStore {
             ttl: c.pending_ttl,
             max_entries: c.max_entries,
             inner: Mutex::new(Inner::default()),
+            changes: AtomicU64::new(0),
             stats: PrefStats::default(),
         }
+    }
+
+    /// A number that changes whenever the per-socket entries do.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
+    fn changed(&self) {
+        self.changes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The per-socket entries in force (not expired), to save across restarts.
+    pub fn snapshot(&self) -> Vec<(SocketPair, Preference)> {
+        let now = Instant::now();
+        let inner = self.lock();
+        let mut v: Vec<_> = inner
+            .entries
+            .values()
+            .filter(|e| !self.expired(e, now))
+            .map(|e| (e.pair, e.w))
+            .collect();
+        v.sort_by_key(|(p, _)| (p.local, p.remote));
+        v
+    }
+
+    /// Entries saved by an earlier agent: each waits for its flow (a re-announced one) as a
+    /// pending entry does. Entries that exist already, bad sockets and those beyond
+    /// `max_entries` are left out; returns how many were taken.
+    pub fn restore(&self, saved: &[(SocketPair, Preference)]) -> usize {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let mut n = 0;
+        for (pair, w) in saved {
+            let Ok(key) = pair.key() else { continue };
+            if inner.entries.contains_key(&key) || inner.entries.len() >= self.max_entries {
+                continue;
+            }
+            inner.entries.insert(
+                key,
+                Entry {
+                    pair: *pair,
+                    w: *w,
+                    flows: 0,
+                    idle_since: Some(now),
+                },
+            );
+            n += 1;
+        }
+        self.stats
+            .entries
+            .store(inner.entries.len() as u64, Ordering::Relaxed);
+        n
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -696,6 +751,9 @@ impl PrefStore {
                 .is_some_and(|t| now.saturating_duration_since(t) >= self.ttl)
         });
         let gone = before - inner.entries.len();
+        if gone > 0 {
+            self.changed();
+        }
         self.stats.expired.fetch_add(gone as u64, Ordering::Relaxed);
         self.stats
             .entries
@@ -757,6 +815,7 @@ impl PrefStore {
         self.stats
             .entries
             .store(inner.entries.len() as u64, Ordering::Relaxed);
+        self.changed();
         Ok(if sids.is_empty() {
             SetOutcome::Pending {
                 expires_in_s: self.ttl.as_secs_f64(),
@@ -789,6 +848,7 @@ impl PrefStore {
             }
         }
         if had {
+            self.changed();
             self.stats.cleared.fetch_add(1, Ordering::Relaxed);
         }
         Ok(had)
@@ -1096,6 +1156,31 @@ mod tests {
         s.set(pair("10.0.1.1:1", "10.0.2.2:5201"), w(1.0, 0.0, 0.0))
             .unwrap();
         assert_eq!(s.stats.refused.load(Ordering::Relaxed), 4);
+    }
+
+    #[test]
+    fn saved_entries_come_back_pending_and_bounded() {
+        let s = PrefStore::default();
+        let c0 = s.changes();
+        s.set(pair("10.0.1.1:1", "10.0.2.2:5201"), w(0.1, 0.8, 0.1))
+            .unwrap();
+        s.set(pair("[fd00:1::1]:2", "[fd00:2::2]:5201"), w(0.8, 0.1, 0.1))
+            .unwrap();
+        assert!(s.changes() > c0);
+        let saved = s.snapshot();
+        assert_eq!(saved.len(), 2);
+        let t = PrefStore::new(PrefConfig {
+            max_entries: 1,
+            ..Default::default()
+        });
+        assert_eq!(t.restore(&saved), 1);
+        assert_eq!(t.entries().len(), 1);
+        assert!(t.entries()[0].expires_in_s.is_some(), "pending");
+        let u = PrefStore::default();
+        assert_eq!(u.restore(&saved), 2);
+        assert_eq!(u.restore(&saved), 0, "already there");
+        let v6 = addr("0.0.0.0", 2, "0.0.0.0", 5201);
+        assert_eq!(u.resolve(Some(&v6), None).w, w(0.8, 0.1, 0.1));
     }
 
     #[test]
