@@ -101,16 +101,16 @@ struct Cli {
     /// Serve the control socket (per-socket preferences, flows, counters) at this path
     /// [default: [control] socket of --config, else /run/ccp/control.sock]. A default path
     /// another agent holds only disables it (with a warning); a path given here is an error.
-    #[arg(long, value_name = "PATH", conflicts_with = "no_control")]
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["no_control", "sim"])]
     control: Option<PathBuf>,
 
     /// Serve no control socket.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sim")]
     no_control: bool,
 
     /// Serve Prometheus metrics (GET /metrics) on this address, e.g. 127.0.0.1:9464 (off by
     /// default; loopback only unless --metrics-allow-remote).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", conflicts_with = "sim")]
     metrics: Option<SocketAddr>,
 
     /// Allow --metrics on a non-loopback address (the metrics name flows and models).
