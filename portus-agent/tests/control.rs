@@ -117,7 +117,7 @@ fn report(s: &mut Setup, sid: u32, uid: u32) {
     s.peer.expect(UPDATE_FIELDS, sid, T);
 }
 
-fn flow<'a>(flows: &'a Value, sid: u32) -> &'a Value {
+fn flow(flows: &Value, sid: u32) -> &Value {
     flows["flows"]
         .as_array()
         .and_then(|v| v.iter().find(|f| f["sid"] == json!(sid)))

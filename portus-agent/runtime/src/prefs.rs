@@ -746,9 +746,10 @@ impl PrefStore {
         let now = Instant::now();
         let mut inner = self.lock();
         let before = inner.entries.len();
+        let ttl = self.ttl;
         inner.entries.retain(|_, e| {
-            !e.idle_since
-                .is_some_and(|t| now.saturating_duration_since(t) >= self.ttl)
+            e.idle_since
+                .is_none_or(|t| now.saturating_duration_since(t) < ttl)
         });
         let gone = before - inner.entries.len();
         if gone > 0 {
