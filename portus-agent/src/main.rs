@@ -7,7 +7,7 @@ use ccp_algs::Preference;
 use ccp_runtime::simrun::{self, IpcKind, RunOptions};
 use ccp_runtime::{Agent, AgentOptions, ConfigError};
 use clap::{Parser, ValueEnum};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 /// IPC between agent and datapath.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -38,7 +38,9 @@ enum IpcArg {
         Exit codes: 0 success, 1 runtime failure, 2 bad input (flags, files, weights)."
 )]
 struct Cli {
-    /// Algorithm for flows that name none (`ccp`) or one this agent does not run.
+    /// Algorithm for flows that name none (`ccp`) or one this agent does not run. `auto`:
+    /// flows naming none are chosen by their preference from <models>/portfolio.json like
+    /// `ccp_auto` flows (cubic when it cannot choose).
     #[arg(long, value_name = "NAME", default_value = "cubic")]
     alg: String,
 
@@ -236,6 +238,13 @@ fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
                         }
                     }
                     None => info!("SIGHUP: no learned models to reload"),
+                }
+                match agent.reload_portfolio() {
+                    Ok(true) => info!("SIGHUP: preference portfolio re-read"),
+                    Ok(false) => info!("SIGHUP: no preference portfolio table"),
+                    Err(e) => {
+                        warn!(error = %e, "SIGHUP: portfolio table refused, keeping the old one")
+                    }
                 }
             } else {
                 break 'serve;

@@ -28,6 +28,7 @@ use tracing::{debug, info, warn};
 use crate::flowlog::FlowLog;
 use crate::flows::{FlowKey, FlowTables};
 use crate::guard::{flow_params, FlowRequest, LogLimit};
+use crate::portfolio::{AutoSelect, Choice};
 
 /// Smallest and largest report interval the agent will ask a datapath for (µs).
 pub const MIN_INTERVAL_US: u32 = 1_000;
@@ -42,6 +43,8 @@ pub struct FlowRecord {
     /// The algorithm that runs the flow.
     pub alg: &'static str,
     pub w: Preference,
+    /// `ccp_auto` flows: the portfolio's choice and why.
+    pub choice: Option<Choice>,
     pub closed: bool,
     pub metrics: FlowMetrics,
 }
@@ -54,6 +57,8 @@ pub struct AgentCore {
     /// Requests and records of every flow (bounded, see [`crate::flows`]).
     pub tables: Arc<FlowTables>,
     pub flow_log: Option<Arc<Mutex<FlowLog>>>,
+    /// The preference portfolio `ccp_auto` flows are chosen from (SIGHUP re-reads it).
+    pub auto: Arc<AutoSelect>,
     /// In-network statistics for the flows that read them ([`FlowDriver`] hands each new
     /// sample to its controller before the next report).
     pub network_stats: Option<Arc<dyn NetworkStats>>,
@@ -98,6 +103,7 @@ impl AgentCore {
                     requested: String::new(),
                     alg: String::new(),
                     preference: None,
+                    choice: None,
                 };
                 (self.tables.set_request(key, r.clone()), r)
             }
@@ -125,6 +131,7 @@ impl AgentCore {
             requested: requested.clone(),
             alg: alg.name(),
             w,
+            choice: request.choice.clone(),
             closed: false,
             metrics: ctrl.metrics().clone(),
         };
@@ -547,6 +554,7 @@ mod tests {
             default_w: Preference::default(),
             tables: Arc::new(FlowTables::default()),
             flow_log: None,
+            auto: Arc::new(AutoSelect::none(Preference::default())),
             network_stats: Some(cell.clone()),
         };
         let sample = |seq| NetStats::new(1.0, 0.5, 1.0, seq, 0).unwrap();
@@ -611,6 +619,7 @@ mod tests {
             default_w: Preference::default(),
             tables: Arc::new(FlowTables::default()),
             flow_log: None,
+            auto: Arc::new(AutoSelect::none(Preference::default())),
             network_stats: None,
         };
         let ctrl = Registers {

@@ -47,6 +47,7 @@ use portus::ipc::Ipc;
 use tracing::warn;
 
 use crate::flows::{FlowKey, FlowTables};
+use crate::portfolio::{AutoSelect, Choice};
 
 /// Message types (portus `serialize`): datapath → agent.
 pub const CREATE: u16 = 0;
@@ -221,6 +222,8 @@ pub struct FlowRequest {
     pub alg: String,
     /// The flow's own preference, if it carried one.
     pub preference: Option<Preference>,
+    /// For a flow that asked for `ccp_auto`: the portfolio's choice and why.
+    pub choice: Option<Choice>,
 }
 
 /// At most one log line per `every` from one call site; counts what it held back.
@@ -258,6 +261,7 @@ pub const LOG_EVERY: Duration = Duration::from_millis(500);
 
 static LOG_UNAVAILABLE: LogLimit = LogLimit::new(LOG_EVERY);
 static LOG_BAD_PREFERENCE: LogLimit = LogLimit::new(LOG_EVERY);
+static LOG_NO_CHOICE: LogLimit = LogLimit::new(LOG_EVERY);
 
 pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
@@ -355,7 +359,12 @@ pub fn check_message(buf: &[u8]) -> Result<usize, Reject> {
 /// registry name portus dispatches on (`ccp_cubic;w=…` → `cubic`; `ccp`, unknown or
 /// unavailable → empty, i.e. the default), and the initial window is clamped (see
 /// [`flow_params`]; counted in `clamped_create`). The caller records the request.
-pub fn normalize_create(msg: &mut [u8], available: &[String], stats: &GuardStats) -> FlowRequest {
+pub fn normalize_create(
+    msg: &mut [u8],
+    available: &[String],
+    auto: &AutoSelect,
+    stats: &GuardStats,
+) -> FlowRequest {
     let sid = u32_at(msg, 4);
     let init_cwnd = u32_at(msg, CREATE_INIT_CWND);
     let (_, init_bytes, clamped) = flow_params_clamped(u32_at(msg, CREATE_MSS), init_cwnd);
@@ -368,17 +377,6 @@ pub fn normalize_create(msg: &mut [u8], available: &[String], stats: &GuardStats
     let requested = String::from_utf8_lossy(&name_field[..end]).into_owned();
     let (alg_part, w_text) = split_request(&requested);
     let wanted = strip_prefix(alg_part);
-    let alg = if available.iter().any(|a| a == wanted) {
-        wanted.to_owned()
-    } else {
-        if !wanted.is_empty() {
-            if let Some(held) = LOG_UNAVAILABLE.allow() {
-                warn!(sid, requested = ?requested, held_back = held,
-                    "algorithm not available in this agent, using the default");
-            }
-        }
-        String::new()
-    };
     let preference = w_text.and_then(|t| match t.parse::<Preference>() {
         Ok(w) => Some(w),
         Err(e) => {
@@ -390,12 +388,41 @@ pub fn normalize_create(msg: &mut [u8], available: &[String], stats: &GuardStats
             None
         }
     });
+    // `ccp_auto` (and `ccp` under `--alg auto`): the portfolio chooses from the preference
+    let choice = if wanted == ccp_algs::AUTO || (wanted.is_empty() && auto.for_default) {
+        let c = auto.choose(preference, available);
+        if c.is_none() {
+            if let Some(held) = LOG_NO_CHOICE.allow() {
+                warn!(sid, requested = ?requested, held_back = held,
+                    "no portfolio table (or none of its algorithms runs here): using the default");
+            }
+        }
+        c
+    } else {
+        None
+    };
+    let alg = if let Some(c) = &choice {
+        c.alg.clone()
+    } else if wanted == ccp_algs::AUTO {
+        String::new()
+    } else if available.iter().any(|a| a == wanted) {
+        wanted.to_owned()
+    } else {
+        if !wanted.is_empty() {
+            if let Some(held) = LOG_UNAVAILABLE.allow() {
+                warn!(sid, requested = ?requested, held_back = held,
+                    "algorithm not available in this agent, using the default");
+            }
+        }
+        String::new()
+    };
     name_field.fill(0);
     name_field[..alg.len()].copy_from_slice(alg.as_bytes());
     FlowRequest {
         requested,
         alg,
         preference,
+        choice,
     }
 }
 
@@ -439,6 +466,8 @@ pub struct Guarded<I: Ipc> {
     stop: Arc<AtomicBool>,
     /// Drop a datapath whose send failed (unix sockets).
     drop_dead_peers: bool,
+    /// The preference portfolio `ccp_auto` flows are chosen from.
+    auto: Arc<AutoSelect>,
 }
 
 // The RefCell is only touched from the one portus thread that owns the socket.
@@ -471,7 +500,14 @@ impl<I: Ipc> Guarded<I> {
             available,
             stop,
             drop_dead_peers,
+            auto: Arc::new(AutoSelect::none(Preference::default())),
         }
+    }
+
+    /// Choose `ccp_auto` flows from this portfolio (none by default: they run the default).
+    pub fn with_auto(mut self, auto: Arc<AutoSelect>) -> Self {
+        self.auto = auto;
+        self
     }
 
     fn log_reject(&self, st: &mut State<I::Addr>, r: Reject, bytes: &[u8]) {
@@ -704,6 +740,7 @@ impl<I: Ipc> Ipc for Guarded<I> {
                         let req = normalize_create(
                             &mut staged[msg_at..msg_at + len],
                             &self.available,
+                            &self.auto,
                             &self.stats,
                         );
                         self.tables.set_request(FlowKey { peer: peer_id, sid }, req);
@@ -864,12 +901,13 @@ mod tests {
         assert_eq!(flow_params(u32::MAX, 5), (MAX_MSS, 5 * MAX_MSS));
         let stats = GuardStats::default();
         let mut m = with_fields(u32::MAX, 1448, 0, 0);
-        let req = normalize_create(&mut m, &["cubic".to_string()], &stats);
+        let none = AutoSelect::none(Preference::default());
+        let req = normalize_create(&mut m, &["cubic".to_string()], &none, &stats);
         assert_eq!(req.alg, "cubic");
         assert_eq!(u32_at(&m, CREATE_INIT_CWND), MAX_INIT_CWND_BYTES);
         assert_eq!(stats.clamped_create.load(Ordering::Relaxed), 1);
         let mut m = with_fields(10, 1448, 0, 0);
-        normalize_create(&mut m, &[], &stats);
+        normalize_create(&mut m, &[], &none, &stats);
         assert_eq!(u32_at(&m, CREATE_INIT_CWND), 14480);
         assert_eq!(stats.clamped_create.load(Ordering::Relaxed), 1);
     }

@@ -27,6 +27,7 @@ pub mod guard;
 pub mod inline;
 pub mod netlink;
 pub mod policy;
+pub mod portfolio;
 pub mod programs;
 pub mod simrun;
 pub mod unix;

@@ -30,6 +30,8 @@ from .metrics import Series, run_metrics
 
 #: the repository root (the agent binary and models are found relative to it by default)
 ROOT = repo_root()
+#: the name under which the agent chooses each flow's algorithm from models/portfolio.json
+AUTO = "auto"
 #: longest a single run may take (s)
 RUN_TIMEOUT_S = 600.0
 
@@ -168,7 +170,10 @@ def run_one(spec: RunSpec, out: str) -> dict:
         test = sc.test_flows()
         for i in test:
             got = summary["flows"][i]["alg"]
-            if got != spec.alg:
+            if spec.alg == AUTO:
+                # the agent chose from its portfolio table: record what it chose
+                rec.setdefault("chosen", []).append(got)
+            elif got != spec.alg:
                 raise RuntimeError(f"flow {i} ran {got!r}, not {spec.alg!r} (is the model "
                                    "missing?)")
         series = read_series(csv_path)
