@@ -86,7 +86,7 @@ pub mod core;
 #[cfg(test)]
 mod tests;
 
-pub use self::config::{JuryConfig, EPISODE_START_KNOBS, REWARD_KNOBS};
+pub use self::config::{JuryConfig, Probe, EPISODE_START_KNOBS, REWARD_KNOBS};
 pub use self::core::{
     occupancy, policy_spec, post_process, window_update, JuryCore, OccupancyFit,
     FEATURES_PER_INTERVAL, FEATURE_VERSION,
