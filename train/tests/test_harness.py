@@ -339,3 +339,26 @@ def test_card_gets_eval_figures_only(tmp_path):
         write_card_section(card, rs, dict(meta, split="tune"))
     with pytest.raises(ValueError, match="--algs"):
         write_card_section(card, rs, dict(meta, algs=["cubic"]))
+
+
+def test_landmarks_run_preference_algorithms_once_per_w_in_every_suite():
+    from ccp_train.harness.cli import parser
+    from ccp_train.harness.report import rows
+    from ccp_train.harness.runner import expand
+
+    scen = select(load_matrix(suites=["links", "preferences"]), "tune")
+    links = [s for s in scen if s.suite == "links"]
+    ws = [(0.8, 0.1, 0.1), (0.1, 0.8, 0.1)]
+    specs = expand(links, ["mocc", "cubic"], [1], landmarks=ws, w_algs=["mocc"])
+    per = {(s.alg, s.w) for s in specs}
+    assert per == {("mocc", ws[0]), ("mocc", ws[1]), ("cubic", None)}
+    assert len(specs) == len(links) * 3
+    assert len({s.run_id for s in specs}) == len(specs)  # no run overwrites another
+    # the tables label each landmark's runs apart
+    rec = {"suite": "links", "scenario": "x", "split": "tune", "alg": "mocc", "seed": 1,
+           "w": [0.8, 0.1, 0.1], "metrics": {"utilization": 0.5}}
+    assert rows([rec])[0]["alg"] == "mocc@0.8,0.1,0.1"
+    # bad --w values are refused by the command line
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--out", "x", "--w", "0.5,0.5,0.5"])
+    assert parser().parse_args(["--out", "x", "--w", "0.8,0.1,0.1"]).w == [ws[0]]
