@@ -297,6 +297,14 @@ def test_tiny_matrix_end_to_end(tmp_path):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     assert {"plots/scatter.png", "plots/jain_cdf.png", "plots/convergence.png",
             "plots/fairness_staggered-20M.png"} <= set(res["meta"]["plots"])
+    # a close-up of a trace scenario, with the trace's capacity
+    from ccp_train.harness.closeup import closeup
+
+    cell = next(r["scenario"] for r in recs if r["suite"] == "cellular")
+    png = closeup(out, cell, tmp_path / "c.png", seed=1)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    with pytest.raises(ValueError, match="no run"):
+        closeup(out, cell, tmp_path / "d.png", seed=9)
 
 
 @pytest.mark.skipif(not AGENT.is_file(), reason="needs target/release/ccp-agent "
@@ -362,3 +370,14 @@ def test_landmarks_run_preference_algorithms_once_per_w_in_every_suite():
     with pytest.raises(SystemExit):
         parser().parse_args(["--out", "x", "--w", "0.5,0.5,0.5"])
     assert parser().parse_args(["--out", "x", "--w", "0.8,0.1,0.1"]).w == [ws[0]]
+
+
+def test_trace_capacity_by_hand(tmp_path):
+    from ccp_train.harness.closeup import _trace_capacity
+
+    # one 1500-byte opportunity per ms, period 10 ms: 12 Mbit/s in every 100 ms bin
+    t = tmp_path / "t"
+    t.write_text("\n".join(str(i) for i in range(1, 11)) + "\n")
+    ts, cap = _trace_capacity(t, 0.5)
+    assert ts == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
+    assert cap[1:] == pytest.approx([12.0] * 4)
