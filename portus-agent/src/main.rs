@@ -1,7 +1,7 @@
 //! `ccp-agent`: the CCP agent binary. See `ccp-agent --help`.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -50,7 +50,9 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
 
-    /// Algorithm for flows that name none (`ccp`) or one this agent does not run.
+    /// Algorithm for flows that name none (`ccp`) or one this agent does not run. `auto`:
+    /// flows naming none are chosen by their preference from <models>/portfolio.json like
+    /// `ccp_auto` flows (cubic when it cannot choose).
     #[arg(long, value_name = "NAME", default_value = "cubic")]
     alg: String,
 
@@ -319,8 +321,8 @@ fn start_control(
     if let Some(f) = &state_file {
         control::load_state(f, &agent.tables().prefs);
     }
-    let proc_ccp = Path::new(ccp_runtime::metrics::PROC_CCP);
-    let shared = agent.control_shared(proc_ccp.exists().then(|| proc_ccp.to_path_buf()));
+    // read at each scrape (ccp_kernel_present says whether it was there)
+    let shared = agent.control_shared(Some(PathBuf::from(ccp_runtime::metrics::PROC_CCP)));
     let opts = ControlOptions {
         control: sock,
         auth: AuthPolicy::for_this_process(config.control.group),
@@ -333,8 +335,8 @@ fn start_control(
         .map_err(|e| Failure::Runtime(anyhow::anyhow!("cannot start the control plane: {e}")))
 }
 
-/// SIGHUP: the models, and the config file's `[[preference]]` rules (a bad file keeps the
-/// rules in force).
+/// SIGHUP: the models, the preference portfolio table, and the config file's
+/// `[[preference]]` rules (a bad file keeps what is in force).
 fn reload(cli: &Cli, agent: &Agent) {
     match agent.models() {
         Some(store) => {
@@ -343,6 +345,13 @@ fn reload(cli: &Cli, agent: &Agent) {
             }
         }
         None => info!("SIGHUP: no learned models to reload"),
+    }
+    match agent.reload_portfolio() {
+        Ok(true) => info!("SIGHUP: preference portfolio re-read"),
+        Ok(false) => info!("SIGHUP: no preference portfolio table"),
+        Err(e) => {
+            warn!(error = %e, "SIGHUP: portfolio table refused, keeping the old one")
+        }
     }
     if let Some(p) = &cli.config {
         match ccp_runtime::agent::load_agent_config(p) {

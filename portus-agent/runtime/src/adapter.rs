@@ -30,6 +30,7 @@ use tracing::{debug, info, warn};
 use crate::flowlog::FlowLog;
 use crate::flows::{FlowKey, FlowTables};
 use crate::guard::{flow_params, FlowRequest, LogLimit};
+use crate::portfolio::{AutoSelect, Choice};
 use crate::prefs::{FlowAddr, PrefCell, PrefSource};
 
 /// Smallest and largest report interval the agent will ask a datapath for (µs).
@@ -49,6 +50,8 @@ pub struct FlowRecord {
     pub w_source: PrefSource,
     /// The CREATE's addresses and ports (none for flows started without a CREATE).
     pub addr: Option<FlowAddr>,
+    /// `ccp_auto` flows: the portfolio's choice and why.
+    pub choice: Option<Choice>,
     pub closed: bool,
     pub metrics: FlowMetrics,
 }
@@ -61,6 +64,8 @@ pub struct AgentCore {
     /// preferences (`tables.prefs`, with the agent's `--w`) and the decision counters.
     pub tables: Arc<FlowTables>,
     pub flow_log: Option<Arc<Mutex<FlowLog>>>,
+    /// The preference portfolio `ccp_auto` flows are chosen from (SIGHUP re-reads it).
+    pub auto: Arc<AutoSelect>,
     /// In-network statistics for the flows that read them ([`FlowDriver`] hands each new
     /// sample to its controller before the next report).
     pub network_stats: Option<Arc<dyn NetworkStats>>,
@@ -107,6 +112,7 @@ impl AgentCore {
                     preference: None,
                     addr: None,
                     resolved: None,
+                    choice: None,
                 };
                 (self.tables.set_request(key, r.clone()), r)
             }
@@ -149,6 +155,7 @@ impl AgentCore {
             w,
             w_source: resolved.source.clone(),
             addr: request.addr,
+            choice: request.choice.clone(),
             closed: false,
             metrics: ctrl.metrics().clone(),
         };
@@ -611,6 +618,7 @@ mod tests {
             registry,
             tables: Arc::new(FlowTables::default()),
             flow_log: None,
+            auto: Arc::new(AutoSelect::none(Preference::default())),
             network_stats: Some(cell.clone()),
         };
         let sample = |seq| NetStats::new(1.0, 0.5, 1.0, seq, 0).unwrap();
@@ -674,6 +682,7 @@ mod tests {
             registry,
             tables: Arc::new(FlowTables::default()),
             flow_log: None,
+            auto: Arc::new(AutoSelect::none(Preference::default())),
             network_stats: None,
         };
         let ctrl = Registers {
@@ -733,6 +742,7 @@ mod tests {
             registry,
             tables: Arc::new(FlowTables::default()),
             flow_log: None,
+            auto: Arc::new(AutoSelect::none(Preference::default())),
             network_stats: None,
         };
         let addr = FlowAddr {
@@ -750,6 +760,7 @@ mod tests {
                 preference: None,
                 addr: Some(addr),
                 resolved: None,
+                choice: None,
             },
         );
         let seen = Arc::new(Mutex::new(Vec::new()));

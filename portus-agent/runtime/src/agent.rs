@@ -17,7 +17,11 @@ use crate::flowlog::FlowLog;
 use crate::flows::{FlowTables, TableSizes};
 use crate::guard::{GuardStats, Guarded};
 use crate::policy::{ModelContract, ModelStore};
+use crate::portfolio::AutoSelect;
 use crate::prefs::{PrefConfig, PrefRule, PrefStore};
+
+/// What `--alg auto` runs when the portfolio cannot choose (no runnable entry).
+pub const AUTO_FALLBACK: &str = "cubic";
 
 /// Errors that are the user's to fix (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +40,9 @@ pub enum ConfigError {
     Models(#[from] crate::policy::PolicyLoadError),
     #[error("config file {path}: {msg}")]
     ConfigFile { path: PathBuf, msg: String },
+    /// A bad preference portfolio table (`<models>/portfolio.json`).
+    #[error(transparent)]
+    Portfolio(#[from] crate::portfolio::PortfolioError),
     /// A knob outside its range (algorithm options given in code).
     #[error("config: {0}")]
     Knob(#[from] ccp_algs::config::KnobError),
@@ -404,9 +411,22 @@ impl Agent {
     pub fn with_registry(opts: &AgentOptions, registry: Registry) -> Result<Self, ConfigError> {
         opts.algs.validate()?;
         let programs = crate::programs::validate(&registry)?;
+        // `--alg auto`: flows naming no algorithm are chosen by the portfolio too; when it
+        // cannot choose (no runnable entry) they run the fallback
+        let for_default = opts.default_alg == ccp_algs::AUTO;
+        let default_name = if for_default {
+            AUTO_FALLBACK
+        } else {
+            opts.default_alg.as_str()
+        };
+        let auto = Arc::new(AutoSelect::open(
+            opts.models.as_ref().map(|m| m.join(crate::portfolio::FILE)),
+            opts.default_w,
+            for_default,
+        )?);
         let default_alg =
             registry
-                .get(&opts.default_alg)
+                .get(default_name)
                 .cloned()
                 .ok_or_else(|| ConfigError::UnknownAlg {
                     name: opts.default_alg.clone(),
@@ -435,6 +455,7 @@ impl Agent {
             default_alg,
             tables: Arc::new(FlowTables::with_prefs(prefs)),
             flow_log,
+            auto,
             network_stats: opts.network_stats.clone(),
         });
         Ok(Self {
@@ -443,6 +464,20 @@ impl Agent {
             stats: Arc::new(GuardStats::default()),
             programs,
         })
+    }
+
+    /// Read the preference portfolio table again (SIGHUP); a bad new table keeps the old
+    /// one. `Ok(false)`: there is no table file.
+    pub fn reload_portfolio(&self) -> Result<bool, crate::portfolio::PortfolioError> {
+        self.core.auto.reload()
+    }
+
+    /// The algorithm a `ccp_auto` flow with preference `w` (None: the default) gets now.
+    pub fn choose_auto(&self, w: Option<Preference>) -> Option<String> {
+        self.core
+            .auto
+            .choose(w, &self.core.available())
+            .map(|c| c.alg)
     }
 
     /// The model store, when learned algorithms were loaded (reload it on SIGHUP).
@@ -499,7 +534,8 @@ impl Agent {
             self.core.tables.clone(),
             self.core.available(),
             stop.clone(),
-        );
+        )
+        .with_auto(self.core.auto.clone());
         let core = &self.core;
         let handle = RunBuilder::new(BackendBuilder { sock: guarded })
             .default_alg(DefaultAlg::new(core))

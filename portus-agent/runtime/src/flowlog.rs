@@ -74,9 +74,16 @@ impl FlowLog {
             ),
             None => (String::new(), String::new()),
         };
-        let v = json!({"event": "create", "t": self.t(), "sid": r.sid, "requested": r.requested,
+        let mut v = json!({"event": "create", "t": self.t(), "sid": r.sid, "requested": r.requested,
             "alg": r.alg, "w": r.w.as_array(), "w_source": r.w_source.to_string(),
             "src": src, "dst": dst, "cwnd_bytes": a.cwnd_bytes, "rate_bps": a.rate_bps});
+        if let Some(c) = &r.choice {
+            // why the portfolio chose this algorithm: its score w·o, the landmark it was
+            // measured at, and the best other algorithm
+            v["choice"] = json!({"score": c.score,
+                "landmark": c.landmark.map(|w| w.as_array()),
+                "runner_up": c.runner_up.as_ref().map(|(a, s)| json!({"alg": a, "score": s}))});
+        }
         self.write(v);
     }
 

@@ -49,6 +49,7 @@ use portus::ipc::Ipc;
 use tracing::warn;
 
 use crate::flows::{FlowKey, FlowTables};
+use crate::portfolio::{AutoSelect, Choice};
 use crate::prefs::{FlowAddr, PrefStore, Resolved};
 
 /// Message types (portus `serialize`): datapath → agent.
@@ -230,6 +231,8 @@ pub struct FlowRequest {
     pub addr: Option<FlowAddr>,
     /// The flow's preference as resolved at CREATE ([`PrefStore::resolve`]).
     pub resolved: Option<Resolved>,
+    /// For a flow that asked for `ccp_auto`: the portfolio's choice and why.
+    pub choice: Option<Choice>,
 }
 
 /// At most one log line per `every` from one call site; counts what it held back.
@@ -267,6 +270,7 @@ pub const LOG_EVERY: Duration = Duration::from_millis(500);
 
 static LOG_UNAVAILABLE: LogLimit = LogLimit::new(LOG_EVERY);
 static LOG_BAD_PREFERENCE: LogLimit = LogLimit::new(LOG_EVERY);
+static LOG_NO_CHOICE: LogLimit = LogLimit::new(LOG_EVERY);
 
 pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
@@ -373,12 +377,14 @@ pub fn create_addr(msg: &[u8]) -> FlowAddr {
 /// Normalize a validated CREATE in place and return the flow's request: the flow's
 /// preference is resolved (`prefs`: per-socket entry, rule, `;w=` suffix, default; see
 /// [`crate::prefs`]), the name becomes the registry name portus dispatches on
-/// (`ccp_cubic;w=…` → `cubic`; `ccp`, unknown or unavailable → empty, i.e. the default), and
+/// (`ccp_cubic;w=…` → `cubic`; `ccp_auto` → the portfolio's choice for the resolved
+/// preference (`auto`); `ccp`, unknown or unavailable → empty, i.e. the default), and
 /// the initial window is clamped (see [`flow_params`]; counted in `clamped_create`). The
 /// caller records the request.
 pub fn normalize_create(
     msg: &mut [u8],
     available: &[String],
+    auto: &AutoSelect,
     stats: &GuardStats,
     prefs: &PrefStore,
 ) -> FlowRequest {
@@ -404,12 +410,30 @@ pub fn normalize_create(
             None
         }
     });
-    // The flow's preference: decided here, once, before its algorithm (a selection of the
-    // algorithm by w belongs right after this line, reading `resolved.w`).
+    // The flow's preference: decided here, once, before its algorithm (`ccp_auto` chooses
+    // the algorithm from it just below).
     let addr = create_addr(msg);
     let resolved = prefs.resolve(Some(&addr), preference);
     let wanted = strip_prefix(alg_part);
-    let alg = if available.iter().any(|a| a == wanted) {
+    // `ccp_auto` (and `ccp` under `--alg auto`): the portfolio chooses from the resolved
+    // preference
+    let choice = if wanted == ccp_algs::AUTO || (wanted.is_empty() && auto.for_default) {
+        let c = auto.choose(Some(resolved.w), available);
+        if c.is_none() {
+            if let Some(held) = LOG_NO_CHOICE.allow() {
+                warn!(sid, requested = ?requested, held_back = held,
+                    "no portfolio table (or none of its algorithms runs here): using the default");
+            }
+        }
+        c
+    } else {
+        None
+    };
+    let alg = if let Some(c) = &choice {
+        c.alg.clone()
+    } else if wanted == ccp_algs::AUTO {
+        String::new()
+    } else if available.iter().any(|a| a == wanted) {
         wanted.to_owned()
     } else {
         if !wanted.is_empty() {
@@ -429,6 +453,7 @@ pub fn normalize_create(
         preference,
         addr: Some(addr),
         resolved: Some(resolved),
+        choice,
     }
 }
 
@@ -472,6 +497,8 @@ pub struct Guarded<I: Ipc> {
     stop: Arc<AtomicBool>,
     /// Drop a datapath whose send failed (unix sockets).
     drop_dead_peers: bool,
+    /// The preference portfolio `ccp_auto` flows are chosen from.
+    auto: Arc<AutoSelect>,
 }
 
 // The RefCell is only touched from the one portus thread that owns the socket.
@@ -504,7 +531,14 @@ impl<I: Ipc> Guarded<I> {
             available,
             stop,
             drop_dead_peers,
+            auto: Arc::new(AutoSelect::none(Preference::default())),
         }
+    }
+
+    /// Choose `ccp_auto` flows from this portfolio (none by default: they run the default).
+    pub fn with_auto(mut self, auto: Arc<AutoSelect>) -> Self {
+        self.auto = auto;
+        self
     }
 
     fn log_reject(&self, st: &mut State<I::Addr>, r: Reject, bytes: &[u8]) {
@@ -737,6 +771,7 @@ impl<I: Ipc> Ipc for Guarded<I> {
                         let req = normalize_create(
                             &mut staged[msg_at..msg_at + len],
                             &self.available,
+                            &self.auto,
                             &self.stats,
                             &self.tables.prefs,
                         );
@@ -899,14 +934,64 @@ mod tests {
         let stats = GuardStats::default();
         let mut m = with_fields(u32::MAX, 1448, 0, 0);
         let prefs = PrefStore::default();
-        let req = normalize_create(&mut m, &["cubic".to_string()], &stats, &prefs);
+        let none = AutoSelect::none(Preference::default());
+        let req = normalize_create(&mut m, &["cubic".to_string()], &none, &stats, &prefs);
         assert_eq!(req.alg, "cubic");
         assert_eq!(u32_at(&m, CREATE_INIT_CWND), MAX_INIT_CWND_BYTES);
         assert_eq!(stats.clamped_create.load(Ordering::Relaxed), 1);
         let mut m = with_fields(10, 1448, 0, 0);
-        normalize_create(&mut m, &[], &stats, &prefs);
+        normalize_create(&mut m, &[], &none, &stats, &prefs);
         assert_eq!(u32_at(&m, CREATE_INIT_CWND), 14480);
         assert_eq!(stats.clamped_create.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn ccp_auto_chooses_from_the_resolved_preference() {
+        use crate::prefs::{PrefConfig, SocketPair};
+        let path = std::env::temp_dir().join(format!("ccp-guard-pf-{}.json", std::process::id()));
+        std::fs::write(
+            &path,
+            r#"{"version": 1, "default_class": "all", "classes": {"all": [
+                {"alg": "bbr", "w": null, "o": [0.95, 0.55, 0.97]},
+                {"alg": "mocc", "w": [0.1, 0.8, 0.1], "o": [0.40, 0.97, 1.0]}]}}"#,
+        )
+        .unwrap();
+        let thr = Preference::new(0.8, 0.1, 0.1).unwrap();
+        let auto = AutoSelect::open(Some(path.clone()), thr, false).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let prefs = PrefStore::new(PrefConfig {
+            default_w: thr,
+            ..Default::default()
+        });
+        let stats = GuardStats::default();
+        let available = ["bbr".to_string(), "mocc".to_string()];
+        let create_auto = || {
+            let mut m = create(1, "ccp_auto");
+            m[CREATE_SRC_IP..CREATE_SRC_IP + 4].copy_from_slice(&0x0a00_0101u32.to_le_bytes());
+            m[CREATE_SRC_PORT..CREATE_SRC_PORT + 4].copy_from_slice(&40000u32.to_le_bytes());
+            m[CREATE_DST_IP..CREATE_DST_IP + 4].copy_from_slice(&0x0a00_0202u32.to_le_bytes());
+            m[CREATE_DST_PORT..CREATE_DST_PORT + 4].copy_from_slice(&5201u32.to_le_bytes());
+            m
+        };
+        // the default w is throughput-heavy: bbr
+        let req = normalize_create(&mut create_auto(), &available, &auto, &stats, &prefs);
+        assert_eq!(req.alg, "bbr");
+        // the socket's own entry, set before it connected, makes it latency-heavy: mocc
+        let pair = SocketPair {
+            local: "10.0.1.1:40000".parse().unwrap(),
+            remote: "10.0.2.2:5201".parse().unwrap(),
+        };
+        prefs
+            .set(pair, Preference::new(0.1, 0.8, 0.1).unwrap())
+            .unwrap();
+        let mut m = create_auto();
+        let req = normalize_create(&mut m, &available, &auto, &stats, &prefs);
+        assert_eq!(req.alg, "mocc");
+        assert_eq!(
+            req.resolved.map(|r| r.source),
+            Some(crate::prefs::PrefSource::Socket)
+        );
+        assert_eq!(&m[CREATE_NAME..CREATE_NAME + 5], b"mocc\0");
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub mod inline;
 pub mod metrics;
 pub mod netlink;
 pub mod policy;
+pub mod portfolio;
 pub mod prefs;
 pub mod programs;
 pub mod simrun;
