@@ -152,7 +152,12 @@ else
 fi
 
 say "building the agent (cargo build --release -p ccp-agent)"
+# the guest runs $REPO/target/release/ccp-agent (the work tree is shared with it, /tmp
+# is not): a build under another CARGO_TARGET_DIR is copied there
+BUILT=${CARGO_TARGET_DIR:-$REPO/target}/release/ccp-agent
 if (cd "$REPO" && cargo build --release -p ccp-agent) > "$WORK/agent-build.log" 2>&1 &&
+   { [ "$BUILT" -ef "$REPO/target/release/ccp-agent" ] ||
+     { mkdir -p "$REPO/target/release" && cp "$BUILT" "$REPO/target/release/ccp-agent"; }; } &&
    [ -x "$REPO/target/release/ccp-agent" ]; then
 	hres PASS agent_build "target/release/ccp-agent"
 else

@@ -17,7 +17,7 @@ plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp
 	ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 	restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
 	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent \
-	module_unload module_reload kernel_log_clean
+	module_unload module_reload pref_two_sockets metrics_endpoint kernel_log_clean
 
 # ---------------------------------------------------------------- load
 if insmod $KO; then
@@ -491,8 +491,94 @@ if [ $unloaded = yes ]; then
 	check module_reload '[ $rrc = 0 ]' "insmod + rmmod again"
 fi
 
+# ---------------------------------------------------------------- per-socket preferences
+# Two ccp_mocc sockets through the same bottleneck, each given its preference
+# through the agent's control socket: A, throughput first <0.8,0.1,0.1>, by
+# `ccp-agent ctl set-pref` before it connects (its local port is fixed, so the
+# agent keeps the entry pending until A's CREATE); B, latency first
+# <0.1,0.8,0.1>, by the sending application itself (ccp_train.pref, right
+# after connect: pending or applied mid-flow, whichever the CREATE races).
+# Prediction, written before the first run: A carries >= 1.3x B's throughput
+# over the transfer (the simulator gives 43 vs 5.7 Mbit/s on this link; MOCC's
+# notes give a latency-heavy flow 0.73 of a fair share next to a
+# throughput-heavy one, 1.7x).  The agent's flow log shows each socket's w and
+# that it came from the socket's entry.  Meanwhile the metrics endpoint
+# (--metrics 127.0.0.1:9464) is scraped twice during the transfer: decisions
+# and the kernel's report counter move between the scrapes, two mocc flows are
+# live, /proc/net/ccp's counters are there.
+PSECS=20
+PF="$PY $REPO/ops/vm/guest/prefflow.py"
+scrape() { # scrape FILE: GET /metrics from the agent (bash's /dev/tcp, no curl)
+	local fd
+	exec {fd}<>/dev/tcp/127.0.0.1/9464 || return 1
+	printf 'GET /metrics HTTP/1.0\r\n\r\n' >&$fd
+	cat <&$fd > $1
+	exec {fd}>&-
+}
+mval() { awk -v n="$2" '$1==n {print $2; f=1} END {if (!f) print "none"}' $1; }
+if ! agent_available; then
+	fail pref_two_sockets "no agent binary at $AGENT"
+	fail metrics_endpoint "no agent binary at $AGENT"
+elif ! { [ -d /sys/module/ccp_kernel ] || insmod $KO; }; then
+	fail pref_two_sockets "insmod $KO failed"
+	fail metrics_endpoint "insmod $KO failed"
+else
+	setup_link $RATE $RTT_MS $BDP
+	ip link set lo up	# the metrics listen on 127.0.0.1 of the initial namespace
+	CTL=$T/control.sock
+	FLP=$T/flows-pref.jsonl
+	rm -f $FLP $T/pref-*
+	if ! AGENT_ALG=cubic agent_start $FLP --models $REPO/models --control $CTL --metrics 127.0.0.1:9464; then
+		fail pref_two_sockets "the agent did not start: $(tail -2 $OUT/agent.log | tr '\n' ' ')"
+		fail metrics_endpoint "the agent did not start"
+	else
+		for i in $(seq 100); do [ -S $CTL ] && break; nap 0.05; done
+		$AGENT ctl --control $CTL set-pref --local 10.0.1.1:40001 --remote $RCV_IP:5221 --w 0.8,0.1,0.1 > $T/pref-a.ctl 2>&1
+		arc=$?
+		$NS_RCV $PF sink 5221 $T/pref-a.sink > $T/pref-a.sink.log 2>&1 &
+		sa=$!
+		$NS_RCV $PF sink 5222 $T/pref-b.sink > $T/pref-b.sink.log 2>&1 &
+		sb=$!
+		for i in $(seq 300); do [ -e $T/pref-a.sink.ready ] && [ -e $T/pref-b.sink.ready ] && break; nap 0.1; done
+		scrape $T/pref-m0.txt
+		$NS_SND $PF send $RCV_IP 5221 $PSECS $T/pref-a.send --bind-port 40001 > $T/pref-a.send.log 2>&1 &
+		pa=$!
+		$NS_SND $PF send $RCV_IP 5222 $PSECS $T/pref-b.send --pref 0.1,0.8,0.1 --control $CTL > $T/pref-b.send.log 2>&1 &
+		pb=$!
+		nap 8
+		scrape $T/pref-m1.txt
+		nap 5
+		scrape $T/pref-m2.txt
+		$AGENT ctl --control $CTL flows > $T/pref.ctlflows 2>&1
+		wait $pa $pb
+		wait $sa $sb
+		XA=$($PF thr $T/pref-a.sink 3 $PSECS 2>/dev/null || echo 0)
+		XB=$($PF thr $T/pref-b.sink 3 $PSECS 2>/dev/null || echo 0)
+		LB=$(sed -n 's/.*"local": "\([0-9.:]*\)".*/\1/p' $T/pref-b.send)
+		read wa sra <<<"$($PF flowlog $FLP 10.0.1.1:40001)"
+		read wb srb <<<"$($PF flowlog $FLP ${LB:-none})"
+		breply=$(grep -o '"state": "[a-z]*"' $T/pref-b.send | head -1)
+		berr=$(grep -o '"error": "[^"]*"' $T/pref-b.send)
+		log "preferences: A $XA Mbit/s w $wa ($sra), B $XB Mbit/s w $wb ($srb); $(tr '\n' ' ' < $T/pref-a.ctl) B: $breply $berr"
+		check pref_two_sockets '[ $arc = 0 ] && grep -q pending $T/pref-a.ctl && [ -n "$breply" ] && [ -z "$berr" ] && [ "$wa" = 0.8,0.1,0.1 ] && [ "$sra" = socket ] && [ "$wb" = 0.1,0.8,0.1 ] && [ "$srb" = socket ] && fge $XA $(calc "1.3 * $XB") && fge $(calc "$XA + $XB") 5' \
+			"A (ctl set-pref before connect: $(tr '\n' ' ' < $T/pref-a.ctl| cut -c1-60)) in the agent: w $wa from $sra, $XA Mbit/s; B (ccp_train.pref after connect: ${breply:-no reply}${berr:+ $berr}) local ${LB:-?}: w $wb from $srb, $XB Mbit/s; rule: A >= 1.3x B"
+		d1=$(mval $T/pref-m1.txt ccp_decisions_total); d2=$(mval $T/pref-m2.txt ccp_decisions_total)
+		r1=$(mval $T/pref-m1.txt ccp_kernel_reports_sent); r2=$(mval $T/pref-m2.txt ccp_kernel_reports_sent)
+		nm=$(mval $T/pref-m2.txt 'ccp_flows{alg="mocc"}')
+		kp=$(mval $T/pref-m2.txt ccp_kernel_present)
+		kc=$(mval $T/pref-m2.txt ccp_kernel_flows_ccp)
+		hc=$(mval $T/pref-m2.txt ccp_decision_seconds_count)
+		ps=$(mval $T/pref-m2.txt 'ccp_pref_flows_total{source="socket"}')
+		pm=$(mval $T/pref-m2.txt ccp_pref_changed_mid_flow_total)
+		check metrics_endpoint 'head -1 $T/pref-m2.txt | grep -q "200 OK" && [ "$d1" != none ] && [ "$d2" != none ] && [ "$d2" -gt "$d1" ] && [ "$r1" != none ] && [ "$r2" -gt "$r1" ] && [ "$nm" = 2 ] && [ "$kp" = 1 ] && [ "${kc:-0}" -ge 2 ] && [ "$hc" = "$d2" ] && [ $(( ${ps:-0} + ${pm:-0} )) -ge 2 ]' \
+			"GET /metrics during the transfer: decisions $d1 -> $d2, kernel reports_sent $r1 -> $r2, mocc flows $nm, kernel flows_ccp $kc, decision histogram count $hc; preferences from the socket at CREATE $ps, changed mid-flow $pm; before: $(mval $T/pref-m0.txt ccp_decisions_total) decisions"
+	fi
+	agent_stop
+	for i in $(seq 50); do rmmod ccp_kernel 2>/dev/null && break; nap 0.1; done
+fi
+
 # ---------------------------------------------------------------- kernel log
 dmesg > $OUT/dmesg-tests.txt
 check kernel_log_clean kernel_log_clean "no BUG/WARNING/Oops/lockup in dmesg ($(grep -c 'ccp:' $OUT/dmesg-tests.txt) ccp lines, see work/out/dmesg-tests.txt)"
-cp $T/*.ss $T/*.flows $T/*.json $T/*.cli $T/*.ctr $T/*.jsonl $T/*.samples $OUT/ 2>/dev/null
+cp $T/*.ss $T/*.flows $T/*.json $T/*.cli $T/*.ctr $T/*.jsonl $T/*.samples $T/pref-* $T/pref.* $OUT/ 2>/dev/null
 log "guest tests done"

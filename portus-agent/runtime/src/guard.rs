@@ -15,11 +15,13 @@
 //! initial window is clamped to `[1 MSS, MAX_INIT_CWND_BYTES]` (a value below one MSS is a
 //! packet count, as before) and the clamp counted (`clamped_create`).
 //!
-//! The guard also reads the flow's request out of CREATE: the congAlg name is rewritten to
-//! the registry name portus dispatches on (`ccp_cubic` → `cubic`; `ccp`, unknown or
-//! unavailable → empty, i.e. the default algorithm), and an optional `;w=a,b,c` suffix (the
-//! simulator's way to carry a per-flow preference) is recorded in the [`FlowTables`] for the
-//! algorithm adapter to pick up.
+//! The guard also reads the flow's request out of CREATE: its addresses and ports, an
+//! optional `;w=a,b,c` suffix (the simulator's way to carry a per-flow preference), and from
+//! them the flow's preference, resolved here once ([`crate::prefs`]: per-socket entry, rule,
+//! suffix, `--w`); then the congAlg name is rewritten to the registry name portus dispatches
+//! on (`ccp_cubic` → `cubic`; `ccp`, unknown or unavailable → empty, i.e. the default
+//! algorithm). The request is recorded in the [`FlowTables`] for the algorithm adapter to
+//! pick up.
 //!
 //! Bounds. Live flows are tracked per datapath: at most [`MAX_FLOWS_PER_DATAPATH`] (libccp's
 //! table) and [`MAX_FLOWS`] in all; a CREATE beyond is refused (`too_many_flows`), and a
@@ -48,6 +50,7 @@ use tracing::warn;
 
 use crate::flows::{FlowKey, FlowTables};
 use crate::portfolio::{AutoSelect, Choice};
+use crate::prefs::{FlowAddr, PrefStore, Resolved};
 
 /// Message types (portus `serialize`): datapath → agent.
 pub const CREATE: u16 = 0;
@@ -89,7 +92,9 @@ pub const DEAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// Byte offsets in a CREATE.
 const CREATE_INIT_CWND: usize = HDR_LEN;
 const CREATE_MSS: usize = HDR_LEN + 4;
+const CREATE_SRC_IP: usize = HDR_LEN + 8;
 const CREATE_SRC_PORT: usize = HDR_LEN + 12;
+const CREATE_DST_IP: usize = HDR_LEN + 16;
 const CREATE_DST_PORT: usize = HDR_LEN + 20;
 const CREATE_NAME: usize = HDR_LEN + 24;
 
@@ -220,8 +225,12 @@ pub struct FlowRequest {
     pub requested: String,
     /// The registry name portus will dispatch on; empty = the default algorithm.
     pub alg: String,
-    /// The flow's own preference, if it carried one.
+    /// The flow's own preference (the `;w=` suffix), if it carried one.
     pub preference: Option<Preference>,
+    /// The CREATE's addresses and ports.
+    pub addr: Option<FlowAddr>,
+    /// The flow's preference as resolved at CREATE ([`PrefStore::resolve`]).
+    pub resolved: Option<Resolved>,
     /// For a flow that asked for `ccp_auto`: the portfolio's choice and why.
     pub choice: Option<Choice>,
 }
@@ -355,15 +364,29 @@ pub fn check_message(buf: &[u8]) -> Result<usize, Reject> {
     Ok(len)
 }
 
-/// Normalize a validated CREATE in place and return the flow's request: the name becomes the
-/// registry name portus dispatches on (`ccp_cubic;w=…` → `cubic`; `ccp`, unknown or
-/// unavailable → empty, i.e. the default), and the initial window is clamped (see
-/// [`flow_params`]; counted in `clamped_create`). The caller records the request.
+/// The addresses and ports of a validated CREATE (libccp: IPv4 in host order).
+pub fn create_addr(msg: &[u8]) -> FlowAddr {
+    FlowAddr {
+        src_ip: u32_at(msg, CREATE_SRC_IP).into(),
+        src_port: u32_at(msg, CREATE_SRC_PORT) as u16,
+        dst_ip: u32_at(msg, CREATE_DST_IP).into(),
+        dst_port: u32_at(msg, CREATE_DST_PORT) as u16,
+    }
+}
+
+/// Normalize a validated CREATE in place and return the flow's request: the flow's
+/// preference is resolved (`prefs`: per-socket entry, rule, `;w=` suffix, default; see
+/// [`crate::prefs`]), the name becomes the registry name portus dispatches on
+/// (`ccp_cubic;w=…` → `cubic`; `ccp_auto` → the portfolio's choice for the resolved
+/// preference (`auto`); `ccp`, unknown or unavailable → empty, i.e. the default), and
+/// the initial window is clamped (see [`flow_params`]; counted in `clamped_create`). The
+/// caller records the request.
 pub fn normalize_create(
     msg: &mut [u8],
     available: &[String],
     auto: &AutoSelect,
     stats: &GuardStats,
+    prefs: &PrefStore,
 ) -> FlowRequest {
     let sid = u32_at(msg, 4);
     let init_cwnd = u32_at(msg, CREATE_INIT_CWND);
@@ -372,11 +395,10 @@ pub fn normalize_create(
         stats.clamped_create.fetch_add(1, Ordering::Relaxed);
     }
     msg[CREATE_INIT_CWND..CREATE_INIT_CWND + 4].copy_from_slice(&init_bytes.to_le_bytes());
-    let name_field = &mut msg[CREATE_NAME..CREATE_LEN];
+    let name_field = &msg[CREATE_NAME..CREATE_LEN];
     let end = name_field.iter().position(|&c| c == 0).unwrap_or(0);
     let requested = String::from_utf8_lossy(&name_field[..end]).into_owned();
     let (alg_part, w_text) = split_request(&requested);
-    let wanted = strip_prefix(alg_part);
     let preference = w_text.and_then(|t| match t.parse::<Preference>() {
         Ok(w) => Some(w),
         Err(e) => {
@@ -388,9 +410,15 @@ pub fn normalize_create(
             None
         }
     });
-    // `ccp_auto` (and `ccp` under `--alg auto`): the portfolio chooses from the preference
+    // The flow's preference: decided here, once, before its algorithm (`ccp_auto` chooses
+    // the algorithm from it just below).
+    let addr = create_addr(msg);
+    let resolved = prefs.resolve(Some(&addr), preference);
+    let wanted = strip_prefix(alg_part);
+    // `ccp_auto` (and `ccp` under `--alg auto`): the portfolio chooses from the resolved
+    // preference
     let choice = if wanted == ccp_algs::AUTO || (wanted.is_empty() && auto.for_default) {
-        let c = auto.choose(preference, available);
+        let c = auto.choose(Some(resolved.w), available);
         if c.is_none() {
             if let Some(held) = LOG_NO_CHOICE.allow() {
                 warn!(sid, requested = ?requested, held_back = held,
@@ -416,12 +444,15 @@ pub fn normalize_create(
         }
         String::new()
     };
+    let name_field = &mut msg[CREATE_NAME..CREATE_LEN];
     name_field.fill(0);
     name_field[..alg.len()].copy_from_slice(alg.as_bytes());
     FlowRequest {
         requested,
         alg,
         preference,
+        addr: Some(addr),
+        resolved: Some(resolved),
         choice,
     }
 }
@@ -742,6 +773,7 @@ impl<I: Ipc> Ipc for Guarded<I> {
                             &self.available,
                             &self.auto,
                             &self.stats,
+                            &self.tables.prefs,
                         );
                         self.tables.set_request(FlowKey { peer: peer_id, sid }, req);
                     }
@@ -901,15 +933,65 @@ mod tests {
         assert_eq!(flow_params(u32::MAX, 5), (MAX_MSS, 5 * MAX_MSS));
         let stats = GuardStats::default();
         let mut m = with_fields(u32::MAX, 1448, 0, 0);
+        let prefs = PrefStore::default();
         let none = AutoSelect::none(Preference::default());
-        let req = normalize_create(&mut m, &["cubic".to_string()], &none, &stats);
+        let req = normalize_create(&mut m, &["cubic".to_string()], &none, &stats, &prefs);
         assert_eq!(req.alg, "cubic");
         assert_eq!(u32_at(&m, CREATE_INIT_CWND), MAX_INIT_CWND_BYTES);
         assert_eq!(stats.clamped_create.load(Ordering::Relaxed), 1);
         let mut m = with_fields(10, 1448, 0, 0);
-        normalize_create(&mut m, &[], &none, &stats);
+        normalize_create(&mut m, &[], &none, &stats, &prefs);
         assert_eq!(u32_at(&m, CREATE_INIT_CWND), 14480);
         assert_eq!(stats.clamped_create.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn ccp_auto_chooses_from_the_resolved_preference() {
+        use crate::prefs::{PrefConfig, SocketPair};
+        let path = std::env::temp_dir().join(format!("ccp-guard-pf-{}.json", std::process::id()));
+        std::fs::write(
+            &path,
+            r#"{"version": 1, "default_class": "all", "classes": {"all": [
+                {"alg": "bbr", "w": null, "o": [0.95, 0.55, 0.97]},
+                {"alg": "mocc", "w": [0.1, 0.8, 0.1], "o": [0.40, 0.97, 1.0]}]}}"#,
+        )
+        .unwrap();
+        let thr = Preference::new(0.8, 0.1, 0.1).unwrap();
+        let auto = AutoSelect::open(Some(path.clone()), thr, false).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let prefs = PrefStore::new(PrefConfig {
+            default_w: thr,
+            ..Default::default()
+        });
+        let stats = GuardStats::default();
+        let available = ["bbr".to_string(), "mocc".to_string()];
+        let create_auto = || {
+            let mut m = create(1, "ccp_auto");
+            m[CREATE_SRC_IP..CREATE_SRC_IP + 4].copy_from_slice(&0x0a00_0101u32.to_le_bytes());
+            m[CREATE_SRC_PORT..CREATE_SRC_PORT + 4].copy_from_slice(&40000u32.to_le_bytes());
+            m[CREATE_DST_IP..CREATE_DST_IP + 4].copy_from_slice(&0x0a00_0202u32.to_le_bytes());
+            m[CREATE_DST_PORT..CREATE_DST_PORT + 4].copy_from_slice(&5201u32.to_le_bytes());
+            m
+        };
+        // the default w is throughput-heavy: bbr
+        let req = normalize_create(&mut create_auto(), &available, &auto, &stats, &prefs);
+        assert_eq!(req.alg, "bbr");
+        // the socket's own entry, set before it connected, makes it latency-heavy: mocc
+        let pair = SocketPair {
+            local: "10.0.1.1:40000".parse().unwrap(),
+            remote: "10.0.2.2:5201".parse().unwrap(),
+        };
+        prefs
+            .set(pair, Preference::new(0.1, 0.8, 0.1).unwrap())
+            .unwrap();
+        let mut m = create_auto();
+        let req = normalize_create(&mut m, &available, &auto, &stats, &prefs);
+        assert_eq!(req.alg, "mocc");
+        assert_eq!(
+            req.resolved.map(|r| r.source),
+            Some(crate::prefs::PrefSource::Socket)
+        );
+        assert_eq!(&m[CREATE_NAME..CREATE_NAME + 5], b"mocc\0");
     }
 
     #[test]
