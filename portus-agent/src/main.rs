@@ -12,7 +12,7 @@ use tracing::{error, info};
 /// IPC between agent and datapath.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum IpcArg {
-    /// Netlink (group 22): the ccp-kernel module.
+    /// Generic netlink family `ccp` (needs CAP_NET_ADMIN): the ccp-kernel module.
     Netlink,
     /// Character device /dev/ccpkp.
     Char,
@@ -32,8 +32,9 @@ enum IpcArg {
     long_about = "CCP agent hosting every registered congestion-control algorithm at once.\n\n\
         A flow is dispatched by the congestion-control name its datapath announces: \
         `ccp_<alg>` or `<alg>` runs <alg>; `ccp`, an unknown or an unavailable name runs --alg.\n\n\
-        Without --sim it serves a real datapath (default: the ccp-kernel module over netlink) \
-        until SIGINT/SIGTERM. With --sim SCENARIO it runs the scenario on the built-in \
+        Without --sim it serves a real datapath (default: the ccp-kernel module over generic \
+        netlink, as root or with CAP_NET_ADMIN) until SIGINT/SIGTERM, or until the module is \
+        unloaded (exit code 1); SIGUSR1 prints the IPC counters as one JSON line on stderr. With --sim SCENARIO it runs the scenario on the built-in \
         simulated datapath and prints per-flow and aggregate results.\n\n\
         Exit codes: 0 success, 1 runtime failure, 2 bad input (flags, files, weights)."
 )]
@@ -189,16 +190,14 @@ fn run_sim(cli: &Cli, path: &std::path::Path, agent: AgentOptions) -> Result<(),
 }
 
 fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])
         .map_err(|e| Failure::Runtime(anyhow::anyhow!("cannot install signal handlers: {e}")))?;
     let ipc = cli.ipc.unwrap_or(IpcArg::Netlink);
     let running = match ipc {
         IpcArg::Netlink => {
             let s = ccp_runtime::netlink::KernelSocket::open(agent.stats.clone()).map_err(|e| {
-                Failure::Runtime(anyhow::anyhow!(
-                    "cannot open the netlink socket ({e:?}): is ccp-kernel.ko loaded (insmod datapath/kernel/ccp-kernel.ko), and are we root/CAP_NET_ADMIN? Without a kernel module use --sim SCENARIO"
-                ))
+                Failure::Runtime(anyhow::anyhow!("cannot serve the kernel datapath: {e}"))
             })?;
             agent.spawn(s)
         }
@@ -228,7 +227,9 @@ fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
     // wait for a signal, or for the loop to end by itself
     'serve: loop {
         for sig in signals.pending() {
-            if sig == SIGHUP {
+            if sig == SIGUSR1 {
+                eprintln!("ccp-agent stats: {}", agent.stats.snapshot());
+            } else if sig == SIGHUP {
                 match agent.models() {
                     Some(store) => {
                         for outcome in store.reload() {
@@ -245,6 +246,16 @@ fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
             let r = running.wait();
             error!(result = ?r, "agent loop ended");
             return r.map_err(Failure::Runtime);
+        }
+        if agent
+            .stats
+            .datapath_gone
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            running.stop(|| ()).map_err(Failure::Runtime)?;
+            return Err(Failure::Runtime(anyhow::anyhow!(
+                "the ccp-kernel datapath was unloaded (its generic netlink family is gone): exiting; start the agent again after loading the module"
+            )));
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
