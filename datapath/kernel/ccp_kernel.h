@@ -160,6 +160,8 @@ int ccpk_nl_init(void);
 void ccpk_nl_exit(void);
 int ccpk_nl_send(const char *msg, int len);	/* raw, lock held */
 int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len);
+u32 ccpk_nl_family_id(void);			/* lock held; 0: none */
+u32 ccpk_nl_group_id(void);			/* lock held; 0: none */
 
 /* ccp_proc.c */
 int ccpk_proc_init(void);

@@ -133,6 +133,17 @@ static int ccpk_genl_multicast(u8 cmd, const char *msg, int len)
 	return genlmsg_multicast(&ccpk_genl_family, skb, 0, 0, GFP_ATOMIC);
 }
 
+/* The family's and its group's ids (for /proc/net/ccp: tools and tests). */
+u32 ccpk_nl_family_id(void)
+{
+	return ccpk->nl_up ? ccpk_genl_family.id : 0;
+}
+
+u32 ccpk_nl_group_id(void)
+{
+	return ccpk->nl_up ? ccpk_genl_family.mcgrp_offset : 0;
+}
+
 /* One CCP message to the agent's group (lock held: GFP_ATOMIC, no sleep). */
 int ccpk_nl_send(const char *msg, int len)
 {

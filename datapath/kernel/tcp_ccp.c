@@ -80,7 +80,10 @@
  *    earlier agent never outlive it (see "the program table belongs to one
  *    agent" below for why libccp's own rule, uid 1, is not enough).
  *
- * Messages from user space (process context, netlink input) are accepted
+ * The agent talks to the datapath over the generic netlink family "ccp"
+ * (ccp_nl.c, ccp_genl.h): only CAP_NET_ADMIN may send to it or join its
+ * multicast group, on which the datapath's messages go out.
+ * Messages from user space (process context, genl input) are accepted
  * only from senders with CAP_NET_ADMIN (UPDATE_FIELDS and CHANGE_PROG only
  * from the agent's socket) and only after ccpk_validate() checked
  * type (INSTALL, UPDATE_FIELDS, CHANGE_PROG), declared against received
@@ -110,7 +113,9 @@
  * Module lifetime: each socket using one of these algorithms holds a
  * reference on the module through tcp_congestion_ops.owner, so the module
  * cannot be unloaded while any flow uses it (rmmod reports it in use);
- * switch the sysctl back and let the flows end first.
+ * switch the sysctl back and let the flows end first.  Unloading removes
+ * the genl family first, which waits for agent messages being handled and
+ * lets no more in (ccp_nl.c), then the probe work, /proc and the state.
  */
 #define pr_fmt(fmt) "ccp: " fmt
 
