@@ -442,6 +442,12 @@ static int ccpk_genl_register(void)
 		ret = ccpk_genl_multicast(CCP_CMD_UNSPEC, NULL, 0);
 		if (ret == -ESRCH)
 			return 0;
+		if (ret && ret != -ENOBUFS) {
+			genl_unregister_family(&ccpk_genl_family);
+			pr_err("cannot check the group of family \"%s\" for members: %d\n",
+			       CCP_GENL_NAME, ret);
+			return ret;
+		}
 		/* delivered (0), or a member's buffer is full (-ENOBUFS) */
 		spin_lock_bh(&ccpk->lock);
 		ccpk_inc(mcast_prejoined);
