@@ -175,7 +175,7 @@ else
 	# a ccp_reno transfer over IPv6 under the agent (iperf3's receiver sets
 	# ccp_reno on its socket too): /proc/net/ccp_flows shows the sender's
 	# IPv6 addresses, and every CREATE of the transfer (what the agent is
-	# told, heard on group 22) carries its ports and address 0: libccp's
+	# told, heard on the genl group) carries its ports and address 0: libccp's
 	# address fields hold IPv4 only, and an IPv6 socket's IPv4 fields hold
 	# placeholders (127.0.0.6 on the accepting side)
 	rm -f $T/listen.ready
