@@ -228,7 +228,9 @@ fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
     'serve: loop {
         for sig in signals.pending() {
             if sig == SIGUSR1 {
-                eprintln!("ccp-agent stats: {}", agent.stats.snapshot());
+                // one write(2), so that a reader never sees half a line
+                let line = format!("ccp-agent stats: {}\n", agent.stats.snapshot());
+                let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
             } else if sig == SIGHUP {
                 match agent.models() {
                     Some(store) => {

@@ -486,15 +486,15 @@ else
 	live=$(data_flow ccp_cubic | awk '{print $1}')
 	aport=$(agent_port)
 	members0=$(group_members)
-	agent_stats() { # the agent's latest counters line (SIGUSR1)
-		local n
-		n=$(grep -c 'ccp-agent stats:' $OUT/agent.log)
+	agent_stats() { # the agent's counters (SIGUSR1): a new, whole line
+		local n j
+		n=$(grep -c '^ccp-agent stats: {.*}$' $OUT/agent.log)
 		kill -USR1 $AGENT_PID 2>/dev/null
-		for i in $(seq 30); do
-			[ "$(grep -c 'ccp-agent stats:' $OUT/agent.log)" -gt "$n" ] && break
+		for j in $(seq 50); do
+			[ "$(grep -c '^ccp-agent stats: {.*}$' $OUT/agent.log)" -gt "$n" ] && break
 			nap 0.1
 		done
-		grep 'ccp-agent stats:' $OUT/agent.log | tail -1 | sed 's/.*stats: //'
+		grep '^ccp-agent stats: {.*}$' $OUT/agent.log | tail -1 | sed 's/.*stats: //'
 	}
 	ast0=$(agent_stats)
 	cp /proc/net/ccp $T/unpriv-before.ctr
