@@ -32,8 +32,6 @@ static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 #include "ccp.h"		/* libccp public API */
 #include "ccp_validate.h"
 
-/* multicast group portus's netlink backend joins (NETLINK_USERSOCK) */
-#define CCPK_NL_GROUP		22
 #define CCPK_LAT_RING		4096	/* latency samples kept for /proc */
 
 /* per-flow control mode (slot->mode) */
@@ -57,6 +55,7 @@ enum ccpk_mode {
 	X(agent_lost_timeout)	/* ... because it stopped answering */	\
 	X(agent_lost_closed)	/* ... because its netlink socket closed */ \
 	X(agent_found)		/* a READY probe reached a listener */	\
+	X(mcast_prejoined)	/* group members found at registration (joined in advance) */ \
 	X(agent_closed)		/* the agent's netlink socket was released */ \
 	X(agent_changes)	/* programs installed from another socket */ \
 	X(agent_restarts)	/* the agent installed program uid 1 again */ \
@@ -73,8 +72,8 @@ enum ccpk_mode {
 	X(rx_update)							\
 	X(rx_changeprog)						\
 	X(rej_total)		/* all rejected agent messages */	\
-	X(rej_perm)		/* sender lacks CAP_NET_ADMIN */	\
-	X(rej_nlmsg)		/* broken netlink framing */		\
+	X(rej_perm)		/* sender lacks CAP_NET_ADMIN (the genl core refuses it first) */ \
+	X(rej_nlmsg)		/* genl version not 1, or no CCP message attribute */ \
 	X(rej_short)							\
 	X(rej_bad_type)							\
 	X(rej_bad_len)							\
@@ -112,7 +111,8 @@ struct ccpk_datapath {
 	u32 nflows;
 	u32 hint;		/* next slot to try */
 	u32 id;			/* datapath id in READY */
-	bool ready;		/* netlink socket up */
+	bool ready;		/* IPC up: libccp's sends go out */
+	bool nl_up;		/* the genl family is registered */
 	bool agent_up;		/* a listener exists and answers */
 	bool shutting_down;
 	bool pending;		/* a CREATE or report waits for the agent */
@@ -125,7 +125,6 @@ struct ccpk_datapath {
 	u32 agent_portid;
 	unsigned long pending_since;	/* jiffies: the oldest such send */
 	u64 last_rx_ns;
-	struct sock *nl_sk;
 	struct delayed_work probe_work;
 	u64 ctr[CCPK_CTR_MAX];
 	/* latency ring: report sent -> reply received -> cwnd applied */
@@ -159,8 +158,10 @@ struct ccp_connection *ccpk_conn(u32 sid);
 /* ccp_nl.c */
 int ccpk_nl_init(void);
 void ccpk_nl_exit(void);
-int ccpk_nl_send(const char *msg, int len);	/* raw, any context */
+int ccpk_nl_send(const char *msg, int len);	/* raw, lock held */
 int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len);
+u32 ccpk_nl_family_id(void);			/* lock held; 0: none */
+u32 ccpk_nl_group_id(void);			/* lock held; 0: none */
 
 /* ccp_proc.c */
 int ccpk_proc_init(void);

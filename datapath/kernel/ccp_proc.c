@@ -31,7 +31,7 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 {
 	u64 ctr[CCPK_CTR_MAX];
 	u64 now = ktime_get_ns(), last_rx;
-	u32 nflows, modes[4] = {}, portid, nprogs;
+	u32 nflows, modes[4] = {}, portid, nprogs, family, group;
 	bool up, known;
 	int i;
 
@@ -43,6 +43,8 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 	known = ccpk->agent_known;
 	portid = ccpk->agent_portid;
 	nprogs = ccpk_programs_installed();
+	family = ccpk_nl_family_id();
+	group = ccpk_nl_group_id();
 	for (i = 0; i < ccpk->max_flows; i++)
 		if (ccpk->flows[i].sk && ccpk->flows[i].mode < 4)
 			modes[ccpk->flows[i].mode]++;
@@ -59,6 +61,9 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "flows_ccp %u\n", modes[CCPK_ATTACHED]);
 	seq_printf(m, "flows_fallback %u\n", modes[CCPK_FALLBACK]);
 	seq_printf(m, "max_flows %u\n", ccpk->max_flows);
+	/* the generic netlink family "ccp" and its group "datapath" (0: none) */
+	seq_printf(m, "genl_family_id %u\n", family);
+	seq_printf(m, "genl_group_id %u\n", group);
 	for (i = 0; i < CCPK_CTR_MAX; i++)
 		seq_printf(m, "%s %llu\n", ccpk_ctr_names[i], ctr[i]);
 	return 0;

@@ -80,7 +80,10 @@
  *    earlier agent never outlive it (see "the program table belongs to one
  *    agent" below for why libccp's own rule, uid 1, is not enough).
  *
- * Messages from user space (process context, netlink input) are accepted
+ * The agent talks to the datapath over the generic netlink family "ccp"
+ * (ccp_nl.c, ccp_genl.h): only CAP_NET_ADMIN may send to it or join its
+ * multicast group, on which the datapath's messages go out.
+ * Messages from user space (process context, genl input) are accepted
  * only from senders with CAP_NET_ADMIN (UPDATE_FIELDS and CHANGE_PROG only
  * from the agent's socket) and only after ccpk_validate() checked
  * type (INSTALL, UPDATE_FIELDS, CHANGE_PROG), declared against received
@@ -110,7 +113,9 @@
  * Module lifetime: each socket using one of these algorithms holds a
  * reference on the module through tcp_congestion_ops.owner, so the module
  * cannot be unloaded while any flow uses it (rmmod reports it in use);
- * switch the sysctl back and let the flows end first.
+ * switch the sysctl back and let the flows end first.  Unloading removes
+ * the genl family first, which waits for agent messages being handled and
+ * lets no more in (ccp_nl.c), then the probe work, /proc and the state.
  */
 #define pr_fmt(fmt) "ccp: " fmt
 
@@ -930,18 +935,16 @@ static int __init ccpk_module_init(void)
 	if (ret)
 		goto err_ccp;
 
+	/*
+	 * No agent can listen yet: the group did not exist a moment ago (and
+	 * ccpk_nl_init() made sure nobody joined it in advance).  The first
+	 * flow starts the READY probe; an agent started after this finds the
+	 * family and joins its group, and the probe finds it.
+	 */
 	spin_lock_bh(&ccpk->lock);
 	ccpk->ready = true;
-	{
-		char msg[READY_MSG_SIZE];
-
-		ccpk_inc(probes_sent);
-		ccpk->agent_up = write_ready_msg(msg, sizeof(msg), ccpk->id) > 0 &&
-				 ccpk_nl_send(msg, READY_MSG_SIZE) == 0;
-		if (ccpk->agent_up)
-			ccpk_inc(agent_found);
-		ccpk->dp._in_fallback = !ccpk->agent_up;
-	}
+	ccpk->agent_up = false;
+	ccpk->dp._in_fallback = true;
 	spin_unlock_bh(&ccpk->lock);
 
 	ret = ccpk_proc_init();
@@ -965,11 +968,8 @@ static int __init ccpk_module_init(void)
 err_proc:
 	ccpk_proc_exit();
 err_nl:
-	spin_lock_bh(&ccpk->lock);
-	ccpk->shutting_down = true;
-	spin_unlock_bh(&ccpk->lock);
+	ccpk_nl_exit();		/* sets shutting_down: no work is queued again */
 	cancel_delayed_work_sync(&ccpk->probe_work);
-	ccpk_nl_exit();
 err_ccp:
 	ccp_free(&ccpk->dp);
 err_free:
@@ -987,12 +987,15 @@ static void __exit ccpk_module_exit(void)
 	/* no socket uses us (module refcount), so no ACK path runs */
 	for (i = ARRAY_SIZE(ccpk_ops) - 1; i >= 0; i--)
 		tcp_unregister_congestion_control(&ccpk_ops[i]);
-	spin_lock_bh(&ccpk->lock);
-	ccpk->shutting_down = true;
-	spin_unlock_bh(&ccpk->lock);
+	/*
+	 * The family goes first: once ccpk_nl_exit() returns no agent message
+	 * is handled or will be, no release notification runs, nothing is
+	 * sent, and shutting_down keeps the probe work from being queued
+	 * again (see ccp_nl.c).  Then the work, /proc, and the state.
+	 */
+	ccpk_nl_exit();
 	cancel_delayed_work_sync(&ccpk->probe_work);
 	ccpk_proc_exit();
-	ccpk_nl_exit();
 	ccp_free(&ccpk->dp);
 	kvfree(ccpk->flows);
 	kvfree(ccpk->conns);

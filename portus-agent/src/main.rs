@@ -17,7 +17,7 @@ use tracing::{error, info, warn};
 /// IPC between agent and datapath.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum IpcArg {
-    /// Netlink (group 22): the ccp-kernel module.
+    /// Generic netlink family `ccp` (needs CAP_NET_ADMIN): the ccp-kernel module.
     Netlink,
     /// Character device /dev/ccpkp.
     Char,
@@ -37,10 +37,12 @@ enum IpcArg {
     long_about = "CCP agent hosting every registered congestion-control algorithm at once.\n\n\
         A flow is dispatched by the congestion-control name its datapath announces: \
         `ccp_<alg>` or `<alg>` runs <alg>; `ccp`, an unknown or an unavailable name runs --alg.\n\n\
-        Without --sim it serves a real datapath (default: the ccp-kernel module over netlink) \
-        until SIGINT/SIGTERM (SIGHUP reloads the models and the config's [[preference]] \
-        rules), with a control socket (--control) and, if asked, a metrics endpoint \
-        (--metrics). With --sim SCENARIO it runs the scenario on the built-in \
+        Without --sim it serves a real datapath (default: the ccp-kernel module over generic \
+        netlink, as root or with CAP_NET_ADMIN) until SIGINT/SIGTERM, or until the module is \
+        unloaded (exit code 1); SIGHUP reloads the models, the portfolio and the config's \
+        [[preference]] rules; SIGUSR1 prints the IPC counters as one JSON line on stderr. It \
+        serves a control socket (--control) and, if asked, a metrics endpoint (--metrics). \
+        With --sim SCENARIO it runs the scenario on the built-in \
         simulated datapath and prints per-flow and aggregate results.\n\n\
         `ccp-agent ctl ...` talks to a running agent's control socket.\n\n\
         Exit codes: 0 success, 1 runtime failure, 2 bad input (flags, files, weights).",
@@ -370,16 +372,14 @@ fn reload(cli: &Cli, agent: &Agent) {
 }
 
 fn serve(cli: &Cli, config: &AgentConfig, agent: &Agent) -> Result<(), Failure> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])
         .map_err(|e| Failure::Runtime(anyhow::anyhow!("cannot install signal handlers: {e}")))?;
     let ipc = cli.ipc.unwrap_or(IpcArg::Netlink);
     let running = match ipc {
         IpcArg::Netlink => {
             let s = ccp_runtime::netlink::KernelSocket::open(agent.stats.clone()).map_err(|e| {
-                Failure::Runtime(anyhow::anyhow!(
-                    "cannot open the netlink socket ({e:?}): is ccp-kernel.ko loaded (insmod datapath/kernel/ccp-kernel.ko), and are we root/CAP_NET_ADMIN? Without a kernel module use --sim SCENARIO"
-                ))
+                Failure::Runtime(anyhow::anyhow!("cannot serve the kernel datapath: {e}"))
             })?;
             agent.spawn(s)
         }
@@ -416,7 +416,11 @@ fn serve(cli: &Cli, config: &AgentConfig, agent: &Agent) -> Result<(), Failure> 
     // wait for a signal, or for the loop to end by itself
     'serve: loop {
         for sig in signals.pending() {
-            if sig == SIGHUP {
+            if sig == SIGUSR1 {
+                // one write(2), so that a reader never sees half a line
+                let line = format!("ccp-agent stats: {}\n", agent.stats.snapshot());
+                let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+            } else if sig == SIGHUP {
                 reload(cli, agent);
             } else {
                 break 'serve;
@@ -426,6 +430,16 @@ fn serve(cli: &Cli, config: &AgentConfig, agent: &Agent) -> Result<(), Failure> 
             let r = running.wait();
             error!(result = ?r, "agent loop ended");
             return r.map_err(Failure::Runtime);
+        }
+        if agent
+            .stats
+            .datapath_gone
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            running.stop(|| ()).map_err(Failure::Runtime)?;
+            return Err(Failure::Runtime(anyhow::anyhow!(
+                "the ccp-kernel datapath was unloaded (its generic netlink family is gone): exiting; start the agent again after loading the module"
+            )));
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

@@ -17,7 +17,7 @@ plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp
 	ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 	restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
 	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent \
-	module_unload module_reload pref_two_sockets metrics_endpoint kernel_log_clean
+	unpriv_forgery rmmod_under_flood module_unload module_reload pref_two_sockets metrics_endpoint kernel_log_clean
 
 # ---------------------------------------------------------------- load
 if insmod $KO; then
@@ -64,14 +64,15 @@ if ! agent_available; then
 	for t in agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
 		 ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 		 restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
-		 restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent; do
+		 restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent \
+		 unpriv_forgery; do
 		fail $t "no agent binary at $AGENT (cargo build --release -p ccp-agent failed?)"
 	done
 else
 	FL=$T/flows-main.jsonl		# tmpfs; copied to $OUT at the end
 	rm -f $FL
 	if agent_start $FL; then
-		pass agent_start "pid $AGENT_PID listening on netlink group 22"
+		pass agent_start "pid $AGENT_PID joined the ccp genl family's group (id $(ctr genl_group_id), family $(ctr genl_family_id))"
 	else
 		fail agent_start "see agent.log"
 	fi
@@ -174,7 +175,7 @@ else
 	# a ccp_reno transfer over IPv6 under the agent (iperf3's receiver sets
 	# ccp_reno on its socket too): /proc/net/ccp_flows shows the sender's
 	# IPv6 addresses, and every CREATE of the transfer (what the agent is
-	# told, heard on group 22) carries its ports and address 0: libccp's
+	# told, heard on the genl group) carries its ports and address 0: libccp's
 	# address fields hold IPv4 only, and an IPv6 socket's IPv4 fields hold
 	# placeholders (127.0.0.6 on the accepting side)
 	rm -f $T/listen.ready
@@ -387,15 +388,17 @@ else
 		"agent stopped with 5 flows, a new one (--alg reno) started (listening after ${listen}s): all under CCP control ${attach}s later;$detail together $sum Mbit/s in the last 8 s (native cubic $BASE); programs installed $nprog (want $NPROG_M); agent_closed +$d_closed"
 
 	# ------------------------------------------------ forged datapath messages
-	# nlfuzz -a: what any local user can send to the agent's netlink port and
-	# to group 22 (random bytes, some shorter than a netlink header; random
-	# CREATE/MEASURE/READY; a READY, a 0-field MEASURE closing the live flow,
-	# CREATEs replacing it, one with an MSS of 2^31, reports with garbage),
-	# as root and as nobody, while a ccp_mocc flow runs.  The agent must
-	# survive, drop them as not sent by the kernel, and the flow keep getting
-	# decisions: the same controller decides >= 20 more reports after the
-	# fuzz, the agent is never lost, the flow stays under agent control
-	# without a gap > 1 s.
+	# nlfuzz -a: what a local process can send to the agent's netlink port
+	# and to the datapath's group (random bytes, some shorter than a netlink
+	# header; random CREATE/MEASURE/READY in the family's framing; a READY, a
+	# 0-field MEASURE closing the live flow, CREATEs replacing it, one with
+	# an MSS of 2^31, reports with garbage), while a ccp_mocc flow runs.  As
+	# root every datagram reaches the agent's socket; as nobody every one is
+	# refused (EPERM: NETLINK_GENERIC is closed to unprivileged senders).
+	# The agent must survive, drop root's as not sent by the kernel, and the
+	# flow keep getting decisions: the same controller decides >= 20 more
+	# reports after the fuzz, the agent is never lost, the flow stays under
+	# agent control without a gap > 1 s.
 	c0_lost=$(ctr agent_lost)
 	iperf_srv 5201 $T/afuzz.json
 	$NS_SND iperf3 -c $RCV_IP -p 5201 -t 16 -C ccp_mocc -J > $T/afuzz.cli 2>&1 &
@@ -421,7 +424,7 @@ else
 	d_lost=$(( $(ctr agent_lost) - c0_lost ))
 	drops=$(grep -c 'not sent by the kernel' $OUT/agent.log)
 	check agent_fuzz_ccp_mocc '[ $arc = 0 ] && [ $alive = yes ] && [ $d_lost = 0 ] && [ "$aalg" = mocc ] && [ "$asid" = "$live" ] && [ $((d2 - d1)) -ge 20 ] && fle $g 1.0 && fge $X 5 && [ $drops -ge 1 ]' \
-		"nlfuzz -a $aport rc $arc ($(grep 'agent port' $T/nlfuzz-agent.out | cut -d: -f3)); agent alive: $alive; ccp_mocc flow sid $live (agent's: $asid '$aalg') decisions $d0 before, $d1 after the fuzz, $d2 at the end; agent_lost +$d_lost; $X Mbit/s, longest gap ${g}s; agent log lines on dropped datagrams: $drops"
+		"nlfuzz -a $aport rc $arc ($(grep -E 'agent port|unprivileged:' $T/nlfuzz-agent.out | cut -d: -f2- | tr '\n' ' ')); agent alive: $alive; ccp_mocc flow sid $live (agent's: $asid '$aalg') decisions $d0 before, $d1 after the fuzz, $d2 at the end; agent_lost +$d_lost; $X Mbit/s, longest gap ${g}s; agent log lines on dropped datagrams: $drops"
 
 	# ------------------------------------------------ a second agent
 	# A second agent started beside the running one takes the flows over
@@ -463,7 +466,132 @@ else
 	d_chg=$(( $(ctr agent_changes) - c0_chg )); d_na=$(( $(ctr rej_not_agent) - r0_na ))
 	check second_agent '[ "$portB" != "$portA" ] && [ "$portB" != 0 ] && [ $d_chg -ge 1 ] && [ $d_na -ge 1 ] && [ $((dB2 - dB1)) -ge 10 ] && [ "$portA2" = "$portA" ] && [ $((dA2 - dA1)) -ge 10 ] && fle $g 1.0' \
 		"second agent (pid $B_PID): agent port $portA -> $portB (agent_changes +$d_chg, first agent's answers refused: rej_not_agent +$d_na), it decided flow ${live:-?} $dB1 -> $dB2 times; after it stopped: port $portA2, the first agent decided $dA1 -> $dA2; longest gap ${g}s"
+	# ------------------------------------------------ unprivileged forgery (issue 26)
+	# As nobody, nlfuzz -u tries every way in while a ccp_cubic flow runs
+	# under the agent: each command to the family (EPERM for
+	# CCP_CMD_AGENT_MSG, which needs CAP_NET_ADMIN; EOPNOTSUPP for the
+	# others), joining the datapath's group (setsockopt and bind), forged
+	# READY/CREATE/MEASURE datapath messages to the agent's port and to the
+	# group.  Every attempt must fail, and nothing may change: the datapath
+	# saw nothing (rejection and install counters, agent port, program
+	# table, agent changes and losses, group members as before), the flow
+	# stays under the agent, the agent saw nothing (its counters, printed on
+	# SIGUSR1: datagrams not from the kernel, malformed, refused, flows,
+	# datapaths as before), its flow log shows no create or close while the
+	# fuzz ran, and it keeps deciding the flow (>= 10 more reports).
+	iperf_srv 5201 $T/unpriv.json
+	$NS_SND iperf3 -c $RCV_IP -p 5201 -t 14 -C ccp_cubic -J > $T/unpriv.cli 2>&1 &
+	pc=$!
+	nap 4
+	live=$(data_flow ccp_cubic | awk '{print $1}')
+	aport=$(agent_port)
+	members0=$(group_members)
+	agent_stats() { # the agent's counters (SIGUSR1): a new, whole line
+		local n j
+		n=$(grep -c '^ccp-agent stats: {.*}$' $OUT/agent.log)
+		kill -USR1 $AGENT_PID 2>/dev/null
+		for j in $(seq 50); do
+			[ "$(grep -c '^ccp-agent stats: {.*}$' $OUT/agent.log)" -gt "$n" ] && break
+			nap 0.1
+		done
+		grep '^ccp-agent stats: {.*}$' $OUT/agent.log | tail -1 | sed 's/.*stats: //'
+	}
+	ast0=$(agent_stats)
+	cp /proc/net/ccp $T/unpriv-before.ctr
+	mode0=$(awk -v s="$live" 'NR>1 && $1==s {print $3}' /proc/net/ccp_flows)
+	fl0=$(wc -l < $FLA)
+	read _ _ d0 <<<"$($CHECK decisions $FLA ccp_cubic ${live:-0})"
+	$BIN/nlfuzz -u -a $aport -p ${live:-1} -n 300 > $T/nlfuzz-unpriv.out 2>&1
+	urc=$?
+	cat $T/nlfuzz-unpriv.out
+	nap 1
+	cp /proc/net/ccp $T/unpriv-after.ctr
+	fl1=$(wc -l < $FLA)
+	ast1=$(agent_stats)
+	mode1=$(awk -v s="$live" 'NR>1 && $1==s {print $3}' /proc/net/ccp_flows)
+	members1=$(group_members)
+	nap 2
+	read asid _ d1 <<<"$($CHECK decisions $FLA ccp_cubic ${live:-0})"
+	wait $pc
+	iperf_srv_wait
+	changed=
+	for k in rej_total rej_perm rej_nlmsg rej_not_agent rx_install agent_portid programs_installed \
+		 agent_changes agent_lost agent_closed program_resets fallbacks mcast_prejoined; do
+		a=$(awk -v k=$k '$1==k{print $2}' $T/unpriv-before.ctr)
+		b=$(awk -v k=$k '$1==k{print $2}' $T/unpriv-after.ctr)
+		[ "$a" = "$b" ] || changed="$changed $k:$a->$b"
+	done
+	for k in not_from_kernel bad_netlink rejected kernel_errors live_flows datapaths datapath_gone; do
+		a=$(grep -o "\"$k\":[a-z0-9]*" <<<"$ast0" | cut -d: -f2)
+		b=$(grep -o "\"$k\":[a-z0-9]*" <<<"$ast1" | cut -d: -f2)
+		{ [ -n "$a" ] && [ "$a" = "$b" ]; } || changed="$changed agent.$k:${a:-?}->${b:-?}"
+	done
+	forged=$(sed -n "$((fl0 + 1)),${fl1}p" $FLA | grep -cE '"event":"(create|close)"')
+	g=$($CHECK gap $T/unpriv.json 0.5 14)
+	check unpriv_forgery '[ $urc = 0 ] && [ -z "$changed" ] && [ "$mode0" = ccp ] && [ "$mode1" = ccp ] && [ "$members0" = "$members1" ] && [ $forged = 0 ] && [ "$asid" = "$live" ] && [ $((d1 - d0)) -ge 10 ] && fle $g 1.0' \
+		"nlfuzz -u rc $urc ($(grep -E 'command|MEMBERSHIP|bind|to the|to group' $T/nlfuzz-unpriv.out | sed 's/^nlfuzz: unprivileged: //' | tr '\n' ';')); changed:${changed:- nothing}; flow sid $live mode $mode0 -> $mode1, decided $d0 -> $d1; group members $members0 -> $members1; flow-log creates/closes during the fuzz: $forged; longest gap ${g}s"
 fi
+
+# ---------------------------------------------------------------- rmmod under a flood
+# Unloading must wait for every handler that runs and let none start after
+# (issue 26 item 2).  Five flooders (nlfuzz -f: three as root, whose
+# messages reach the datapath's handler, two as nobody, which the genl core
+# refuses) send as fast as they can while the module is removed and loaded
+# again five times.  The agent, if one runs at the first rmmod, must notice
+# its family go away and exit with code 1.  Before the third insmod nobody
+# joins every free multicast group id in advance (nlfuzz -j) and a short
+# ccp_reno flow without an agent makes the datapath send READY probes: the
+# module must clear such members when it registers, so nobody receives no
+# datapath message.  No oops or warning in the kernel log.
+dm0=$(dmesg | wc -l)
+fpids=
+for u in "" "" "" -U -U; do
+	$BIN/nlfuzz -f 60 $u > $T/flood-$(( $(echo $fpids | wc -w) + 1 )).out 2>&1 &
+	fpids="$fpids $!"
+done
+nap 2
+ok=yes cycles=0 handled= aexit=none pjrc=none pj=
+for i in 1 2 3 4 5; do
+	h0=$(( $(ctr rej_total) + $(ctr rx_ok) ))
+	nap 1
+	handled="$handled $(( $(ctr rej_total) + $(ctr rx_ok) - h0 ))"
+	t0=$(now)
+	rmmod ccp_kernel 2> $T/rmmod-flood.err || { ok="rmmod $i failed: $(head -c 100 $T/rmmod-flood.err)"; break; }
+	tr=$(calc "$(now) - $t0")
+	if [ $i = 1 ] && [ -n "$AGENT_PID" ]; then
+		for j in $(seq 50); do kill -0 $AGENT_PID 2>/dev/null || break; nap 0.1; done
+		if kill -0 $AGENT_PID 2>/dev/null; then
+			aexit=running
+			agent_stop
+		else
+			wait $AGENT_PID; aexit=$?
+		fi
+		AGENT_PID=
+	fi
+	if [ $i = 3 ]; then
+		$BIN/nlfuzz -j 8 > $T/prejoin.out 2>&1 &
+		pj=$!
+		nap 1.5
+	fi
+	insmod $KO || { ok="insmod $i failed"; break; }
+	cycles=$((cycles + 1))
+	log "rmmod/insmod $i under the flood: rmmod took ${tr}s"
+	if [ $i = 3 ]; then
+		prejoined=$(ctr mcast_prejoined)
+		iperf_run 5201 ccp_reno 3 $T/prejoin-flow.json
+		wait $pj; pjrc=$?
+	fi
+done
+for p in $fpids; do kill -TERM $p 2>/dev/null; done
+for p in $fpids; do wait $p; done
+cat $T/flood-*.out $T/prejoin.out
+dmesg | tail -n +$((dm0 + 1)) > $T/dmesg-flood.txt
+bad=$(grep -cE "BUG:|WARNING:|Oops|soft lockup|hung_task|general protection|UBSAN|KASAN|Call Trace" $T/dmesg-flood.txt)
+[ -d /sys/module/ccp_kernel ] && loaded=yes || loaded=no
+rootsent=$(grep -h 'flood (root' $T/flood-*.out | wc -l)
+hsum=$(echo $handled | tr ' ' '\n' | awk '{s += $1} END {print s + 0}')
+check rmmod_under_flood '[ "$ok" = yes ] && [ $cycles = 5 ] && [ $loaded = yes ] && [ $bad = 0 ] && [ $rootsent = 3 ] && [ $hsum -gt 0 ] && [ "$pjrc" = 0 ] && { [ $aexit = none ] || [ $aexit = 1 ]; }' \
+	"$cycles rmmod/insmod cycles under 5 flooders ($ok); messages the datapath handled in the second before each rmmod:$handled; agent at the first rmmod: exit code $aexit ($(grep -c 'datapath was unloaded' $OUT/agent.log) log lines); groups joined in advance: $(grep -o 'joined [0-9]* group ids' $T/prejoin.out), module noticed (mcast_prejoined) ${prejoined:-?}, nobody heard: $(grep -o 'received as nobody: [0-9]* datapath' $T/prejoin.out) (rc $pjrc); dmesg lines with BUG/WARNING/Oops: $bad; flooders: $(grep -ho '[0-9]* messages' $T/flood-*.out | tr '\n' ' ')"
 
 # ---------------------------------------------------------------- unload
 iperf_srv 5201 $T/unload.json

@@ -159,8 +159,16 @@ pub struct GuardStats {
     /// Netlink datagrams not sent by the kernel (another process's), dropped unread
     /// ([`crate::netlink`]).
     pub not_from_kernel: AtomicU64,
-    /// Datagrams from the kernel that were not one whole netlink message, dropped.
+    /// Datagrams from the kernel that were not one whole netlink message of the `ccp`
+    /// family carrying one CCP message (or another message the agent expects), dropped.
     pub bad_netlink: AtomicU64,
+    /// Error answers from the kernel to messages the agent sent (the datapath refused one).
+    pub kernel_errors: AtomicU64,
+    /// Receives that found the socket's buffer had overflowed: datapath messages were lost.
+    pub rx_overruns: AtomicU64,
+    /// Set when the kernel announced that the `ccp` family is gone (module unloaded); the
+    /// socket hears nothing more and the agent should exit.
+    pub datapath_gone: AtomicBool,
     /// Gauge: live flows now, over all datapaths.
     pub live_flows: AtomicU64,
     /// Gauge: datapaths tracked now.
@@ -197,6 +205,39 @@ impl GuardStats {
             Reject::TooManyDatapaths => &self.too_many_datapaths,
         };
         c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Every counter and gauge, as one JSON object (the agent prints it on SIGUSR1).
+    pub fn snapshot(&self) -> serde_json::Value {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        serde_json::json!({
+            "datagrams": g(&self.datagrams),
+            "accepted": g(&self.accepted),
+            "rejected": self.rejected(),
+            "truncated": g(&self.truncated),
+            "oversized": g(&self.oversized),
+            "bad_length": g(&self.bad_length),
+            "bad_type": g(&self.bad_type),
+            "bad_name": g(&self.bad_name),
+            "bad_fields": g(&self.bad_fields),
+            "bad_create": g(&self.bad_create),
+            "too_many_flows": g(&self.too_many_flows),
+            "too_many_datapaths": g(&self.too_many_datapaths),
+            "clamped_create": g(&self.clamped_create),
+            "bad_preference": g(&self.bad_preference),
+            "unknown_flow": g(&self.unknown_flow),
+            "send_failed": g(&self.send_failed),
+            "send_dropped": g(&self.send_dropped),
+            "from_dead_peer": g(&self.from_dead_peer),
+            "dropped_datapaths": g(&self.dropped_datapaths),
+            "not_from_kernel": g(&self.not_from_kernel),
+            "bad_netlink": g(&self.bad_netlink),
+            "kernel_errors": g(&self.kernel_errors),
+            "rx_overruns": g(&self.rx_overruns),
+            "datapath_gone": self.datapath_gone.load(Ordering::Relaxed),
+            "live_flows": g(&self.live_flows),
+            "datapaths": g(&self.datapaths),
+        })
     }
 
     /// Messages dropped for any reason (malformed, refused fields, over a cap).
