@@ -5,7 +5,8 @@
  * This module lets a user-space agent (ccp-agent, built on portus 0.9) run
  * the congestion control of Linux TCP flows.  It registers the congestion
  * control algorithms "ccp", "ccp_jury", "ccp_owl", "ccp_mocc", "ccp_iris",
- * "ccp_nuwa", "ccp_reno", "ccp_cubic" and "ccp_bbr": all share the code
+ * "ccp_nuwa", "ccp_reno", "ccp_cubic", "ccp_bbr" and "ccp_auto" (the agent
+ * picks the algorithm by the flow's preference): all share the code
  * below and differ only in the name, which is sent to the agent as the
  * congAlg of the flow's CREATE message.  The agent maps "ccp_<alg>" to its
  * algorithm <alg> and "ccp" to its default, so a socket picks its
@@ -884,6 +885,7 @@ static struct tcp_congestion_ops ccpk_ops[] __read_mostly = {
 	CCPK_OPS("ccp_reno"),
 	CCPK_OPS("ccp_cubic"),
 	CCPK_OPS("ccp_bbr"),
+	CCPK_OPS("ccp_auto"),	/* the agent chooses by the flow's preference */
 };
 
 /* ---- module ------------------------------------------------------------- */
@@ -1019,3 +1021,4 @@ MODULE_ALIAS("tcp_ccp_nuwa");
 MODULE_ALIAS("tcp_ccp_reno");
 MODULE_ALIAS("tcp_ccp_cubic");
 MODULE_ALIAS("tcp_ccp_bbr");
+MODULE_ALIAS("tcp_ccp_auto");

@@ -16,6 +16,11 @@ prefflow.py thr SINK.json T0 T1             received Mbit/s in [T0, T1) s
 prefflow.py flowlog FLOWLOG LOCAL           "w w_source" of the socket LOCAL ("ip:port") in
                                             the agent's flow log: its create, or the last
                                             pref event after it ("none none" if absent)
+prefflow.py created FLOWLOG LOCAL           "requested alg" of LOCAL's create line
+prefflow.py choose TABLE THR,LAT,LOSS       the algorithm models/portfolio.json names for w
+                                            (an oracle written apart from the agent's and
+                                            ccp_train.portfolio's: arg max of w.o over the
+                                            'all' class, MOCC's entry the nearest landmark)
 """
 
 import json
@@ -119,6 +124,27 @@ def flowlog(path, local):
     return f"{w} {src}"
 
 
+def created(path, local):
+    for line in open(path):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e.get("event") == "create" and e.get("src") == local:
+            return f"{e.get('requested')} {e.get('alg')}"
+    return "none none"
+
+
+def choose(table, w):
+    best = {}
+    for e in json.load(open(table))["classes"]["all"]:
+        d = 0.0 if e["w"] is None else sum(abs(a - b) for a, b in zip(e["w"], w))
+        u = sum(a * b for a, b in zip(w, e["o"]))
+        if e["alg"] not in best or d < best[e["alg"]][0]:
+            best[e["alg"]] = (d, u)
+    return max(sorted(best), key=lambda a: best[a][1])
+
+
 def main(a):
     if a[0] == "sink":
         sink(int(a[1]), a[2])
@@ -134,6 +160,10 @@ def main(a):
         print(f"{thr(a[1], float(a[2]), float(a[3])):.2f}")
     elif a[0] == "flowlog":
         print(flowlog(a[1], a[2]))
+    elif a[0] == "created":
+        print(created(a[1], a[2]))
+    elif a[0] == "choose":
+        print(choose(a[1], [float(x) for x in a[2].split(",")]))
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -17,13 +17,14 @@ plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp
 	ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 	restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
 	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent \
-	unpriv_forgery rmmod_under_flood module_unload module_reload pref_two_sockets metrics_endpoint kernel_log_clean
+	unpriv_forgery rmmod_under_flood module_unload module_reload pref_two_sockets metrics_endpoint \
+	auto_by_preference kernel_log_clean
 
 # ---------------------------------------------------------------- load
 if insmod $KO; then
 	avail=$(sysctl -n net.ipv4.tcp_available_congestion_control)
 	missing=
-	for a in ccp ccp_jury ccp_owl ccp_mocc ccp_iris ccp_nuwa ccp_reno ccp_cubic ccp_bbr; do
+	for a in ccp ccp_jury ccp_owl ccp_mocc ccp_iris ccp_nuwa ccp_reno ccp_cubic ccp_bbr ccp_auto; do
 		[[ " $avail " == *" $a "* ]] || missing="$missing $a"
 	done
 	check module_load '[ -z "$missing" ] && [ -r /proc/net/ccp ]' \
@@ -700,6 +701,31 @@ else
 		pm=$(mval $T/pref-m2.txt ccp_pref_changed_mid_flow_total)
 		check metrics_endpoint 'head -1 $T/pref-m2.txt | grep -q "200 OK" && [ "$d1" != none ] && [ "$d2" != none ] && [ "$d2" -gt "$d1" ] && [ "$r1" != none ] && [ "$r2" -gt "$r1" ] && [ "$nm" = 2 ] && [ "$kp" = 1 ] && [ "${kc:-0}" -ge 2 ] && [ "$hc" = "$d2" ] && [ $(( ${ps:-0} + ${pm:-0} )) -ge 2 ]' \
 			"GET /metrics during the transfer: decisions $d1 -> $d2, kernel reports_sent $r1 -> $r2, mocc flows $nm, kernel flows_ccp $kc, decision histogram count $hc; preferences from the socket at CREATE $ps, changed mid-flow $pm; before: $(mval $T/pref-m0.txt ccp_decisions_total) decisions"
+
+		# ------------------------------------------ ccp_auto: chosen by the preference
+		# Two ccp_auto sockets, one after the other: C with <0.1,0.8,0.1> set by
+		# `ctl set-pref` before it connects, D with none (the agent's --w,
+		# <0.4,0.5,0.1> by default). Each must run what models/portfolio.json
+		# names for its w (prefflow.py choose: an oracle apart from the agent's).
+		TAB=$REPO/models/portfolio.json
+		$AGENT ctl --control $CTL set-pref --local 10.0.1.1:40011 --remote $RCV_IP:5231 --w 0.1,0.8,0.1 > $T/auto-c.ctl 2>&1
+		for p in 5231 5232; do
+			$NS_RCV $PF sink $p $T/auto-$p.sink > /dev/null 2>&1 &
+			sk=$!
+			for i in $(seq 300); do [ -e $T/auto-$p.sink.ready ] && break; nap 0.1; done
+			if [ $p = 5231 ]; then bp="--bind-port 40011"; else bp=; fi
+			$NS_SND $PF send $RCV_IP $p 4 $T/auto-$p.send --cc ccp_auto $bp > /dev/null 2>&1
+			wait $sk
+		done
+		LD=$(sed -n 's/.*"local": "\([0-9.:]*\)".*/\1/p' $T/auto-5232.send)
+		read rc ac <<<"$($PF created $FLP 10.0.1.1:40011)"
+		read rd ad <<<"$($PF created $FLP ${LD:-none})"
+		ec=$($PF choose $TAB 0.1,0.8,0.1)
+		ed=$($PF choose $TAB 0.4,0.5,0.1)
+		XC=$($PF thr $T/auto-5231.sink 1 4 2>/dev/null || echo 0)
+		XD=$($PF thr $T/auto-5232.sink 1 4 2>/dev/null || echo 0)
+		check auto_by_preference '[ "$rc" = ccp_auto ] && [ "$ac" = "$ec" ] && [ "$rd" = ccp_auto ] && [ "$ad" = "$ed" ] && fge $XC 1 && fge $XD 1' \
+			"C (ctl set-pref 0.1,0.8,0.1): requested $rc, ran $ac, the table says $ec, $XC Mbit/s; D (--w 0.4,0.5,0.1): requested $rd, ran $ad, the table says $ed, $XD Mbit/s"
 	fi
 	agent_stop
 	for i in $(seq 50); do rmmod ccp_kernel 2>/dev/null && break; nap 0.1; done
@@ -708,5 +734,5 @@ fi
 # ---------------------------------------------------------------- kernel log
 dmesg > $OUT/dmesg-tests.txt
 check kernel_log_clean kernel_log_clean "no BUG/WARNING/Oops/lockup in dmesg ($(grep -c 'ccp:' $OUT/dmesg-tests.txt) ccp lines, see work/out/dmesg-tests.txt)"
-cp $T/*.ss $T/*.flows $T/*.json $T/*.cli $T/*.ctr $T/*.jsonl $T/*.samples $T/pref-* $T/pref.* $OUT/ 2>/dev/null
+cp $T/*.ss $T/*.flows $T/*.json $T/*.cli $T/*.ctr $T/*.jsonl $T/*.samples $T/pref-* $T/pref.* $T/auto-* $OUT/ 2>/dev/null
 log "guest tests done"
