@@ -140,6 +140,21 @@ impl LearnedAlgorithm for Nuwa {
         config_dynamics(&self.config, &except)
     }
 
+    /// One slice per feature ([`feature`]), so a trainer reads the gain in force or the delay
+    /// budget's free share without copying an index.
+    fn obs_layout(&self) -> Vec<(&'static str, std::ops::Range<usize>)> {
+        [
+            ("rcv_data", feature::RCV_DATA),
+            ("window", feature::WINDOW),
+            ("space", feature::SPACE),
+            ("rtt", feature::RTT),
+            ("gain", feature::GAIN),
+        ]
+        .into_iter()
+        .map(|(name, i)| (name, i..i + 1))
+        .collect()
+    }
+
     fn discrete_actions(&self) -> Option<usize> {
         Some(ACTIONS.len())
     }

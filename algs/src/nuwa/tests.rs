@@ -503,6 +503,14 @@ fn spec_dynamics_and_config() {
     assert_eq!(s.recurrent_hidden, Some(64));
     assert!(!s.masked);
     assert_eq!(alg.discrete_actions(), Some(5));
+    // the layout names every feature once, in the observation's order
+    let layout = alg.obs_layout();
+    assert_eq!(layout.len(), OBS_DIM);
+    for (i, (_, r)) in layout.iter().enumerate() {
+        assert_eq!(*r, i..i + 1);
+    }
+    let at = |n: &str| layout.iter().find(|(m, _)| *m == n).unwrap().1.start;
+    assert_eq!((at("space"), at("gain")), (feature::SPACE, feature::GAIN));
     let d = alg.dynamics();
     for knob in REWARD_KNOBS.iter().chain(&NOT_DYNAMICS) {
         assert!(!d.contains_key(*knob), "{knob}");
