@@ -15,9 +15,9 @@ multiplicative actions on the gain ``k`` and eq. 10's reward are the Rust core's
 (``_native.SimEnv``): the same code serves the model. A step ends at the flow's next
 decision, when its core asks for one (once per report, not in slow start, not on a report
 without ACKs or RTT), as under ``ccp-agent``; between decisions the flow holds ``k``.
-Reward knobs (eq. 10's gamma, theta, phi, alpha) are the core's defaults (0.4, 0.4, 0.2, 0.6),
-``--knob reward_delay=0.5`` etc. overrides one for a run; they are not the dynamics (the card's
-notes record them).
+Reward knobs (eq. 10's gamma, theta, phi, alpha and the unit of its throughput) are the core's
+defaults (0.4, 0.4, 0.2, 0.6, 1 Mbit/s), ``--knob reward_delay=0.5`` etc. overrides one for a
+run; they are not the dynamics (the card's notes record them).
 
 **Environment.** ``ccp_train.envs.CcpEnv`` (``ccp/Nuwa-v0``: ``Discrete(5)`` over the 5
 features), one Nuwa flow per episode, ``--envs`` of them side by side (SB3's ``DummyVecEnv``).
@@ -378,7 +378,7 @@ def parser() -> argparse.ArgumentParser:
     s = t.add_argument_group("episodes")
     s.add_argument("--duration-s", type=floats(2), default="200,200",
                    help="scenario length, an upper bound (episodes end at --episode-steps)")
-    s.add_argument("--rate-mbps", type=floats(2), default="5,200", help="log-uniform")
+    s.add_argument("--rate-mbps", type=floats(2), default="2,100", help="log-uniform")
     s.add_argument("--rtt-ms", type=floats(2), default="10,150", help="minimum RTT, uniform")
     s.add_argument("--buffer-bdp", type=floats(2), default="0.5,4",
                    help="drop-tail buffer in BDPs, log-uniform")

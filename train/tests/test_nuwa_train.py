@@ -89,7 +89,8 @@ def test_the_spec_says_discrete_recurrent_and_names_the_features() -> None:
     # the reward's knobs and the target are not the dynamics; a run may set only the former
     dyn, defaults = _native.dynamics("nuwa"), _native.defaults("nuwa")
     assert nuwa.reward_knobs(nuwa.make_knobs([])) == {
-        k: defaults[k] for k in ("alpha", "reward_delay", "reward_loss", "reward_throughput")}
+        k: defaults[k] for k in ("alpha", "reward_delay", "reward_loss", "reward_rate_unit_mbps",
+                                 "reward_throughput")}
     assert not {"target_delay_ms", "k_init", "lstm_hidden", "alpha"} & set(dyn)
 
 
@@ -187,6 +188,7 @@ def test_same_seed_same_bytes_and_a_valid_card(tiny: Path) -> None:
     assert "sb3-contrib" in t["library"] and "RecurrentPPO" in t["library"]
     assert "gamma = 0.4" not in t["notes"] and "reward_delay = 0.4" in t["notes"]
     assert "alpha = 0.6" in t["notes"] and "reward_loss = 0.2" in t["notes"]
+    assert "reward_rate_unit_mbps = 1.0" in t["notes"]
     r = t["scenario_ranges"]
     assert r["target_delay_ms"] == [10.0, 30.0] and r["episode_steps"] == 40
     assert r["traces"] == ["ATT-LTE-driving-2016.down", "TMobile-UMTS-driving.down"]
