@@ -1,6 +1,7 @@
 """Nuwa-RL (nuwa-rl.txt §III-IV) trained with sb3-contrib's RecurrentPPO on the simulator.
 
     python -m ccp_train.nuwa train --out DIR [--seed 1] [--steps 400000] [flags]
+    python -m ccp_train.nuwa hold --out DIR [--knob NAME=VALUE]   # the bare law as a model
 
 One file, every hyper-parameter a flag, seeded (``ccp_train.rl.determinism``), one JSON line
 of scalars per PPO iteration in ``DIR/nuwa.train.jsonl`` plotted as ``DIR/nuwa.curves.{csv,png}``;
@@ -57,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from sb3_contrib import RecurrentPPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import configure
@@ -65,9 +67,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
 from ccp_train import _native
 from ccp_train import card as card_mod
 from ccp_train.envs import CcpEnv
-from ccp_train.export import export_sb3_actor
+from ccp_train.export import export_sb3_actor, export_torch
 from ccp_train.rl import curves, determinism
-from ccp_train.rl.evaluate import harness_tune
+from ccp_train.rl.evaluate import agent_config, harness_tune
 from ccp_train.rl.flags import REPO_ROOT, floats, ints
 from ccp_train.rl.log import Logger
 from ccp_train.rl.spec import AlgSpec, Knobs, parse_knob
@@ -83,6 +85,8 @@ TRAIN_TRACES = ("datapath/sim/scenarios/traces/ATT-LTE-driving-2016.down",
 NOT_SETTABLE = ("lstm_hidden", "k_init", "target_delay_ms")
 #: the episode-start knob drawn per episode
 TARGET = "target_delay_ms"
+#: the action index of x1 (the core's ``HOLD_ACTION``, which the bindings do not carry)
+HOLD = 1
 
 
 # --- knobs, episodes, environments ------------------------------------------------------------
@@ -397,7 +401,49 @@ def parser() -> argparse.ArgumentParser:
                    help="after training, score the model on these suites' tune scenarios")
     h.add_argument("--harness-seeds", type=int, default=1, help="harness seeds per scenario")
     h.add_argument("--harness-agent", default=None, help="ccp-agent binary for the harness")
+    b = sub.add_parser("hold", help="export the bare law (always x1: k stays k_init) as a model, "
+                       "a baseline for the harness")
+    b.add_argument("--out", required=True, help="output folder")
+    b.add_argument("--knob", type=parse_knob, action="append", default=[], metavar="NAME=VALUE",
+                   help="a dynamics knob under [algs.nuwa] (the card records it), repeatable")
     return p
+
+
+class Hold(torch.nn.Module):
+    """The bare law as a model: logits that always pick x1 (``HOLD``), the LSTM state passed
+    through; the I/O of a trained actor."""
+
+    def __init__(self, n_actions: int, hold: int) -> None:
+        super().__init__()
+        logits = torch.zeros(1, n_actions)
+        logits[0, hold] = 1.0
+        self.register_buffer("logits", logits)
+
+    def forward(self, obs: torch.Tensor, h_in: torch.Tensor,
+                c_in: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return obs[:, :1] * 0.0 + self.logits, h_in + 0.0, c_in + 0.0
+
+
+def hold(args: argparse.Namespace, argv: list[str]) -> int:
+    """``DIR/nuwa.onnx`` + card that serve the bare law under the knobs' dynamics."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    spec, knobs = AlgSpec.of(ALG), make_knobs(args.knob)
+    assert spec.n_actions is not None and spec.recurrent_hidden is not None
+    recurrent = {"kind": "lstm", "num_layers": 1, "hidden_size": int(spec.recurrent_hidden)}
+    onnx_path = export_torch(Hold(spec.n_actions, HOLD), out / f"{ALG}.onnx",
+                             obs_dim=spec.obs_dim, recurrent=recurrent)
+    card_mod.write_card(
+        onnx_path, algorithm=ALG, feature_version=spec.feature_version, output_kind="q_values",
+        obs_dim=spec.obs_dim, act_dim=1, n_actions=spec.n_actions, action_low=[0.0],
+        action_high=[float(spec.n_actions - 1)], recurrent=recurrent,
+        training={"command": "python -m ccp_train.nuwa " + shlex.join(argv),
+                  "notes": "not trained: the bare law (every decision x1, k stays k_init), a "
+                           "baseline for the harness"},
+        algs_toml=knobs.toml())
+    (out / "agent.toml").write_text(agent_config(card_mod.read_card(out / f"{ALG}.json")))
+    print(f"{onnx_path}: the bare law; serve it with --config {out / 'agent.toml'}")
+    return 0
 
 
 def check(args: argparse.Namespace) -> str | None:
@@ -424,6 +470,12 @@ def check(args: argparse.Namespace) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)
+    if args.cmd == "hold":
+        try:
+            return hold(args, argv)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     problem = check(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)

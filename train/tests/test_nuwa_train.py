@@ -348,6 +348,26 @@ def test_the_agent_refuses_the_model_under_other_dynamics(tiny: Path, tmp_path: 
     assert run.returncode == 0, run.stderr
 
 
+def test_the_bare_law_as_a_model_serves_what_the_env_runs_at_x1(tmp_path: Path) -> None:
+    out = tmp_path / "hold"
+    assert nuwa.main(["hold", "--out", str(out), "--knob", "loss_decrease=1.0"]) == 0
+    card = card_mod.check_card(out / "nuwa.json")
+    assert card["dynamics"]["loss_decrease"] == 1.0 and card["recurrent"]["hidden_size"] == 64
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(SCENARIO)
+    run = subprocess.run([str(_agent_binary()), "--alg", "nuwa", "--models", str(out), "--sim",
+                          str(scenario), "--config", str(out / "agent.toml"), "--json"],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    env = _native.SimEnv(SCENARIO, "nuwa", algs_toml=(out / "agent.toml").read_text())
+    done = env.reset()[3]
+    while not done:
+        done = env.step(np.array([[1.0]], np.float32))[3]
+    a, e = json.loads(run.stdout)["flows"][0], env.results()["flows"][0]
+    assert a["throughput_mbps"] == e["throughput_mbps"] > 1.0
+    assert a["queue_delay_p50_ms"] == e["queue_delay_p50_ms"]
+
+
 # --- learning -----------------------------------------------------------------------------------
 
 
