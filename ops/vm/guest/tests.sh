@@ -481,7 +481,7 @@ else
 	# datapaths as before), its flow log shows no create or close while the
 	# fuzz ran, and it keeps deciding the flow (>= 10 more reports).
 	iperf_srv 5201 $T/unpriv.json
-	$NS_SND iperf3 -c $RCV_IP -p 5201 -t 14 -C ccp_cubic -J > $T/unpriv.cli 2>&1 &
+	$NS_SND iperf3 -c $RCV_IP -p 5201 -t 30 -C ccp_cubic -J > $T/unpriv.cli 2>&1 &
 	pc=$!
 	nap 4
 	live=$(data_flow ccp_cubic | awk '{print $1}')
@@ -502,14 +502,16 @@ else
 	mode0=$(awk -v s="$live" 'NR>1 && $1==s {print $3}' /proc/net/ccp_flows)
 	fl0=$(wc -l < $FLA)
 	read _ _ d0 <<<"$($CHECK decisions $FLA ccp_cubic ${live:-0})"
-	$BIN/nlfuzz -u -a $aport -p ${live:-1} -n 300 > $T/nlfuzz-unpriv.out 2>&1
+	tf=$(now)
+	$BIN/nlfuzz -u -a $aport -p ${live:-1} -n 200 > $T/nlfuzz-unpriv.out 2>&1
 	urc=$?
+	tf=$(calc "$(now) - $tf")
+	mode1=$(awk -v s="$live" 'NR>1 && $1==s {print $3}' /proc/net/ccp_flows)
 	cat $T/nlfuzz-unpriv.out
 	nap 1
 	cp /proc/net/ccp $T/unpriv-after.ctr
 	fl1=$(wc -l < $FLA)
 	ast1=$(agent_stats)
-	mode1=$(awk -v s="$live" 'NR>1 && $1==s {print $3}' /proc/net/ccp_flows)
 	members1=$(group_members)
 	nap 2
 	read asid _ d1 <<<"$($CHECK decisions $FLA ccp_cubic ${live:-0})"
@@ -528,9 +530,13 @@ else
 		{ [ -n "$a" ] && [ "$a" = "$b" ]; } || changed="$changed agent.$k:${a:-?}->${b:-?}"
 	done
 	forged=$(sed -n "$((fl0 + 1)),${fl1}p" $FLA | grep -cE '"event":"(create|close)"')
-	g=$($CHECK gap $T/unpriv.json 0.5 14)
-	check unpriv_forgery '[ $urc = 0 ] && [ -z "$changed" ] && [ "$mode0" = ccp ] && [ "$mode1" = ccp ] && [ "$members0" = "$members1" ] && [ $forged = 0 ] && [ "$asid" = "$live" ] && [ $((d1 - d0)) -ge 10 ] && fle $g 1.0' \
-		"nlfuzz -u rc $urc ($(grep -E 'command|MEMBERSHIP|bind|to the|to group' $T/nlfuzz-unpriv.out | sed 's/^nlfuzz: unprivileged: //' | tr '\n' ';')); changed:${changed:- nothing}; flow sid $live mode $mode0 -> $mode1, decided $d0 -> $d1; group members $members0 -> $members1; flow-log creates/closes during the fuzz: $forged; longest gap ${g}s"
+	# an agent started by nobody says what it lacks (and exits 1)
+	setpriv --reuid=65534 --regid=65534 --clear-groups $AGENT --ipc netlink --models $NOMODELS > $T/agent-nobody.err 2>&1
+	nrc=$?
+	grep -q "needs CAP_NET_ADMIN" $T/agent-nobody.err && nmsg=yes || nmsg=no
+	g=$($CHECK gap $T/unpriv.json 0.5 30)
+	check unpriv_forgery '[ $urc = 0 ] && [ $nrc = 1 ] && [ $nmsg = yes ] && [ -z "$changed" ] && [ "$mode0" = ccp ] && [ "$mode1" = ccp ] && [ "$members0" = "$members1" ] && [ $forged = 0 ] && [ "$asid" = "$live" ] && [ $((d1 - d0)) -ge 10 ] && fle $g 1.0' \
+		"nlfuzz -u rc $urc in ${tf}s ($(grep -E 'command|MEMBERSHIP|bind|to the|to group' $T/nlfuzz-unpriv.out | sed 's/^nlfuzz: unprivileged: //' | tr '\n' ';')); changed:${changed:- nothing}; flow sid $live mode $mode0 -> $mode1, decided $d0 -> $d1; group members $members0 -> $members1; flow-log creates/closes during the fuzz: $forged; longest gap ${g}s; ccp-agent as nobody: rc $nrc, '$(tail -1 $T/agent-nobody.err | cut -c1-120)'"
 fi
 
 # ---------------------------------------------------------------- rmmod under a flood
