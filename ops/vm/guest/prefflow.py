@@ -108,14 +108,19 @@ def thr(path, t0, t1):
     return b * 8 / (t1 - t0) / 1e6
 
 
+def events(path):
+    """The flow log's events (JSON lines; a torn line is skipped)."""
+    for line in open(path):
+        try:
+            yield json.loads(line)
+        except ValueError:
+            continue
+
+
 def flowlog(path, local):
     w = src = "none"
     sid = None
-    for line in open(path):
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
+    for e in events(path):
         if e.get("event") == "create" and e.get("src") == local:
             sid = e.get("sid")
             w, src = ",".join(str(x) for x in e["w"]), e.get("w_source")
@@ -125,11 +130,7 @@ def flowlog(path, local):
 
 
 def created(path, local):
-    for line in open(path):
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
+    for e in events(path):
         if e.get("event") == "create" and e.get("src") == local:
             return f"{e.get('requested')} {e.get('alg')}"
     return "none none"
