@@ -869,12 +869,18 @@ pub fn request(path: &Path, req: &Value, timeout: Duration) -> Result<Value, Cli
     s.set_write_timeout(Some(timeout)).map_err(io)?;
     let mut line = serde_json::to_string(req).unwrap_or_default();
     line.push('\n');
-    (&s).write_all(line.as_bytes()).map_err(io)?;
+    // The agent refuses a peer it does not permit (and a connection over its limit) at once:
+    // it writes one error line and closes, so the request's write may fail with EPIPE or
+    // ECONNRESET. The reply already sent is the answer; read it before calling the write's
+    // error the failure.
+    let wrote = (&s).write_all(line.as_bytes());
     let mut reply = String::new();
-    BufReader::new(&s)
-        .take(64 << 20)
-        .read_line(&mut reply)
-        .map_err(io)?;
+    let read = BufReader::new(&s).take(64 << 20).read_line(&mut reply);
+    match (wrote, read) {
+        (Err(e), _) if reply.trim().is_empty() => return Err(io(e)),
+        (_, Err(e)) if reply.trim().is_empty() => return Err(io(e)),
+        _ => {}
+    }
     if reply.trim().is_empty() {
         return Err(ClientError::NoReply { path: path.into() });
     }
@@ -1025,5 +1031,39 @@ mod tests {
         let e = bind_metrics("0.0.0.0:0".parse().unwrap(), false).unwrap_err();
         assert!(e.to_string().contains("--metrics-allow-remote"), "{e}");
         assert!(bind_metrics("127.0.0.1:0".parse().unwrap(), false).is_ok());
+    }
+
+    /// The agent refuses a peer with one reply line and closes without reading the request;
+    /// the client's write then fails (EPIPE). The client reports the agent's reply, not the
+    /// broken pipe. A request larger than the socket's buffer makes the order certain: the
+    /// write blocks until the agent has replied and closed.
+    #[test]
+    fn a_refusal_sent_before_the_request_was_read_is_the_answer() {
+        let dir = std::env::temp_dir().join(format!("ccp-ctl-refuse-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ctl.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut c, _) = listener.accept().unwrap();
+            let refusal = err("not_permitted", "uid 65534 is not permitted");
+            c.write_all(format!("{refusal}\n").as_bytes()).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            drop(c);
+        });
+        let big = json!({"op": "ping", "pad": "x".repeat(4 << 20)});
+        let r = request(&path, &big, Duration::from_secs(10)).expect("the refusal as the reply");
+        server.join().unwrap();
+        assert_eq!(code(&r), "not_permitted", "{r}");
+        // with nothing sent back, the write's error is the failure
+        let listener = std::os::unix::net::UnixListener::bind(dir.join("b.sock")).unwrap();
+        let server = std::thread::spawn(move || drop(listener.accept().unwrap()));
+        let e = request(&dir.join("b.sock"), &big, Duration::from_secs(10)).unwrap_err();
+        server.join().unwrap();
+        assert!(
+            matches!(e, ClientError::Io { .. } | ClientError::NoReply { .. }),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
