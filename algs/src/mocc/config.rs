@@ -25,6 +25,15 @@ pub struct MoccConfig {
     pub startup_exit_latency_ratio: f64,
     /// Packets added to `2·rate·rtt` in the cwnd cap.
     pub cwnd_headroom_pkts: f64,
+    /// The cwnd cap's delivery bound (issue 23): when positive, the cap is also at most
+    /// this many times `d̂·D̂` (+ the headroom), `d̂` the largest delivery-rate sample of the
+    /// last `cwnd_cap_delivery_mis` MIs and `D̂` the smallest RTT, so bytes in flight follow
+    /// what the path delivers when its capacity falls (BBR's `cwnd_gain·BDP`). 0: the rate
+    /// cap alone: the default, and what the shipped model trained with (the bound starves a
+    /// MOCC flow beside a buffer-filling one: `docs/algorithms/mocc.md`).
+    pub cwnd_cap_delivery_gain: f64,
+    /// MIs over which `d̂` is the largest delivery-rate sample (1–100).
+    pub cwnd_cap_delivery_mis: u32,
     /// First rate (Mbit/s) of a flow, start-up's or the policy's; unset: the initial window
     /// over `initial_rtt_ms`. Trainers set it with `startup = false` to start the policy
     /// anywhere below or above the capacity.
@@ -92,6 +101,8 @@ impl Default for MoccConfig {
             startup: true,
             startup_exit_latency_ratio: 1.5,
             cwnd_headroom_pkts: 10.0,
+            cwnd_cap_delivery_gain: 0.0,
+            cwnd_cap_delivery_mis: 3,
             initial_rate_mbps: None,
             additive_increase_pkts: 0.1,
             additive_increase_cap: 0.05,
@@ -141,6 +152,12 @@ impl MoccConfig {
             Range::Closed(1.0, 100.0),
         )?;
         k.real("cwnd_headroom_pkts", self.cwnd_headroom_pkts, non_neg(1e6))?;
+        k.real(
+            "cwnd_cap_delivery_gain",
+            self.cwnd_cap_delivery_gain,
+            non_neg(100.0),
+        )?;
+        k.int("cwnd_cap_delivery_mis", self.cwnd_cap_delivery_mis, 1, 100)?;
         if let Some(r) = self.initial_rate_mbps {
             k.real("initial_rate_mbps", r, pos(1e6))?;
         }

@@ -144,6 +144,8 @@ pub struct MoccCore {
     prev_inflight: Option<u64>,
     last_mean_rtt_us: Option<f64>,
     min_mean_rtt_us: Option<f64>,
+    /// Delivery-rate samples (bytes/s) of the last `cwnd_cap_delivery_mis` MIs with ACKs.
+    recent_delivery: VecDeque<f64>,
     last: Option<MiSample>,
     /// Run in this order on every decision ([`governors::stack`]).
     governors: Vec<Box<dyn Governor>>,
@@ -187,6 +189,7 @@ impl MoccCore {
             prev_inflight: None,
             last_mean_rtt_us: None,
             min_mean_rtt_us: None,
+            recent_delivery: VecDeque::new(),
             last: None,
         };
         c.flow.rate = c.bound(c.flow.rate);
@@ -285,7 +288,9 @@ impl MoccCore {
         self.flow.config.mi_within_bounds_us(us)
     }
 
-    /// The cwnd cap (bytes): `2·x·rtt + headroom·MSS`, at least 4 MSS.
+    /// The cwnd cap (bytes): `2·x·rtt + headroom·MSS`, at most
+    /// `cwnd_cap_delivery_gain·d̂·D̂ + headroom·MSS` when that knob is positive and a
+    /// delivery sample exists, at least 4 MSS.
     pub fn cwnd_cap_bytes(&self) -> u32 {
         let srtt = self.flow.metrics.srtt_us;
         let rtt_us = match (srtt > 0.0, self.last_mean_rtt_us) {
@@ -295,7 +300,13 @@ impl MoccCore {
             (false, None) => 1e6,
         };
         let mss = self.flow.mss;
-        let bytes = 2.0 * self.flow.rate * rtt_us / 1e6 + self.flow.config.cwnd_headroom_pkts * mss;
+        let headroom = self.flow.config.cwnd_headroom_pkts * mss;
+        let mut bytes = 2.0 * self.flow.rate * rtt_us / 1e6 + headroom;
+        let gain = self.flow.config.cwnd_cap_delivery_gain;
+        let delivered = self.recent_delivery.iter().copied().fold(0.0, f64::max);
+        if let (true, Some(base_us)) = (gain > 0.0 && delivered > 0.0, self.flow.base_rtt_us) {
+            bytes = bytes.min(gain * delivered * base_us / 1e6 + headroom);
+        }
         bytes.max(4.0 * mss).min(f64::from(u32::MAX / 2)).max(1.0) as u32
     }
 
@@ -381,6 +392,13 @@ impl MoccCore {
             _ => thr,
         };
         self.flow.capacity_bps = self.flow.capacity_bps.max(cap_sample);
+        if acked > 0.0 && cap_sample.is_finite() && cap_sample > 0.0 {
+            let keep = self.flow.config.cwnd_cap_delivery_mis.clamp(1, 100) as usize;
+            while self.recent_delivery.len() >= keep {
+                self.recent_delivery.pop_front();
+            }
+            self.recent_delivery.push_back(cap_sample);
+        }
         let o_thr = if self.flow.capacity_bps > 0.0 {
             (thr / self.flow.capacity_bps).min(1.0)
         } else {

@@ -48,7 +48,9 @@
 //! - **Bounds**: actions `[−5, 5]` (×/÷1.125 per MI at most; NaN is 0), rates
 //!   [100 kbit/s, 10 Gbit/s]. Trainers clip the Gaussian sample and keep its log-probability.
 //! - **Window**: rate-based; the cwnd is a cap `2·x·rtt + 10·MSS` (≥ 4 MSS) that never
-//!   binds a paced flow, restored by every decision (a timeout collapses it).
+//!   binds a paced flow, restored by every decision (a timeout collapses it). The knob
+//!   `cwnd_cap_delivery_gain` (off) also bounds it by `g·d̂·D̂` (issue 23): it halves
+//!   cellular loss but starves the flow beside a buffer-filling one, so it does not ship.
 //! - **Start-up** (the paper has none): from `init_cwnd/initial_rtt`, double after every MI
 //!   with feedback; end at a loss or timeout, `p > 1.5` or the maximum rate; hand over at
 //!   `min(Ĉ, x)` (`x/2` if nothing was delivered), not the exit MI's throughput, which SACK

@@ -841,8 +841,13 @@ fn share_probe_distrusts_the_capacity_estimate_of_an_early_startup() {
 }
 
 #[test]
-fn cwnd_cap_never_binds_a_paced_flow() {
-    let mut c = MoccCore::new(no_startup(), &info());
+fn the_rate_cap_never_binds_a_paced_flow() {
+    // the rate cap alone (the delivery bound off): what the models before issue 23 ran
+    let rate_cap_only = MoccConfig {
+        cwnd_cap_delivery_gain: 0.0,
+        ..no_startup()
+    };
+    let mut c = MoccCore::new(rate_cap_only, &info());
     // before any RTT sample: 1 s assumed
     let a = c.initial_action();
     assert!(f64::from(a.cwnd_bytes.unwrap()) >= c.rate_bps() * 1.0);
@@ -1069,4 +1074,61 @@ fn dynamics_are_the_config_but_the_episode_start() {
         e.to_string().contains("set alpha = 0.05 under [algs.mocc]"),
         "{e}"
     );
+}
+
+#[test]
+fn the_delivery_bound_makes_the_cap_follow_a_capacity_drop() {
+    // 10 Mbit/s delivered at a 40 ms base RTT, then 1 Mbit/s while the policy holds its rate
+    // and the queue grows (RTT 400 ms): the rate cap grows with the RTT, the delivery bound
+    // falls to 2·d̂·D̂ + headroom once the 10 Mbit/s samples leave its window.
+    let with = |gain: f64| MoccConfig {
+        cwnd_cap_delivery_gain: gain,
+        cwnd_cap_delivery_mis: 4,
+        ..no_startup()
+    };
+    let fast = Interval {
+        send_rate_bps: Some(1_250_000),
+        recv_rate_bps: Some(1_250_000),
+        ..mi(50_000, 50_000, 40.0, 40.0)
+    };
+    let slow = Interval {
+        send_rate_bps: Some(125_000),
+        recv_rate_bps: Some(125_000),
+        ..mi(5_000, 100_000, 400.0, 40.0)
+    };
+    let headroom = 10.0 * f64::from(MSS);
+    let mut caps = Vec::new();
+    for gain in [0.0, 2.0] {
+        let mut c = MoccCore::new(with(gain), &info());
+        for _ in 0..10 {
+            observe(&mut c, &fast);
+            c.apply(&[0.0]);
+        }
+        let before = c.cwnd_cap_bytes();
+        for _ in 0..6 {
+            observe(&mut c, &slow);
+            c.apply(&[0.0]);
+        }
+        caps.push((before, c.cwnd_cap_bytes(), c.rate_bps()));
+    }
+    let (off_before, off_after, x) = caps[0];
+    // the rate cap: 2·x·rtt, larger as the queue grows
+    assert!(f64::from(off_after) > f64::from(off_before), "{caps:?}");
+    assert!(f64::from(off_after) >= 2.0 * x * 0.4 * 0.9, "{caps:?}");
+    let (on_before, on_after, _) = caps[1];
+    // before the drop: 2 × 10 Mbit/s × 40 ms + headroom (or the rate cap, if lower)
+    let bdp_fast = 2.0 * 1_250_000.0 * 0.040 + headroom;
+    assert!(f64::from(on_before) <= bdp_fast + 1.0, "{caps:?}");
+    // after it: 2 × 1 Mbit/s × 40 ms + headroom
+    let bdp_slow = 2.0 * 125_000.0 * 0.040 + headroom;
+    assert!(
+        (f64::from(on_after) - bdp_slow).abs() <= 1.0,
+        "{caps:?} want {bdp_slow}"
+    );
+    // a knob out of range is refused
+    let bad = MoccConfig {
+        cwnd_cap_delivery_mis: 0,
+        ..no_startup()
+    };
+    assert!(bad.validate().is_err());
 }
