@@ -157,7 +157,11 @@ fn bad_netstats_flags_are_refused_naming_the_fix() {
             "",
             "cannot be used with",
         ),
-        (vec![], "[netstats]\nurl = \"r:9465\"\n", "not an http:// URL"),
+        (
+            vec![],
+            "[netstats]\nurl = \"r:9465\"\n",
+            "not an http:// URL",
+        ),
         (
             vec![],
             "[netstats]\nperiod_ms = 100\ntimeout_ms = 100\n",
