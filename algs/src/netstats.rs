@@ -2,7 +2,8 @@
 //! end-to-end signals when the network offers it.
 //!
 //! A measurement agent (the paper's SDN controller behind a REST API; here the simulator's
-//! bottleneck, later a router exporter polled by the agent) samples its switches once per
+//! bottleneck, or `ccp-netstats-exporter` on a Linux router, polled over HTTP/JSON by the
+//! agent's `ccp_runtime::netstats`) samples its switches once per
 //! period (1 s, §VI and §VII-H) and reports, per source-destination path:
 //!
 //! ```text

@@ -3,11 +3,14 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
+use ccp_algs::netstats::NetworkStats;
 use ccp_algs::Preference;
 use ccp_runtime::agent::AgentConfig;
 use ccp_runtime::control::{self, AuthPolicy, ControlOptions, ControlPlane};
+use ccp_runtime::netstats::PolledStats;
 use ccp_runtime::simrun::{self, IpcKind, RunOptions};
 use ccp_runtime::{Agent, AgentOptions, ConfigError};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -120,6 +123,13 @@ struct Cli {
     /// Allow --metrics on a non-loopback address (the metrics name flows and models).
     #[arg(long, requires = "metrics")]
     metrics_allow_remote: bool,
+
+    /// Poll in-network statistics (PNC, PNA; read by Owl) from this HTTP/JSON endpoint,
+    /// e.g. http://10.0.0.1:9465/netstats served by ccp-netstats-exporter [default:
+    /// [netstats] url of --config; none: the features stay masked]. Period, timeout and
+    /// staleness: [netstats] period_ms, timeout_ms, stale_after_ms.
+    #[arg(long, value_name = "URL", conflicts_with = "sim", value_parser = parse_url)]
+    netstats_url: Option<ccp_runtime::netstats::HttpUrl>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -173,6 +183,10 @@ enum CtlOp {
     Ping,
 }
 
+fn parse_url(s: &str) -> Result<ccp_runtime::netstats::HttpUrl, String> {
+    s.parse()
+}
+
 fn parse_w(s: &str) -> Result<Preference, String> {
     s.parse::<Preference>().map_err(|e| e.to_string())
 }
@@ -221,6 +235,28 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Some(p) => ccp_runtime::agent::load_agent_config(p)?,
         None => AgentConfig::default(),
     };
+    // the poller runs beside a real datapath only (--sim has the bottleneck's own cell)
+    let netstats_url = cli
+        .netstats_url
+        .clone()
+        .or_else(|| config.netstats.url.clone())
+        .filter(|_| cli.sim.is_none() && !cli.list);
+    if cli.sim.is_some() && config.netstats.url.is_some() {
+        warn!("[netstats] url is not polled with --sim: the scenario's [netstats] serves its bottleneck");
+    }
+    let poller = match netstats_url {
+        Some(url) => {
+            info!(url = %url, period_ms = config.netstats.period.as_millis() as u64, "polling in-network statistics");
+            Some(
+                ccp_runtime::netstats::NetStatsPoller::spawn(url, &config.netstats).map_err(
+                    |e| {
+                        Failure::Runtime(anyhow::anyhow!("cannot start the statistics poller: {e}"))
+                    },
+                )?,
+            )
+        }
+        None => None,
+    };
     let opts = AgentOptions {
         default_alg: cli.alg.clone(),
         default_w: cli.w,
@@ -230,7 +266,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         algs: config.algs.clone(),
         flow_log: cli.flow_log.clone(),
         models: Some(cli.models.clone()),
-        network_stats: None,
+        network_stats: poller.as_ref().map(|p| p.source() as Arc<dyn NetworkStats>),
     };
     let agent = Agent::new(&opts)?;
     if cli.list {
@@ -243,7 +279,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
     }
     match &cli.sim {
         Some(path) => run_sim(&cli, path, opts),
-        None => serve(&cli, &config, &agent),
+        None => {
+            let r = serve(&cli, &config, &agent, poller.as_ref().map(|p| p.source()));
+            if let Some(p) = poller {
+                p.stop();
+            }
+            r
+        }
     }
 }
 
@@ -286,6 +328,7 @@ fn start_control(
     cli: &Cli,
     config: &AgentConfig,
     agent: &Agent,
+    netstats: Option<Arc<PolledStats>>,
 ) -> Result<Option<ControlPlane>, Failure> {
     let metrics = match cli.metrics {
         Some(addr) => Some(
@@ -324,7 +367,8 @@ fn start_control(
         control::load_state(f, &agent.tables().prefs);
     }
     // read at each scrape (ccp_kernel_present says whether it was there)
-    let shared = agent.control_shared(Some(PathBuf::from(ccp_runtime::metrics::PROC_CCP)));
+    let mut shared = agent.control_shared(Some(PathBuf::from(ccp_runtime::metrics::PROC_CCP)));
+    shared.netstats = netstats;
     let opts = ControlOptions {
         control: sock,
         auth: AuthPolicy::for_this_process(config.control.group),
@@ -371,7 +415,12 @@ fn reload(cli: &Cli, agent: &Agent) {
     }
 }
 
-fn serve(cli: &Cli, config: &AgentConfig, agent: &Agent) -> Result<(), Failure> {
+fn serve(
+    cli: &Cli,
+    config: &AgentConfig,
+    agent: &Agent,
+    netstats: Option<Arc<PolledStats>>,
+) -> Result<(), Failure> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])
         .map_err(|e| Failure::Runtime(anyhow::anyhow!("cannot install signal handlers: {e}")))?;
@@ -405,7 +454,7 @@ fn serve(cli: &Cli, config: &AgentConfig, agent: &Agent) -> Result<(), Failure> 
         }
     }
     .map_err(Failure::Runtime)?;
-    let plane = match start_control(cli, config, agent) {
+    let plane = match start_control(cli, config, agent, netstats) {
         Ok(p) => p,
         Err(e) => {
             running.stop(|| ()).map_err(Failure::Runtime)?;

@@ -195,7 +195,13 @@ impl AgentCore {
             tables: self.tables.clone(),
             flow_log: self.flow_log.clone(),
             network_stats,
-            path: PathKey::default(),
+            // IPv6 CREATEs carry no addresses: their flows read the default path
+            path: PathKey {
+                dst: request
+                    .addr
+                    .filter(|a| !a.is_v6())
+                    .map(|a| std::net::IpAddr::V4(a.dst_ip)),
+            },
             stats_seq: None,
         };
         (driver, fields)
@@ -296,8 +302,9 @@ pub struct FlowDriver {
     flow_log: Option<Arc<Mutex<FlowLog>>>,
     /// The statistics source, if the controller reads one.
     network_stats: Option<Arc<dyn NetworkStats>>,
-    /// The flow's path as sources key paths. The agent does not read the datapath's
-    /// addresses, so every flow asks for the default path (the simulator's one bottleneck).
+    /// The flow's path as sources key paths: its destination from the CREATE (none for
+    /// flows without addresses or IPv6 ones: the default path; the simulator's cell serves
+    /// its one bottleneck to every path).
     path: PathKey,
     /// The sample number last handed to the controller (`None`: none, or "none any more").
     stats_seq: Option<u64>,

@@ -155,6 +155,9 @@ pub struct AgentConfig {
     pub control: ControlConfig,
     /// `[[preference]]` rules, in file order.
     pub preferences: Vec<PrefRule>,
+    /// `[netstats]`: the in-network statistics poller (`url` absent: none, unless
+    /// `--netstats-url`).
+    pub netstats: crate::netstats::NetStatsConfig,
 }
 
 /// A gid by group name (or a number).
@@ -197,6 +200,14 @@ pub fn agent_config_from_toml(text: &str) -> Result<AgentConfig, String> {
         max_entries: Option<i64>,
         max_connections: Option<i64>,
     }
+    #[derive(serde::Deserialize, Default)]
+    #[serde(deny_unknown_fields)]
+    struct NetStatsSection {
+        url: Option<String>,
+        period_ms: Option<u64>,
+        timeout_ms: Option<u64>,
+        stale_after_ms: Option<u64>,
+    }
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Rule {
@@ -218,11 +229,13 @@ pub fn agent_config_from_toml(text: &str) -> Result<AgentConfig, String> {
         control: Control,
         #[serde(default)]
         preference: Vec<Rule>,
+        #[serde(default)]
+        netstats: NetStatsSection,
     }
     let f = toml::from_str::<File>(text).map_err(|e| {
         format!(
             "{e}(expected tables like [algs.cubic] with the fields of CubicConfig, a [control] \
-             table and [[preference]] rules: see docs/agent.md)"
+             table, a [netstats] table and [[preference]] rules: see docs/agent.md)"
         )
     })?;
     f.algs.validate().map_err(|e| e.to_string())?;
@@ -320,10 +333,30 @@ pub fn agent_config_from_toml(text: &str) -> Result<AgentConfig, String> {
         }
         preferences.push(rule);
     }
+    let n = f.netstats;
+    let mut netstats = crate::netstats::NetStatsConfig {
+        url: n
+            .url
+            .map(|u| u.parse())
+            .transpose()
+            .map_err(|e| format!("[netstats] url: {e}"))?,
+        ..Default::default()
+    };
+    for (v, d) in [
+        (n.period_ms, &mut netstats.period),
+        (n.timeout_ms, &mut netstats.timeout),
+        (n.stale_after_ms, &mut netstats.stale_after),
+    ] {
+        if let Some(ms) = v {
+            *d = Duration::from_millis(ms);
+        }
+    }
+    netstats.check()?;
     Ok(AgentConfig {
         algs: f.algs,
         control,
         preferences,
+        netstats,
     })
 }
 
@@ -516,6 +549,7 @@ impl Agent {
             guard: self.stats.clone(),
             models: self.models.clone(),
             proc_ccp,
+            netstats: None,
         }
     }
 
@@ -611,5 +645,45 @@ impl RunningAgent {
     /// Sizes of the agent's flow tables.
     pub fn table_sizes(&self) -> TableSizes {
         self.tables.sizes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_netstats_section_is_read_and_checked() {
+        let c = agent_config_from_toml("").unwrap();
+        assert_eq!(c.netstats, crate::netstats::NetStatsConfig::default());
+        let c = agent_config_from_toml(
+            "[netstats]\nurl = \"http://10.0.0.1:9465/netstats\"\nperiod_ms = 2000\ntimeout_ms = 300\nstale_after_ms = 5000\n",
+        )
+        .unwrap();
+        let n = c.netstats;
+        assert_eq!(
+            n.url.map(|u| u.to_string()).as_deref(),
+            Some("http://10.0.0.1:9465/netstats")
+        );
+        assert_eq!(
+            (n.period, n.timeout, n.stale_after),
+            (
+                Duration::from_millis(2000),
+                Duration::from_millis(300),
+                Duration::from_millis(5000)
+            )
+        );
+        for (bad, says) in [
+            (
+                "url = \"https://x/\"",
+                "[netstats] url: https://x/: https is not supported",
+            ),
+            ("timeout_ms = 1000", "[netstats] timeout_ms = 1000"),
+            ("stale_after_ms = 10", "[netstats] stale_after_ms = 10"),
+            ("period = 3", "unknown field `period`"),
+        ] {
+            let e = agent_config_from_toml(&format!("[netstats]\n{bad}\n")).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 }

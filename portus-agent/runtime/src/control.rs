@@ -82,6 +82,8 @@ pub struct Shared {
     pub models: Option<Arc<ModelStore>>,
     /// `/proc/net/ccp` (read at each scrape when it exists); `None`: not read.
     pub proc_ccp: Option<PathBuf>,
+    /// The in-network statistics poller's table and counters, when one runs.
+    pub netstats: Option<Arc<crate::netstats::PolledStats>>,
 }
 
 impl Shared {
@@ -92,6 +94,7 @@ impl Shared {
             guard: &self.guard,
             models: self.models.as_deref(),
             proc_ccp: self.proc_ccp.as_deref(),
+            netstats: self.netstats.as_deref(),
         })
     }
 }
@@ -901,6 +904,7 @@ mod tests {
             guard: Arc::new(GuardStats::default()),
             models: None,
             proc_ccp: None,
+            netstats: None,
         }
     }
 

@@ -22,6 +22,8 @@
 //!   bounded sends.
 //! - [`files`]: reading operator files (models, cards, configs) without hanging.
 //! - [`policy`]: the learned-policy runtime (ONNX models, model cards, `--models DIR`).
+//! - [`netstats`]: the in-network statistics poller (`--netstats-url`, `[netstats]`): an
+//!   HTTP/JSON endpoint read every second on a tokio thread of its own, for Owl.
 
 pub mod adapter;
 pub mod agent;
@@ -33,6 +35,7 @@ pub mod guard;
 pub mod inline;
 pub mod metrics;
 pub mod netlink;
+pub mod netstats;
 pub mod policy;
 pub mod portfolio;
 pub mod prefs;

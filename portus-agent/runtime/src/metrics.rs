@@ -108,6 +108,8 @@ pub struct Sources<'a> {
     pub models: Option<&'a ModelStore>,
     /// `/proc/net/ccp`, or another file in tests; `None`: not read.
     pub proc_ccp: Option<&'a Path>,
+    /// The in-network statistics poller, when one runs.
+    pub netstats: Option<&'a crate::netstats::PolledStats>,
 }
 
 fn escape(v: &str) -> String {
@@ -344,6 +346,40 @@ pub fn render(src: &Sources<'_>) -> String {
         }
     }
 
+    if let Some(n) = src.netstats {
+        let c = &n.counters;
+        o.one(
+            "ccp_netstats_polls_ok_total",
+            "counter",
+            "Polls of the in-network statistics endpoint that returned a good reply.",
+            load(&c.ok),
+        );
+        o.head(
+            "ccp_netstats_polls_failed_total",
+            "counter",
+            "Polls of the in-network statistics endpoint that failed, by reason.",
+        );
+        for (reason, v) in crate::netstats::REASONS.iter().zip(&c.failed) {
+            o.labelled(
+                "ccp_netstats_polls_failed_total",
+                &format!("reason=\"{reason}\""),
+                load(v),
+            );
+        }
+        o.one(
+            "ccp_netstats_withdrawn_total",
+            "counter",
+            "Times every in-network sample was withdrawn after a bad reply.",
+            load(&c.withdrawn),
+        );
+        o.one(
+            "ccp_netstats_fresh_paths",
+            "gauge",
+            "Paths with an in-network sample younger than stale_after_ms.",
+            n.fresh_paths() as u64,
+        );
+    }
+
     if let Some(path) = src.proc_ccp {
         match read_proc_counters(path) {
             Some(kv) => {
@@ -414,6 +450,7 @@ mod tests {
             guard: &guard,
             models: None,
             proc_ccp: Some(&p),
+            netstats: None,
         });
         let _ = std::fs::remove_file(&p);
         for line in [
