@@ -89,8 +89,9 @@ def test_the_spec_says_discrete_recurrent_and_names_the_features() -> None:
     # the reward's knobs and the target are not the dynamics; a run may set only the former
     dyn, defaults = _native.dynamics("nuwa"), _native.defaults("nuwa")
     assert nuwa.reward_knobs(nuwa.make_knobs([])) == {
-        k: defaults[k] for k in ("alpha", "reward_delay", "reward_loss", "reward_rate_unit_mbps",
-                                 "reward_throughput")}
+        k: defaults[k] for k in ("alpha", "reward_delay", "reward_delay_over_target", "reward_loss",
+                                 "reward_rate_unit_mbps", "reward_throughput")}
+    assert defaults["reward_delay_over_target"] is False
     assert not {"target_delay_ms", "k_init", "lstm_hidden", "alpha"} & set(dyn)
 
 

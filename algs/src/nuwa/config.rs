@@ -49,17 +49,23 @@ pub struct NuwaConfig {
     /// worth the same and a policy learns to leave the path empty (measured: `docs/algorithms/
     /// nuwa.md`, Training).
     pub reward_rate_unit_mbps: f64,
+    /// Reward (eq. 10): charge the delay utility only for the queue beyond the target,
+    /// `τ = (RTT_min + max(0, D_c − T_d)) / RTT_min` with `D_c = RTT − RTT_min`, instead of the
+    /// paper's `τ = RTT/RTT_min`, which also charges the standing queue of `T_d` the law itself
+    /// keeps (a deviation from eq. 10; why: the module header and `docs/algorithms/nuwa.md`).
+    pub reward_delay_over_target: bool,
 }
 
 /// Knobs that only shape the reward (a training signal), not what the policy observes or how
 /// its action acts: left out of [`super::Nuwa`]'s dynamics, recorded in the card's training
 /// section instead.
-pub const REWARD_KNOBS: [&str; 5] = [
+pub const REWARD_KNOBS: [&str; 6] = [
     "reward_throughput",
     "reward_delay",
     "reward_loss",
     "alpha",
     "reward_rate_unit_mbps",
+    "reward_delay_over_target",
 ];
 
 /// Other knobs left out of the dynamics: `lstm_hidden` is the model's shape (the spec checks
@@ -92,6 +98,7 @@ impl Default for NuwaConfig {
             reward_loss: 0.2,
             alpha: 0.6,
             reward_rate_unit_mbps: 1.0,
+            reward_delay_over_target: false,
         }
     }
 }

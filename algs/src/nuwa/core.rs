@@ -343,6 +343,21 @@ pub fn utility(x: f64, tau: f64, loss: f64, c: &NuwaConfig) -> f64 {
         - c.reward_loss * loss
 }
 
+/// Eq. 10's `τ` for a mean RTT `rtt_us` on a path whose minimum RTT is `base_us` (both µs,
+/// `base_us` > 0): `RTT/RTT_min` as the paper, or, with `reward_delay_over_target`, only the
+/// queueing delay beyond the law's target `T_d` counted, `(RTT_min + max(0, D_c − T_d)) /
+/// RTT_min` with `D_c = RTT − RTT_min` (the queueing estimate the law steers): the queue the
+/// law is asked to keep costs nothing, every millisecond beyond it costs what it did. Not
+/// bounded here ([`utility`] bounds it).
+pub fn delay_ratio(rtt_us: f64, base_us: f64, c: &NuwaConfig) -> f64 {
+    if c.reward_delay_over_target {
+        let excess = (rtt_us - base_us - c.target_delay_ms * 1e3).max(0.0);
+        (base_us + excess) / base_us
+    } else {
+        rtt_us / base_us
+    }
+}
+
 /// A running maximum over a time window: a monotone deque of `(time µs, value)`.
 #[derive(Debug, Clone)]
 struct WindowedMax {
@@ -385,7 +400,8 @@ pub struct Measured {
     /// Throughput in units of `reward_rate_unit_mbps` (0: of the flow's best delivery rate
     /// over `window_s`).
     pub x: f64,
-    /// Mean RTT over the flow's minimum RTT.
+    /// Mean RTT over the flow's minimum RTT, or with `reward_delay_over_target` the same
+    /// counting only the queue beyond `T_d` ([`delay_ratio`]).
     pub tau: f64,
     /// Fraction of the interval's resolved packets that were lost.
     pub loss: f64,
@@ -567,7 +583,9 @@ impl LearnedCore for NuwaCore {
                 Some(d) if unit > 0.0 => d / unit,
                 _ => 0.0,
             };
-            let tau = self.base_rtt_us.map_or(1.0, |b| r / b as f64);
+            let tau = self
+                .base_rtt_us
+                .map_or(1.0, |b| delay_ratio(r, b as f64, &self.config));
             Measured {
                 x,
                 tau,

@@ -58,6 +58,15 @@
 //!   the minimum RTT, loss = the lost fraction; γ = θ = 0.4, φ = 0.2, α = 0.6. `x` against the
 //!   flow's own best rate (`reward_rate_unit_mbps = 0`, part 1's choice) makes every steady
 //!   rate worth the same: a policy trained on it drove `k` to `k_min` and left the path empty.
+//! - **Reward, deviation from eq. 10** (`reward_delay_over_target`, off by default = the
+//!   paper): `τ = (RTT_min + max(0, D_c − T_d)) / RTT_min` ([`delay_ratio`], `D_c` = mean RTT
+//!   − the flow's minimum, the estimate the law steers) instead of `RTT/RTT_min`. The paper's
+//!   `τ` charges the standing queue `T_d` the law is told to keep: at `RTT_min` = 10 ms and
+//!   `T_d` = 40 ms holding the target costs θ·(U(5) − U(1)) = 0.90 per decision, more than
+//!   doubling a 10 Mbit/s rate earns (0.80), so the reward's best is a path left half empty
+//!   (a trained run fell into it: `k` to `k_min`). With the knob the target queue is free and
+//!   every millisecond beyond it costs what it costs under eq. 10 (τ's slope is `1/RTT_min`
+//!   either way). A reward knob: what the policy observes and how it acts are unchanged.
 //! - **Discrete, recurrent output**: the model outputs 5 values whose argmax is the action
 //!   (card `output_kind: "q_values"`, `n_actions: 5`; for PPO they are the logits), and takes
 //!   `h_in`/`c_in` (`recurrent.hidden_size` = `lstm_hidden`), carried per flow by the agent's
@@ -75,8 +84,8 @@ mod tests;
 
 pub use self::config::{NuwaConfig, NOT_DYNAMICS, REWARD_KNOBS};
 pub use self::core::{
-    action_gain, alpha_fair, feature, law_step, policy_spec, program, tanh_approx, theta_fixed,
-    utility, Measured, NuwaCore, ACTIONS, FEATURE_VERSION, HOLD_ACTION, OBS_DIM,
+    action_gain, alpha_fair, delay_ratio, feature, law_step, policy_spec, program, tanh_approx,
+    theta_fixed, utility, Measured, NuwaCore, ACTIONS, FEATURE_VERSION, HOLD_ACTION, OBS_DIM,
 };
 
 use crate::controller::{Algorithm, Controller, FlowInfo};

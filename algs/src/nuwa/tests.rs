@@ -496,6 +496,60 @@ fn the_reward_measures_rate_in_its_unit_by_default() {
     assert!((c.reward() - utility(12.0, 1.0, 0.0, &cfg)).abs() < 1e-12);
 }
 
+/// The delay term counting only the queue beyond `T_d` (`reward_delay_over_target`).
+fn over_target() -> NuwaConfig {
+    NuwaConfig {
+        reward_delay_over_target: true,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn over_the_target_the_delay_term_charges_only_the_excess_queue() {
+    let (paper, over) = (NuwaConfig::default(), over_target());
+    assert!(
+        !paper.reward_delay_over_target,
+        "eq. 10 as the paper by default"
+    );
+    // RTT_min 10 ms, T_d 20 ms: any queue up to the target is worth an empty one
+    for rtt_ms in [10.0, 15.0, 25.0, 30.0] {
+        assert_eq!(delay_ratio(rtt_ms * 1e3, 10e3, &over), 1.0, "{rtt_ms}");
+    }
+    assert_eq!(
+        delay_ratio(30e3, 10e3, &paper),
+        3.0,
+        "the paper's τ charges the target"
+    );
+    // beyond it, each millisecond of queue costs what it costs in the paper's τ
+    assert!((delay_ratio(35e3, 10e3, &over) - 1.5).abs() < 1e-12);
+    assert!((delay_ratio(50e3, 10e3, &over) - 3.0).abs() < 1e-12);
+    for (a, b) in [(35.0, 50.0), (40.0, 90.0)] {
+        let d_over = delay_ratio(b * 1e3, 10e3, &over) - delay_ratio(a * 1e3, 10e3, &over);
+        let d_paper = delay_ratio(b * 1e3, 10e3, &paper) - delay_ratio(a * 1e3, 10e3, &paper);
+        assert!((d_over - d_paper).abs() < 1e-12, "{a}..{b} ms");
+    }
+    // the core measures it with the flow's T_d and minimum RTT; the reward is eq. 10's
+    for (cfg, rtt_ms, want) in [(&over, 30.0, 1.0), (&over, 50.0, 3.0), (&paper, 30.0, 3.0)] {
+        let mut c = NuwaCore::new(cfg.clone(), &info());
+        let (mut obs, mut mask) = ([0.0; OBS_DIM], [1.0; OBS_DIM]);
+        c.observe(&iv(40, 0, 10.0, rtt_ms, 40, false), &mut obs, &mut mask);
+        let m = c.measured().unwrap();
+        assert!((m.tau - want).abs() < 1e-12, "{rtt_ms} ms: {m:?}");
+        assert!((c.reward() - utility(m.x, want, 0.0, cfg)).abs() < 1e-12);
+    }
+    // holding the target at a rate is worth the rate alone: θ·U(1) is the floor of the term
+    let at_target = utility(12.0, delay_ratio(30e3, 10e3, &over), 0.0, &over);
+    assert_eq!(at_target, utility(12.0, 1.0, 0.0, &over));
+    assert!(at_target > utility(12.0, delay_ratio(30e3, 10e3, &paper), 0.0, &paper));
+    // a larger target makes the same RTT free; T_d is the flow's (set per episode in training)
+    let wide = NuwaConfig {
+        target_delay_ms: 40.0,
+        ..over_target()
+    };
+    assert_eq!(delay_ratio(50e3, 10e3, &wide), 1.0);
+    assert!(delay_ratio(50e3, 10e3, &wide) < delay_ratio(50e3, 10e3, &over));
+}
+
 // ---- the algorithm -------------------------------------------------------------------------
 
 #[test]
