@@ -79,6 +79,7 @@ enum ccpk_mode {
 	X(rej_bad_type)							\
 	X(rej_bad_len)							\
 	X(rej_prog_too_big)						\
+	X(rej_prog_work)	/* too much interpreter work per ACK */	\
 	X(rej_bad_prog)							\
 	X(rej_bad_fields)						\
 	X(rej_bad_sid)		/* sid out of range */			\

@@ -128,6 +128,7 @@ static const enum ccpk_counter ccpk_verdict_ctr[CCPK_VERDICT_MAX] = {
 	[CCPK_REJ_PROG]		= CCPK_CTR_rej_bad_prog,
 	[CCPK_REJ_FIELDS]	= CCPK_CTR_rej_bad_fields,
 	[CCPK_REJ_SID]		= CCPK_CTR_rej_bad_sid,
+	[CCPK_REJ_PROG_WORK]	= CCPK_CTR_rej_prog_work,
 };
 
 static DEFINE_RATELIMIT_STATE(ccpk_rej_rs, 5 * HZ, 5);
