@@ -50,6 +50,7 @@ int ccpk_nl_send(const char *msg, int len)
 	struct sock *nl = ccpk->nl_sk;
 	struct nlmsghdr *nlh;
 	struct sk_buff *skb;
+	int ret;
 
 	if (!nl)
 		return -ENOTCONN;
@@ -62,8 +63,15 @@ int ccpk_nl_send(const char *msg, int len)
 		return -EMSGSIZE;
 	}
 	memcpy(nlmsg_data(nlh), msg, len);
-	/* -ESRCH: nobody is subscribed to the group */
-	return nlmsg_multicast(nl, skb, 0, CCPK_NL_GROUP, GFP_ATOMIC);
+	ret = nlmsg_multicast(nl, skb, 0, CCPK_NL_GROUP, GFP_ATOMIC);
+	/*
+	 * -ESRCH means nobody took it: no socket on the group, or (unless it
+	 * set NETLINK_BROADCAST_ERROR) every one had a full buffer.  Only the
+	 * first means the agent is gone.
+	 */
+	if (ret == -ESRCH && netlink_has_listeners(nl, CCPK_NL_GROUP))
+		ret = -ENOBUFS;
+	return ret;
 }
 
 /* libccp's send_msg: every datapath -> agent message passes here (lock held). */
