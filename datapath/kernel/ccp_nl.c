@@ -74,10 +74,13 @@ int ccpk_nl_send(const char *msg, int len)
 	return ret;
 }
 
-/* libccp's send_msg: every datapath -> agent message passes here (lock held). */
+/*
+ * libccp's send_msg: every datapath -> agent message passes here (under
+ * the flow's lock, or ccpk->lock; bookkeeping in ccpk_tx_done()).
+ */
 int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len)
 {
-	u32 sid, nfields = 0;
+	u32 sid, nfields = 0, gen;
 	u16 type;
 	int ret;
 
@@ -87,41 +90,16 @@ int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len)
 	if (len < CCPK_HDR_LEN)
 		return -EINVAL;
 	/* while the agent is away only the probe talks (READY, then CREATEs) */
-	if (!ccpk->agent_up)
+	if (!READ_ONCE(ccpk->agent_up))
 		return -ENOTCONN;
 	type = get_unaligned_le16(msg);
 	sid = get_unaligned_le32(msg + 4);
 	if (type == MEASURE && len >= CCPK_HDR_LEN + 8)
 		nfields = get_unaligned_le32(msg + CCPK_HDR_LEN + 4);
 
+	gen = READ_ONCE(ccpk->gen);
 	ret = ccpk_nl_send(msg, len);
-	if (ret == 0) {
-		u64 now = ktime_get_ns();
-		bool wants_answer = type == CREATE || (type == MEASURE && nfields);
-
-		if (type == CREATE)
-			ccpk_inc(creates_sent);
-		else if (type == MEASURE && nfields)
-			ccpk_inc(reports_sent);
-		else if (type == MEASURE)
-			ccpk_inc(closes_sent);
-		if (wants_answer && !ccpk->pending) {
-			ccpk->pending = true;
-			ccpk->pending_since = jiffies;
-		}
-		if (type == MEASURE && nfields && sid && sid <= ccpk->max_flows) {
-			struct ccpk_flow *fl = &ccpk->flows[sid - 1];
-
-			if (!fl->report_ns)
-				fl->report_ns = now;
-		}
-	} else if (ret == -ESRCH) {
-		ccpk_agent_lost(CCPK_LOST_NOLISTENER);
-	} else if (ret == -ENOBUFS) {
-		ccpk_inc(tx_nobufs);
-	} else {
-		ccpk_inc(tx_errors);
-	}
+	ccpk_tx_done(type, sid, nfields, gen, ret);
 	return ret;
 }
 
@@ -141,11 +119,11 @@ static const enum ccpk_counter ccpk_verdict_ctr[CCPK_VERDICT_MAX] = {
 
 static DEFINE_RATELIMIT_STATE(ccpk_rej_rs, 5 * HZ, 5);
 
-/* Count (and log, rate-limited) a rejected message; lock held. */
+/* Count (and log, rate-limited) a rejected message; any context, no lock. */
 static void ccpk_reject(enum ccpk_counter c, const char *why,
 			const struct ccpk_msg_info *mi)
 {
-	ccpk->ctr[c]++;
+	ccpk_inc_ctr(c);
 	ccpk_inc(rej_total);
 	if (__ratelimit(&ccpk_rej_rs))
 		pr_warn("rejected agent message (%s): type %u len %u sid %u\n",
@@ -155,9 +133,7 @@ static void ccpk_reject(enum ccpk_counter c, const char *why,
 static void ccpk_reject_unlocked(enum ccpk_counter c, const char *why,
 				 const struct ccpk_msg_info *mi)
 {
-	spin_lock_bh(&ccpk->lock);
 	ccpk_reject(c, why, mi);
-	spin_unlock_bh(&ccpk->lock);
 }
 
 /* Index (1-based) of the installed program with this uid, or 0. */
@@ -193,6 +169,7 @@ static void ccpk_handle(u8 *buf, int len, u32 portid)
 	struct ccpk_flow *fl = NULL;
 	struct ccpk_msg_info mi;
 	enum ccpk_verdict v;
+	bool fl_locked = false;
 	int ret;
 
 	v = ccpk_validate(buf, len, ccpk->max_flows, &mi);
@@ -201,7 +178,10 @@ static void ccpk_handle(u8 *buf, int len, u32 portid)
 		return;
 	}
 
-	spin_lock_bh(&ccpk->lock);
+	if (mi.type == INSTALL_EXPR)	/* a new agent's programs replace the old one's */
+		ccpk_install_lock(portid, mi.program_uid);
+	else
+		spin_lock_bh(&ccpk->lock);
 	if (mi.type != INSTALL_EXPR) {
 		conn = ccp_connection_lookup(&ccpk->dp, mi.sid);
 		fl = &ccpk->flows[mi.sid - 1];
@@ -223,14 +203,16 @@ static void ccpk_handle(u8 *buf, int len, u32 portid)
 			ccpk_reject(CCPK_CTR_rej_not_agent, "not from the agent's socket", &mi);
 			goto out;
 		}
-	} else {
-		/* a new agent's programs replace the old one's (tcp_ccp.c) */
-		ccpk_agent_install(portid, mi.program_uid);
+		spin_lock(&fl->lock);	/* the flow's libccp state */
+		fl_locked = true;
+		if (!ccpk_flow_current(fl)) {
+			/* an answer to an earlier agent generation's CREATE or report */
+			ccpk_inc(rx_stale);
+			goto out;
+		}
 	}
 
 	ret = ccp_read_msg(&ccpk->dp, (char *)buf, len);
-	/* ccp_read_msg() clears libccp's fallback flag; keep it = agent state */
-	ccpk->dp._in_fallback = !ccpk->agent_up;
 	if (ret < 0) {
 		ccpk_reject(CCPK_CTR_rej_libccp, "libccp refused", &mi);
 		goto out;
@@ -238,7 +220,7 @@ static void ccpk_handle(u8 *buf, int len, u32 portid)
 
 	ccpk_inc(rx_ok);
 	ccpk->last_rx_ns = ktime_get_ns();
-	ccpk->pending = false;		/* the agent is answering */
+	WRITE_ONCE(ccpk->pending_since, 0);	/* the agent is answering */
 
 	switch (mi.type) {
 	case INSTALL_EXPR:
@@ -261,6 +243,8 @@ static void ccpk_handle(u8 *buf, int len, u32 portid)
 		break;
 	}
 out:
+	if (fl_locked)
+		spin_unlock(&fl->lock);
 	spin_unlock_bh(&ccpk->lock);
 }
 
