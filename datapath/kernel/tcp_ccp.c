@@ -90,8 +90,9 @@
  *  - No flow stays stuck: a PENDING flow whose CREATE was not answered
  *    sends it again from its own ACK path after agent_timeout_ms, then
  *    after twice that, and so on up to 64 times (ccpk_retry_ms()); one
- *    whose CREATE found the agent's buffer full, after agent_timeout_ms
- *    without backing off (ccpk_create_wait_ms()).
+ *    whose CREATE found the agent's buffer full, after an eighth of
+ *    agent_timeout_ms, without backing off (ccpk_create_wait_ms()).  Such
+ *    retries come from the flow's ACKs and from the sweep's passes.
  *  - The agent is "lost" when a send finds no listener on the netlink group
  *    (-ESRCH; immediate after the agent dies), when nothing at all has
  *    come back from it for agent_timeout_ms while a CREATE or a report is
@@ -826,7 +827,9 @@ out:
  */
 static void ccpk_sweep_fn(struct work_struct *work)
 {
-	static u32 pause_ms = CCPK_SWEEP_PAUSE_MS;	/* only this work item */
+	/* only this work item touches these */
+	static u32 pause_ms = CCPK_SWEEP_PAUSE_MS;
+	static bool nobufs_seen;
 	u32 i, seen = 0, sent = 0;
 	bool paused = false;
 
@@ -859,8 +862,17 @@ static void ccpk_sweep_fn(struct work_struct *work)
 	}
 	if (!paused) {
 		pause_ms = CCPK_SWEEP_PAUSE_MS;
+		if (nobufs_seen) {
+			bool unused;
+
+			/* one more pass for the CREATEs that found the buffer full */
+			nobufs_seen = false;
+			ccpk_queue_sweep(msecs_to_jiffies(ccpk_create_wait_ms(
+				READ_ONCE(ccpk_agent_timeout_ms), 0, true, &unused)) + 1);
+		}
 		return;
 	}
+	nobufs_seen = true;
 	/* full again right after a pause: wait longer, up to 100 ms */
 	ccpk_queue_sweep(max(msecs_to_jiffies(pause_ms), 1UL));
 	if (!sent)

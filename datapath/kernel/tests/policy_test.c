@@ -66,11 +66,13 @@ int main(void)
 	EXPECT(ccpk_retry_ms(0xffffffffU, 255) == (0xffffffffU >> 6) << 6);
 	EXPECT(ccpk_retry_ms(250, 2) == 1000);
 
-	/* a full buffer: retried after the timeout, without backing off */
+	/* a full buffer: retried after an eighth of the timeout, without backing off */
 	{
 		bool counted;
 
-		EXPECT(ccpk_create_wait_ms(1000, 5, true, &counted) == 1000 && !counted);
+		EXPECT(ccpk_create_wait_ms(1000, 5, true, &counted) == 125 && !counted);
+		EXPECT(ccpk_create_wait_ms(100, 5, true, &counted) == 20 && !counted);
+		EXPECT(ccpk_create_wait_ms(0, 0, true, &counted) == 125 && !counted);
 		EXPECT(ccpk_create_wait_ms(1000, 5, false, &counted) == 32000 && counted);
 		EXPECT(ccpk_create_wait_ms(1000, 0, false, &counted) == 1000 && counted);
 	}
