@@ -5,6 +5,9 @@
 # helpers), MODE.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 PY=/usr/bin/python3
+# insmod $KO $KO_PARAMS: the tests' flows live in the namespaces snd and rcv,
+# which get no connection slots by default (the module's namespace policy)
+KO_PARAMS="netns_quota=1024 netns_total=2048"
 CHECK="$PY $REPO/ops/vm/guest/check.py"
 AGENT=$REPO/target/release/ccp-agent
 T=/tmp/ccp
