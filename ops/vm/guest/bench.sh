@@ -79,11 +79,12 @@ bench "latency reply received->applied on the next ACK: p50 $(calc "$w50 / 1000"
 # the ACKs the sender received (snd's Tcp InSegs) are read over MSECS s:
 #  - the whole guest's cost per ACK: busy CPU (both ends, the router, the
 #    tools, the agent) / ACKs, and the same without the agent's CPU;
-#  - in the first pair, the congestion control's own code per ACK: kernel
-#    CPU samples (perf, cpu-clock at 999 Hz on both vCPUs) in its functions
-#    (cubic's; or ccp-kernel's, libccp's interpreter and the Reno helpers
-#    both use), not counting what they call elsewhere in the kernel (for
-#    ccp: netlink sends, allocations), / ACKs.
+#  - in one more pair, run under perf (whose own start and stop cost CPU,
+#    so it is kept out of the pairs above), the congestion control's own code
+#    per ACK: kernel CPU samples (cpu-clock at 999 Hz on both vCPUs) in its
+#    functions (cubic's; or ccp-kernel's, libccp's interpreter and the Reno
+#    helpers both use), not counting what they call elsewhere in the kernel
+#    (for ccp: netlink sends, allocations), / ACKs.
 # The figures per N: the medians over pairs of the ccp_cubic / cubic ratios.
 # No threshold: figures only.
 PAIRS=${PAIRS:-3} MSECS=${MSECS:-8} ATTACH_WAIT=${ATTACH_WAIT:-20} PERF_HZ=999
@@ -94,9 +95,9 @@ attached() { awk -v d="$RCV_IP:$1" 'NR>1 && $9==d && $3=="ccp"' /proc/net/ccp_fl
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR ? (NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2) : "none")}'; }
 have_perf=no
 perf record -e cpu-clock:k -o $T/perf-probe.data -- true > /dev/null 2>&1 && have_perf=yes
-# peracks N CC PORT PROFILE: prints "acks busy_cpu_s agent_cpu_s attached cc_samples"
+# peracks N CC PORT PROFILE: prints "acks busy_cpu_s agent_cpu_s attached cc_samples window_s"
 peracks() {
-	local n=$1 cc=$2 port=$3 prof=$4 i sink cli s0 s1 a0 a1 att=0 cpu ccs=none
+	local n=$1 cc=$2 port=$3 prof=$4 i sink cli s0 s1 a0 a1 t0 t1 att=0 cpu ccs=none
 	rm -f $T/pa.ready
 	$NS_RCV $BIN/ccpflows -s $RCV_IP:$port -t 900 > $T/pa-sink.out 2>&1 &
 	sink=$!
@@ -108,13 +109,13 @@ peracks() {
 		for i in $(seq $((ATTACH_WAIT * 4))); do [ $(attached $port) -ge $n ] && break; nap 0.25; done
 	fi
 	nap 1
-	s0=$(insegs); cp /proc/stat $T/pst0; a0=$(agent_ticks)
+	t0=$(now); s0=$(insegs); cp /proc/stat $T/pst0; a0=$(agent_ticks)
 	if [ $prof = 1 ] && [ $have_perf = yes ]; then
 		perf record -a -e cpu-clock:k -F $PERF_HZ -o $T/perf.data -- sleep $MSECS > /dev/null 2>> $T/perf.err
 	else
 		nap $MSECS
 	fi
-	s1=$(insegs); cp /proc/stat $T/pst1; a1=$(agent_ticks)
+	s1=$(insegs); cp /proc/stat $T/pst1; a1=$(agent_ticks); t1=$(now)
 	[ $cc != cubic ] && att=$(attached $port)
 	kill $cli $sink 2>/dev/null
 	wait $cli $sink 2>/dev/null
@@ -125,32 +126,34 @@ peracks() {
 		ccs=$(awk -v re="$re" '{s = $3; sub(/\.(isra|constprop|part|cold)\..*/, "", s)} s ~ re {n += $1} END {print n + 0}' $OUT/bench-perf-$n-$cc.txt)
 	fi
 	cpu=$($CHECK cpustat $T/pst0 $T/pst1)
-	echo "$((s1 - s0)) $cpu $(calc "($a1 - $a0) / 100") $att $ccs"
+	echo "$((s1 - s0)) $cpu $(calc "($a1 - $a0) / 100") $att $ccs $(calc "$t1 - $t0")"
 }
 port=7000
 for n in 1 100 1000; do
 	R= RK= NC= NX= CCR=
 	for i in $(seq $PAIRS); do
-		prof=$([ $i = 1 ] && echo 1 || echo 0)
 		port=$((port + 1))
-		read ac cc_ _ _ sc <<<"$(peracks $n cubic $port $prof)"
+		read ac cc_ _ _ _ wc <<<"$(peracks $n cubic $port 0)"
 		port=$((port + 1))
-		read ax cx agx att sx <<<"$(peracks $n ccp_cubic $port $prof)"
+		read ax cx agx att _ wx <<<"$(peracks $n ccp_cubic $port 0)"
 		nc=$(calc "$cc_ * 1e9 / max($ac, 1)")
 		nx=$(calc "$cx * 1e9 / max($ax, 1)")
 		nk=$(calc "($cx - $agx) * 1e9 / max($ax, 1)")
 		r=$(calc "$nx / max($nc, 1e-9)")
 		rk=$(calc "$nk / max($nc, 1e-9)")
 		R="$R $r" RK="$RK $rk" NC="$NC $nc" NX="$NX $nx"
-		cc_note=
-		if [ "$sc" != none ] && [ "$sx" != none ]; then
-			pc=$(calc "$sc / $PERF_HZ * 1e9 / max($ac, 1)")
-			px=$(calc "$sx / $PERF_HZ * 1e9 / max($ax, 1)")
-			CCR="congestion-control code per ACK (perf, first pair): cubic $pc ns ($sc samples), ccp_cubic $px ns ($sx samples), ratio $(calc "$px / max($pc, 1e-9)")"
-			cc_note="; $CCR"
-		fi
-		bench "per-ACK N=$n pair $i: cubic $ac ACKs in ${MSECS}s, $nc ns/ACK; ccp_cubic $ax ACKs, $nx ns/ACK ($nk without the agent's ${agx}s), $att/$n attached; ratio $r ($rk)$cc_note"
+		bench "per-ACK N=$n pair $i: cubic $ac ACKs in ${wc}s, $nc ns/ACK; ccp_cubic $ax ACKs in ${wx}s, $nx ns/ACK ($nk without the agent's ${agx}s), $att/$n attached; ratio $r ($rk)"
 	done
+	if [ $have_perf = yes ]; then
+		port=$((port + 1))
+		read ac _ _ _ sc _ <<<"$(peracks $n cubic $port 1)"
+		port=$((port + 1))
+		read ax _ _ att sx _ <<<"$(peracks $n ccp_cubic $port 1)"
+		pc=$(calc "$sc / $PERF_HZ * 1e9 / max($ac, 1)")
+		px=$(calc "$sx / $PERF_HZ * 1e9 / max($ax, 1)")
+		CCR="congestion-control code per ACK (perf, one more pair): cubic $pc ns ($sc samples, $ac ACKs), ccp_cubic $px ns ($sx samples, $ax ACKs, $att/$n attached), ratio $(calc "$px / max($pc, 1e-9)")"
+		bench "per-ACK N=$n profiled pair: $CCR"
+	fi
 	bench "per-ACK cost N=$n: whole guest ccp_cubic/cubic $(echo $R | median) (median of $PAIRS pairs:$R), without the agent's CPU $(echo $RK | median); ns/ACK cubic $(echo $NC | median), ccp_cubic $(echo $NX | median); ${CCR:-no perf figures}"
 done
 cp /proc/net/ccp $OUT/bench-peracks.ctr
