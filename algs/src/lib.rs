@@ -35,5 +35,5 @@ pub use controller::{clamp_output, Action, Algorithm, Controller, FlowInfo, Flow
 pub use iris::{Iris, IrisConfig};
 pub use policy::{Policy, PolicyError};
 pub use pref::{Preference, PreferenceError};
-pub use registry::Registry;
+pub use registry::{Registry, AUTO};
 pub use signals::{FoldProgram, Interval};

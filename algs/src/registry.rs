@@ -150,6 +150,11 @@ pub fn learned_by_name(cfg: &AlgsConfig, name: &str) -> Option<Arc<dyn LearnedAl
 /// Prefix the kernel module puts in front of algorithm names (`ccp_cubic`).
 pub const DATAPATH_PREFIX: &str = "ccp_";
 
+/// The name a flow asks for (`ccp_auto`, `auto` in a scenario) to have the agent choose its
+/// algorithm from its preference `w` and the preference portfolio table
+/// (`portus-agent/runtime/src/portfolio.rs`). Not an algorithm: no registry holds it.
+pub const AUTO: &str = "auto";
+
 /// Strip the datapath prefix: `ccp_mocc` → `mocc`, `mocc` → `mocc`, `ccp` → `` (default).
 pub fn strip_prefix(requested: &str) -> &str {
     if requested == "ccp" {

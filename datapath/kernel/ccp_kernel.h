@@ -34,8 +34,6 @@ static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 #include "ccp_validate.h"
 #include "ccp_policy.h"	/* enum ccpk_mode, retry and admission rules */
 
-/* multicast group portus's netlink backend joins (NETLINK_USERSOCK) */
-#define CCPK_NL_GROUP		22
 #define CCPK_LAT_RING		4096	/* latency samples kept for /proc */
 
 /* counters, exported in /proc/net/ccp */
@@ -52,6 +50,7 @@ static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 	X(agent_lost_timeout)	/* ... because it stopped answering */	\
 	X(agent_lost_closed)	/* ... because its netlink socket closed */ \
 	X(agent_found)		/* a READY probe reached a listener */	\
+	X(mcast_prejoined)	/* group members found at registration (joined in advance) */ \
 	X(agent_closed)		/* the agent's netlink socket was released */ \
 	X(agent_changes)	/* programs installed from another socket */ \
 	X(agent_restarts)	/* the agent installed program uid 1 again */ \
@@ -70,8 +69,8 @@ static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 	X(rx_update)							\
 	X(rx_changeprog)						\
 	X(rej_total)		/* all rejected agent messages */	\
-	X(rej_perm)		/* sender lacks CAP_NET_ADMIN */	\
-	X(rej_nlmsg)		/* broken netlink framing */		\
+	X(rej_perm)		/* sender lacks CAP_NET_ADMIN (the genl core refuses it first) */ \
+	X(rej_nlmsg)		/* genl version not 1, or no CCP message attribute */ \
 	X(rej_short)							\
 	X(rej_bad_type)							\
 	X(rej_bad_len)							\
@@ -136,7 +135,6 @@ struct ccpk_datapath {
 	struct ccpk_flow *flows;
 	struct ccp_connection *conns;
 	struct ccpk_pcpu __percpu *pcpu;	/* counters */
-	struct sock *nl_sk;
 	u32 max_flows;
 	/*
 	 * Agent generation: bumped (under lock) whenever flows must leave the
@@ -146,7 +144,8 @@ struct ccpk_datapath {
 	 */
 	u32 gen;
 	bool agent_up;		/* a listener exists and answers */
-	bool ready;		/* netlink socket up */
+	bool ready;		/* IPC up: libccp's sends go out */
+	bool nl_up;		/* the genl family is registered */
 	bool shutting_down;
 
 	/* written once per report or answer */
@@ -224,8 +223,10 @@ void ccpk_ctr_read(u64 *out);			/* CCPK_CTR_MAX sums */
 /* ccp_nl.c */
 int ccpk_nl_init(void);
 void ccpk_nl_exit(void);
-int ccpk_nl_send(const char *msg, int len);	/* raw, any context */
+int ccpk_nl_send(const char *msg, int len);	/* raw, any context (GFP_ATOMIC) */
 int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len);
+u32 ccpk_nl_family_id(void);			/* any context; 0: none */
+u32 ccpk_nl_group_id(void);			/* any context; 0: none */
 
 /* ccp_proc.c */
 int ccpk_proc_init(void);

@@ -1,33 +1,56 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Netlink IPC between the CCP datapath and the agent, compatible with
- * portus 0.9's netlink backend (`ccp-agent --ipc netlink`):
+ * Generic netlink IPC between the CCP datapath and its agent: the family
+ * "ccp" (version 1, initial network namespace only; ccp_genl.h).
  *
- *  - protocol NETLINK_USERSOCK, init_net;
- *  - datapath -> agent: one CCP message per netlink message, broadcast to
- *    multicast group 22 (nlmsghdr type NLMSG_DONE, then the CCP message;
- *    portus strips the 16-byte netlink header);
- *  - agent -> datapath: the agent sends to port id 0 (the kernel) a 16-byte
- *    netlink header (length, rest zero) followed by one CCP message.
+ *  - agent -> datapath: CCP_CMD_AGENT_MSG, one CCP message (INSTALL,
+ *    UPDATE_FIELDS, CHANGE_PROG) in CCP_ATTR_MSG.  The operation is
+ *    GENL_ADMIN_PERM: the genl core refuses (-EPERM) a sender without
+ *    CAP_NET_ADMIN in the initial user namespace (netlink_capable(): both
+ *    the socket's opener and the sending task) before we see the message.
+ *    GENL_UNS_ADMIN_PERM would be wrong: it asks for CAP_NET_ADMIN over the
+ *    message's network namespace only, which the owner of any user
+ *    namespace has over its own namespaces.  (The family is not netnsok,
+ *    so the core only passes us messages sent in init_net anyway.)  The
+ *    policy bounds the attribute's length (CCP_GENL_MSG_MIN..MAX) and, with
+ *    strict validation, refuses unknown attributes and trailing bytes.
+ *  - datapath -> agent: CCP_CMD_DATAPATH_MSG, one CCP message (READY,
+ *    CREATE, MEASURE) in CCP_ATTR_MSG, multicast from the kernel (port id
+ *    0) to the group "datapath" of init_net.  Joining that group needs
+ *    CAP_NET_ADMIN (GENL_MCAST_CAP_NET_ADMIN, checked by genl_bind()), and
+ *    NETLINK_GENERIC, unlike NETLINK_USERSOCK, is not registered with
+ *    NL_CFG_F_NONROOT_SEND: only CAP_NET_ADMIN may send to a group or to
+ *    another socket's port id.  So an unprivileged user can neither read
+ *    what the datapath sends nor forge it to the agent, which still drops
+ *    every message whose source port id is not 0.
  *
- * Every incoming message is checked (sender capability, netlink framing,
- * ccpk_validate(), socket id in use, program installed, and for flow
- * updates the sender's port id: the agent's) before libccp sees it.
- * NETLINK_USERSOCK lets unprivileged processes send to the kernel and join
- * groups, so the CAP_NET_ADMIN check here is what keeps unprivileged users
- * from steering flows.  It protects this direction only: anyone may also
- * send to group 22 or to the agent's port id, so the agent must drop every
- * datagram whose source is not the kernel (port id 0), as ccp-agent does
- * (portus-agent/runtime/src/netlink.rs).
+ * Permission and policy failures are answered by the genl core to the
+ * sender (errno and extack text) and never reach this file; everything
+ * that does reach it is counted in /proc/net/ccp (rx_ok or a rej_*
+ * reason), rejected messages are logged rate-limited and answered with an
+ * errno and an extack text.  On top of the core's checks every message is
+ * checked here (ccpk_validate(), socket id in use, program installed, and
+ * for flow updates the sender's port id: the agent's) before libccp sees
+ * it.
+ *
+ * Group membership taken before the family existed: genl_bind() lets
+ * anyone join a group id that no family owns yet, and registering a family
+ * keeps such members.  A process that joined our future group id before
+ * the module was loaded would receive our reports.  Right after
+ * registering, no legitimate agent can have joined yet (it must look the
+ * family up first), so ccpk_nl_init() sends an empty message to the group:
+ * if anybody in init_net receives it, the family is unregistered (which
+ * clears every membership of its groups) and registered again.
  *
  * A netlink notifier tells the datapath when the agent's socket is
  * released: the agent is gone and its programs with it (tcp_ccp.c).
+ *
+ * This is not the protocol of upstream portus's netlink backend
+ * (NETLINK_USERSOCK, group 22): only ccp-agent's backend speaks it.
  */
 #define pr_fmt(fmt) "ccp: " fmt
 
-#include <linux/atomic.h>
 #include <linux/capability.h>
-#include <linux/delay.h>
 #include <linux/netlink.h>
 #include <linux/ratelimit.h>
 #include <linux/version.h>
@@ -36,42 +59,121 @@
 #else
 #include <asm/unaligned.h>
 #endif
+#include <net/genetlink.h>
 #include <net/net_namespace.h>
 #include <net/netlink.h>
 #include <net/sock.h>
 
+#include "ccp_genl.h"
 #include "ccp_kernel.h"
 #include "ccp_libccp.h"	/* libccp internals: last */
 
-static atomic_t ccpk_nl_busy = ATOMIC_INIT(0);
+/*
+ * The group must be closed to unprivileged users: the datapath's messages
+ * name every flow (addresses, ports, measurements), and a listener that
+ * never reads makes our multicasts fail.  GENL_MCAST_CAP_NET_ADMIN came
+ * with Linux 6.7 and was backported to the stable 6.1 and 6.6 series
+ * (Debian 12's 6.1.0-56 and 6.12 both have it).  Older kernels would need
+ * another design (e.g. unicast to the agent's port id only): refuse to
+ * build rather than build a datapath that broadcasts to anyone.
+ */
+#ifndef GENL_MCAST_CAP_NET_ADMIN
+#error "this kernel cannot restrict a generic netlink multicast group to CAP_NET_ADMIN (GENL_MCAST_CAP_NET_ADMIN): not supported"
+#endif
 
-int ccpk_nl_send(const char *msg, int len)
+static const struct nla_policy ccpk_genl_policy[CCP_ATTR_MAX + 1] = {
+	[CCP_ATTR_MSG] = NLA_POLICY_RANGE(NLA_BINARY, CCP_GENL_MSG_MIN,
+					  CCP_GENL_MSG_MAX),
+};
+
+static int ccpk_genl_agent_msg(struct sk_buff *skb, struct genl_info *info);
+
+static const struct genl_small_ops ccpk_genl_ops[] = {
+	{
+		.cmd	= CCP_CMD_AGENT_MSG,
+		.flags	= GENL_ADMIN_PERM,
+		.doit	= ccpk_genl_agent_msg,
+	},
+};
+
+static const struct genl_multicast_group ccpk_genl_mcgrps[] = {
+	{ .name = CCP_GENL_MCGRP, .flags = GENL_MCAST_CAP_NET_ADMIN },
+};
+
+static struct genl_family ccpk_genl_family = {
+	.name		= CCP_GENL_NAME,
+	.version	= CCP_GENL_VERSION,
+	.maxattr	= CCP_ATTR_MAX,
+	.policy		= ccpk_genl_policy,
+	.netnsok	= false,	/* init_net only */
+	.parallel_ops	= true,		/* ccpk->lock serializes; no genl_mutex */
+	.module		= THIS_MODULE,
+	.small_ops	= ccpk_genl_ops,
+	.n_small_ops	= ARRAY_SIZE(ccpk_genl_ops),
+	.mcgrps		= ccpk_genl_mcgrps,
+	.n_mcgrps	= ARRAY_SIZE(ccpk_genl_mcgrps),
+};
+
+/* Multicast @len bytes as a message of @cmd (no attribute if !msg). */
+static int ccpk_genl_multicast(u8 cmd, const char *msg, int len)
 {
-	struct sock *nl = ccpk->nl_sk;
-	struct nlmsghdr *nlh;
 	struct sk_buff *skb;
-	int ret;
+	void *hdr;
 
-	if (!nl)
-		return -ENOTCONN;
-	skb = nlmsg_new(len, GFP_ATOMIC);
+	skb = genlmsg_new(msg ? nla_total_size(len) : 0, GFP_ATOMIC);
 	if (!skb)
 		return -ENOMEM;
-	nlh = nlmsg_put(skb, 0, 0, NLMSG_DONE, len, 0);
-	if (!nlh) {
-		kfree_skb(skb);
+	hdr = genlmsg_put(skb, 0, 0, &ccpk_genl_family, 0, cmd);
+	if (!hdr || (msg && nla_put(skb, CCP_ATTR_MSG, len, msg))) {
+		nlmsg_free(skb);
 		return -EMSGSIZE;
 	}
-	memcpy(nlmsg_data(nlh), msg, len);
-	ret = nlmsg_multicast(nl, skb, 0, CCPK_NL_GROUP, GFP_ATOMIC);
+	genlmsg_end(skb, hdr);
 	/*
-	 * -ESRCH means nobody took it: no socket on the group, or (unless it
-	 * set NETLINK_BROADCAST_ERROR) every one had a full buffer.  Only the
-	 * first means the agent is gone.
+	 * genlmsg_multicast() is netlink_broadcast() from init_net's genl
+	 * socket to the group's members in init_net (net/netlink/af_netlink.c,
+	 * the same in 6.1 and 6.12).  Per member, a delivery that finds its
+	 * receive buffer full (or the socket congested since its last
+	 * overrun) is dropped; then the call returns:
+	 *  - -ENOBUFS if such a drop hit a member that set
+	 *    NETLINK_BROADCAST_ERROR (whatever the others got);
+	 *  - 0 if at least one member got the message;
+	 *  - -ESRCH otherwise: no member at all, or only members without
+	 *    NETLINK_BROADCAST_ERROR whose buffers were full.
+	 * ccp-agent (and ops/vm/fakeagent) set NETLINK_BROADCAST_ERROR, so
+	 * their full buffer is -ENOBUFS, "retry soon" (ccpk_tx_done()), and
+	 * -ESRCH means no agent listens.  An agent without it whose buffer
+	 * is full looks gone: the READY probe finds it again once it reads.
+	 * Not netlink_has_listeners(): its bitmap is per protocol, across all
+	 * network namespaces, and genl_bind() lets the owner of any user and
+	 * network namespace join our group id there (GENL_MCAST_CAP_NET_ADMIN
+	 * asks for CAP_NET_ADMIN over the socket's own namespace), so any
+	 * user could make a gone agent look merely busy.
 	 */
-	if (ret == -ESRCH && netlink_has_listeners(nl, CCPK_NL_GROUP))
-		ret = -ENOBUFS;
-	return ret;
+	return genlmsg_multicast(&ccpk_genl_family, skb, 0, 0, GFP_ATOMIC);
+}
+
+/* The family's and its group's ids (for /proc/net/ccp: tools and tests). */
+u32 ccpk_nl_family_id(void)
+{
+	return READ_ONCE(ccpk->nl_up) ? ccpk_genl_family.id : 0;
+}
+
+u32 ccpk_nl_group_id(void)
+{
+	return READ_ONCE(ccpk->nl_up) ? ccpk_genl_family.mcgrp_offset : 0;
+}
+
+/*
+ * One CCP message to the agent's group: any context (GFP_ATOMIC, no
+ * sleep); under a flow's lock or ccpk->lock, or none.  Once nl_up is
+ * false (ccpk_nl_exit()) every send fails with -ENOTCONN.
+ */
+int ccpk_nl_send(const char *msg, int len)
+{
+	if (!READ_ONCE(ccpk->nl_up))
+		return -ENOTCONN;
+	return ccpk_genl_multicast(CCP_CMD_DATAPATH_MSG, msg, len);
 }
 
 /*
@@ -85,7 +187,7 @@ int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len)
 	int ret;
 
 	/* ccp_init()'s READY: dropped, the datapath sends one when IPC is up */
-	if (!ccpk->ready)
+	if (!READ_ONCE(ccpk->ready))
 		return 0;
 	if (len < CCPK_HDR_LEN)
 		return -EINVAL;
@@ -119,21 +221,33 @@ static const enum ccpk_counter ccpk_verdict_ctr[CCPK_VERDICT_MAX] = {
 
 static DEFINE_RATELIMIT_STATE(ccpk_rej_rs, 5 * HZ, 5);
 
+/*
+ * The text of an error answer (extack).  @why must be a string constant
+ * (the core keeps the pointer): NL_SET_ERR_MSG() wants a literal, ours
+ * come from tables of literals.
+ */
+static void ccpk_ext_msg(struct netlink_ext_ack *extack, const char *why)
+{
+	if (extack)
+		extack->_msg = why;
+}
+
 /* Count (and log, rate-limited) a rejected message; any context, no lock. */
 static void ccpk_reject(enum ccpk_counter c, const char *why,
-			const struct ccpk_msg_info *mi)
+			const struct ccpk_msg_info *mi, u32 portid)
 {
 	ccpk_inc_ctr(c);
 	ccpk_inc(rej_total);
 	if (__ratelimit(&ccpk_rej_rs))
-		pr_warn("rejected agent message (%s): type %u len %u sid %u\n",
-			why, mi ? mi->type : 0, mi ? mi->len : 0, mi ? mi->sid : 0);
+		pr_warn("rejected agent message (%s): type %u len %u sid %u from port %u\n",
+			why, mi ? mi->type : 0, mi ? mi->len : 0, mi ? mi->sid : 0,
+			portid);
 }
 
 static void ccpk_reject_unlocked(enum ccpk_counter c, const char *why,
-				 const struct ccpk_msg_info *mi)
+				 const struct ccpk_msg_info *mi, u32 portid)
 {
-	ccpk_reject(c, why, mi);
+	ccpk_reject(c, why, mi, portid);
 }
 
 /* Index (1-based) of the installed program with this uid, or 0. */
@@ -163,7 +277,9 @@ static bool ccpk_has_program(struct ccp_connection *conn)
 	return idx && idx <= ccpk->dp.max_programs && progs[idx - 1].index == idx;
 }
 
-static void ccpk_handle(u8 *buf, int len, u32 portid)
+/* One CCP message from the socket @portid: 0 or a negative errno. */
+static int ccpk_handle(u8 *buf, int len, u32 portid,
+		       struct netlink_ext_ack *extack)
 {
 	struct ccp_connection *conn = NULL;
 	struct ccpk_flow *fl = NULL;
@@ -174,8 +290,10 @@ static void ccpk_handle(u8 *buf, int len, u32 portid)
 
 	v = ccpk_validate(buf, len, ccpk->max_flows, &mi);
 	if (v != CCPK_OK) {
-		ccpk_reject_unlocked(ccpk_verdict_ctr[v], ccpk_verdict_name(v), &mi);
-		return;
+		ccpk_reject_unlocked(ccpk_verdict_ctr[v], ccpk_verdict_name(v), &mi,
+				     portid);
+		ccpk_ext_msg(extack, ccpk_verdict_name(v));
+		return -EINVAL;
 	}
 
 	if (mi.type == INSTALL_EXPR)	/* a new agent's programs replace the old one's */
@@ -192,31 +310,46 @@ static void ccpk_handle(u8 *buf, int len, u32 portid)
 			if (ccpk_debug && __ratelimit(&ccpk_rej_rs))
 				pr_info("dropped agent message for ended flow: type %u sid %u\n",
 					mi.type, mi.sid);
+			ccpk_ext_msg(extack, "no such flow (ended?)");
+			ret = -ENOENT;
 			goto out;
 		}
 		if (mi.type == CHANGE_PROG && !ccpk_prog_index(mi.program_uid)) {
-			ccpk_reject(CCPK_CTR_rej_unknown_prog, "unknown program", &mi);
+			ccpk_reject(CCPK_CTR_rej_unknown_prog, "unknown program", &mi, portid);
+			ccpk_ext_msg(extack, "unknown program");
+			ret = -ENOENT;
 			goto out;
 		}
 		/* only the socket that installed the programs steers flows */
 		if (!ccpk->agent_known || portid != ccpk->agent_portid) {
-			ccpk_reject(CCPK_CTR_rej_not_agent, "not from the agent's socket", &mi);
+			ccpk_reject(CCPK_CTR_rej_not_agent, "not from the agent's socket",
+				    &mi, portid);
+			ccpk_ext_msg(extack, "not from the agent's socket");
+			ret = -EBUSY;
 			goto out;
 		}
 		spin_lock(&fl->lock);	/* the flow's libccp state */
 		fl_locked = true;
 		if (!ccpk_flow_current(fl)) {
-			/* an answer to an earlier agent generation's CREATE or report */
+			/*
+			 * an answer to an earlier agent generation's CREATE or
+			 * report: normal after a re-announcement, dropped
+			 * without an error answer
+			 */
 			ccpk_inc(rx_stale);
+			ret = 0;
 			goto out;
 		}
 	}
 
 	ret = ccp_read_msg(&ccpk->dp, (char *)buf, len);
 	if (ret < 0) {
-		ccpk_reject(CCPK_CTR_rej_libccp, "libccp refused", &mi);
+		ccpk_reject(CCPK_CTR_rej_libccp, "libccp refused", &mi, portid);
+		ccpk_ext_msg(extack, "libccp refused the message (program table full?)");
+		ret = -EINVAL;
 		goto out;
 	}
+	ret = 0;
 
 	ccpk_inc(rx_ok);
 	ccpk->last_rx_ns = ktime_get_ns();
@@ -246,37 +379,40 @@ out:
 	if (fl_locked)
 		spin_unlock(&fl->lock);
 	spin_unlock_bh(&ccpk->lock);
+	return ret;
 }
 
-/* Netlink input: runs in the sender's process context. */
-static void ccpk_nl_rcv(struct sk_buff *skb)
+/*
+ * CCP_CMD_AGENT_MSG: runs in the sender's process context, inside
+ * genl_rcv(), which holds the genl core's cb_lock for reading (see
+ * ccpk_nl_exit()).  The core has checked GENL_ADMIN_PERM and the policy.
+ */
+static int ccpk_genl_agent_msg(struct sk_buff *skb, struct genl_info *info)
 {
-	struct nlmsghdr *nlh;
-	int rem;
+	const struct nlattr *a = info->attrs[CCP_ATTR_MSG];
+	u32 portid = info->snd_portid;
 
-	atomic_inc(&ccpk_nl_busy);
 	if (READ_ONCE(ccpk->shutting_down))
-		goto out;
-	if (!netlink_net_capable(skb, CAP_NET_ADMIN)) {
-		ccpk_reject_unlocked(CCPK_CTR_rej_perm, "sender lacks CAP_NET_ADMIN", NULL);
-		goto out;
+		return -ESHUTDOWN;
+	/* the core's GENL_ADMIN_PERM check again: it must never fire */
+	if (!netlink_capable(skb, CAP_NET_ADMIN)) {
+		ccpk_reject_unlocked(CCPK_CTR_rej_perm, "sender lacks CAP_NET_ADMIN",
+				     NULL, portid);
+		return -EPERM;
 	}
-	nlh = nlmsg_hdr(skb);
-	rem = skb->len;
-	if (!nlmsg_ok(nlh, rem)) {
-		struct ccpk_msg_info mi = { .len = min_t(u32, skb->len, U16_MAX) };
-
-		ccpk_reject_unlocked(CCPK_CTR_rej_nlmsg, "netlink framing", &mi);
-		goto out;
+	if (info->genlhdr->version != CCP_GENL_VERSION) {
+		ccpk_reject_unlocked(CCPK_CTR_rej_nlmsg, "genl version is not 1",
+				     NULL, portid);
+		GENL_SET_ERR_MSG(info, "ccp family version 1 expected");
+		return -EPROTO;
 	}
-	while (nlmsg_ok(nlh, rem)) {
-		ccpk_handle(nlmsg_data(nlh), nlmsg_len(nlh), NETLINK_CB(skb).portid);
-		nlh = nlmsg_next(nlh, &rem);
+	if (!a) {
+		ccpk_reject_unlocked(CCPK_CTR_rej_nlmsg, "no CCP_ATTR_MSG", NULL,
+				     portid);
+		GENL_SET_ERR_MSG(info, "no CCP_ATTR_MSG attribute");
+		return -EINVAL;
 	}
-	if (rem >= NLMSG_HDRLEN)	/* trailing bytes that are no message */
-		ccpk_reject_unlocked(CCPK_CTR_rej_nlmsg, "netlink framing", NULL);
-out:
-	atomic_dec(&ccpk_nl_busy);
+	return ccpk_handle(nla_data(a), nla_len(a), portid, info->extack);
 }
 
 /*
@@ -288,7 +424,7 @@ static int ccpk_nl_notify(struct notifier_block *nb, unsigned long event,
 {
 	const struct netlink_notify *n = ptr;
 
-	if (event != NETLINK_URELEASE || n->protocol != NETLINK_USERSOCK ||
+	if (event != NETLINK_URELEASE || n->protocol != NETLINK_GENERIC ||
 	    !net_eq(n->net, &init_net) || !n->portid)
 		return NOTIFY_DONE;
 	spin_lock_bh(&ccpk->lock);
@@ -302,43 +438,98 @@ static struct notifier_block ccpk_nl_notifier = {
 	.notifier_call = ccpk_nl_notify,
 };
 
+/*
+ * Register the family; make sure its group has no member in init_net (see
+ * the top of this file): an empty message to the group must find nobody.
+ */
+static int ccpk_genl_register(void)
+{
+	int tries, ret;
+
+	for (tries = 1; ; tries++) {
+		ret = genl_register_family(&ccpk_genl_family);
+		if (ret) {
+			pr_err("cannot register the generic netlink family \"%s\": %d\n",
+			       CCP_GENL_NAME, ret);
+			return ret;
+		}
+		ret = ccpk_genl_multicast(CCP_CMD_UNSPEC, NULL, 0);
+		if (ret == -ESRCH)
+			return 0;
+		if (ret && ret != -ENOBUFS) {
+			genl_unregister_family(&ccpk_genl_family);
+			pr_err("cannot check the group of family \"%s\" for members: %d\n",
+			       CCP_GENL_NAME, ret);
+			return ret;
+		}
+		/*
+		 * delivered (0), or a member that set NETLINK_BROADCAST_ERROR
+		 * has a full buffer (-ENOBUFS; see ccpk_genl_multicast())
+		 */
+		ccpk_inc(mcast_prejoined);
+		genl_unregister_family(&ccpk_genl_family);	/* clears members */
+		if (tries == 3) {
+			pr_err("the multicast group of family \"%s\" had members before it was registered (joined in advance, %d tries): not loading; see /proc/net/netlink\n",
+			       CCP_GENL_NAME, tries);
+			return -EBUSY;
+		}
+		pr_warn("the multicast group of family \"%s\" had members before it was registered (joined in advance): registering again\n",
+			CCP_GENL_NAME);
+	}
+}
+
 int ccpk_nl_init(void)
 {
-	struct netlink_kernel_cfg cfg = {
-		.input = ccpk_nl_rcv,
-	};
-	struct sock *nl;
+	int ret;
 
-	nl = netlink_kernel_create(&init_net, NETLINK_USERSOCK, &cfg);
-	if (!nl) {
-		pr_err("cannot create the NETLINK_USERSOCK kernel socket (another CCP datapath loaded?)\n");
-		return -EBUSY;
-	}
-	if (netlink_register_notifier(&ccpk_nl_notifier)) {
-		netlink_kernel_release(nl);
-		return -ENOMEM;
+	BUILD_BUG_ON(CCP_GENL_MSG_MAX != CCPK_HDR_LEN + CCPK_INSTALL_HDR_LEN +
+		     CCPK_MAX_PROG_EXPR * CCPK_EXPR_LEN +
+		     CCPK_MAX_PROG_INSTR * CCPK_INSTR_LEN);
+	BUILD_BUG_ON(CCP_GENL_MSG_MIN != CCPK_HDR_LEN);
+	BUILD_BUG_ON(CCP_GENL_MSG_MAX > S16_MAX);	/* nla_policy.max is s16 */
+
+	/* before the family: no agent can be known without the notifier */
+	ret = netlink_register_notifier(&ccpk_nl_notifier);
+	if (ret)
+		return ret;
+	ret = ccpk_genl_register();
+	if (ret) {
+		netlink_unregister_notifier(&ccpk_nl_notifier);
+		return ret;
 	}
 	spin_lock_bh(&ccpk->lock);
-	ccpk->nl_sk = nl;
+	WRITE_ONCE(ccpk->nl_up, true);
 	spin_unlock_bh(&ccpk->lock);
 	return 0;
 }
 
+/*
+ * Unloading (and a failed load after ccpk_nl_init()), once the work items
+ * are stopped (tcp_ccp.c): after this returns no agent message is being
+ * handled or will be, no release notification runs, and nothing is sent.
+ *
+ *  - nl_up = false under the lock: every later send (from a handler or
+ *    the notifier) fails with -ENOTCONN instead of using the family;
+ *    shutting_down makes handlers that still start return at once.
+ *  - genl_unregister_family() closes the rmmod race of the USERSOCK
+ *    design (where a sender could enter the input callback after exit had
+ *    found it idle): genl_rcv() runs every doit callback, from the lookup
+ *    of the family by id to the return, with the core's cb_lock held for
+ *    reading, and genl_unregister_family() removes the family from the id
+ *    table with cb_lock held for writing (genl_lock_all()), so it waits
+ *    for every handler already running and no later message can find the
+ *    family (Linux 6.1 and 6.12 net/netlink/genetlink.c).  It also drops
+ *    every member of the group.
+ *  - netlink_unregister_notifier() waits for running notifier calls (the
+ *    chain's rwsem).
+ */
 void ccpk_nl_exit(void)
 {
-	struct sock *nl;
-
-	/* waits for notifier calls in progress */
-	netlink_unregister_notifier(&ccpk_nl_notifier);
 	spin_lock_bh(&ccpk->lock);
-	nl = ccpk->nl_sk;
-	ccpk->nl_sk = NULL;
-	ccpk->ready = false;
+	WRITE_ONCE(ccpk->shutting_down, true);
+	WRITE_ONCE(ccpk->nl_up, false);
+	WRITE_ONCE(ccpk->ready, false);
 	spin_unlock_bh(&ccpk->lock);
-	if (nl)
-		netlink_kernel_release(nl);
-	synchronize_net();
-	/* wait for senders already inside ccpk_nl_rcv() */
-	while (atomic_read(&ccpk_nl_busy))
-		msleep(1);
+	genl_unregister_family(&ccpk_genl_family);
+	netlink_unregister_notifier(&ccpk_nl_notifier);
 }

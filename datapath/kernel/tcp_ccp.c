@@ -5,7 +5,8 @@
  * This module lets a user-space agent (ccp-agent, built on portus 0.9) run
  * the congestion control of Linux TCP flows.  It registers the congestion
  * control algorithms "ccp", "ccp_jury", "ccp_owl", "ccp_mocc", "ccp_iris",
- * "ccp_nuwa", "ccp_reno", "ccp_cubic" and "ccp_bbr": all share the code
+ * "ccp_nuwa", "ccp_reno", "ccp_cubic", "ccp_bbr" and "ccp_auto" (the agent
+ * picks the algorithm by the flow's preference): all share the code
  * below and differ only in the name, which is sent to the agent as the
  * congAlg of the flow's CREATE message.  The agent maps "ccp_<alg>" to its
  * algorithm <alg> and "ccp" to its default, so a socket picks its
@@ -83,7 +84,8 @@
  *    CCPK_SWEEP_BATCH CREATEs sent, so a re-announcement of thousands of
  *    flows neither holds a lock nor keeps bottom halves off for long, and
  *    gives the agent time to read.  A CREATE that fails with -ENOBUFS (the
- *    agent's receive buffer is full) pauses the sweep for 5 ms, doubled up
+ *    agent's receive buffer is full: the agent asks for that error with
+ *    NETLINK_BROADCAST_ERROR, ccp_nl.c) pauses the sweep for 5 ms, doubled up
  *    to 100 ms while the buffer is still full after a pause; the flow stays
  *    PENDING (below).  Busy flows do not wait for the sweep: each
  *    announces itself on its next ACK.
@@ -93,7 +95,7 @@
  *    whose CREATE found the agent's buffer full, after an eighth of
  *    agent_timeout_ms, without backing off (ccpk_create_wait_ms()).  Such
  *    retries come from the flow's ACKs and from the sweep's passes.
- *  - The agent is "lost" when a send finds no listener on the netlink group
+ *  - The agent is "lost" when a send finds no listener on the genl group
  *    (-ESRCH; immediate after the agent dies), when nothing at all has
  *    come back from it for agent_timeout_ms while a CREATE or a report is
  *    waiting for an answer (a hung agent), or when its netlink socket is
@@ -122,7 +124,10 @@
  *    earlier agent never outlive it (see "the program table belongs to one
  *    agent" below for why libccp's own rule, uid 1, is not enough).
  *
- * Messages from user space (process context, netlink input) are accepted
+ * The agent talks to the datapath over the generic netlink family "ccp"
+ * (ccp_nl.c, ccp_genl.h): only CAP_NET_ADMIN may send to it or join its
+ * multicast group, on which the datapath's messages go out.
+ * Messages from user space (process context, genl input) are accepted
  * only from senders with CAP_NET_ADMIN (UPDATE_FIELDS and CHANGE_PROG only
  * from the agent's socket) and only after ccpk_validate() checked
  * type (INSTALL, UPDATE_FIELDS, CHANGE_PROG), declared against received
@@ -188,7 +193,11 @@
  * Module lifetime: each socket using one of these algorithms holds a
  * reference on the module through tcp_congestion_ops.owner, so the module
  * cannot be unloaded while any flow uses it (rmmod reports it in use);
- * switch the sysctl back and let the flows end first.
+ * switch the sysctl back and let the flows end first.  Unloading stops the
+ * work items (the sweep, the probe, agent events) first, so that nothing
+ * sends while the family goes away, then removes the genl family, which
+ * waits for agent messages being handled and lets no more in (ccp_nl.c),
+ * then the state.
  */
 #define pr_fmt(fmt) "ccp: " fmt
 
@@ -1342,6 +1351,7 @@ static struct tcp_congestion_ops ccpk_ops[] __read_mostly = {
 	CCPK_OPS("ccp_reno"),
 	CCPK_OPS("ccp_cubic"),
 	CCPK_OPS("ccp_bbr"),
+	CCPK_OPS("ccp_auto"),	/* the agent chooses by the flow's preference */
 };
 
 
@@ -1440,19 +1450,15 @@ static int __init ccpk_module_init(void)
 	if (ret)
 		goto err_pernet;
 
+	/*
+	 * No agent can listen yet: the group did not exist a moment ago (and
+	 * ccpk_nl_init() made sure nobody joined it in advance).  The first
+	 * flow starts the READY probe; an agent started after this finds the
+	 * family and joins its group, and the probe finds it.
+	 */
 	spin_lock_bh(&ccpk->lock);
-	ccpk->ready = true;
-	{
-		char msg[READY_MSG_SIZE];
-		bool up;
-
-		ccpk_inc(probes_sent);
-		up = write_ready_msg(msg, sizeof(msg), ccpk->id) > 0 &&
-		     ccpk_nl_send(msg, READY_MSG_SIZE) == 0;
-		WRITE_ONCE(ccpk->agent_up, up);
-		if (up)
-			ccpk_inc(agent_found);
-	}
+	WRITE_ONCE(ccpk->ready, true);
+	WRITE_ONCE(ccpk->agent_up, false);
 	spin_unlock_bh(&ccpk->lock);
 
 	ret = ccpk_proc_init();
@@ -1476,8 +1482,9 @@ static int __init ccpk_module_init(void)
 err_proc:
 	ccpk_proc_exit();
 err_nl:
-	ccpk_stop_work();
-	ccpk_nl_exit();
+	ccpk_stop_work();	/* shutting_down: no work is queued again */
+	ccpk_nl_exit();		/* waits for agent messages being handled */
+	cancel_work_sync(&ccpk->event_work);
 err_pernet:
 	unregister_pernet_subsys(&ccpk_net_ops);
 err_ccp:
@@ -1493,10 +1500,17 @@ static void __exit ccpk_module_exit(void)
 	/* no socket uses us (module refcount), so no ACK path runs */
 	for (i = ARRAY_SIZE(ccpk_ops) - 1; i >= 0; i--)
 		tcp_unregister_congestion_control(&ccpk_ops[i]);
+	/*
+	 * First the work items (shutting_down: none is queued again), so
+	 * that nothing sends while the family goes away; then the family:
+	 * once ccpk_nl_exit() returns no agent message is handled or will
+	 * be, no release notification runs, and nothing is sent (see
+	 * ccp_nl.c).  An agent message or notification handled until then
+	 * may have queued event_work (the others check shutting_down).
+	 */
 	ccpk_stop_work();
 	ccpk_proc_exit();
 	ccpk_nl_exit();
-	/* work items queued by the netlink input until it stopped */
 	cancel_work_sync(&ccpk->event_work);
 	cancel_delayed_work_sync(&ccpk->sweep_work);
 	cancel_delayed_work_sync(&ccpk->probe_work);
@@ -1521,3 +1535,4 @@ MODULE_ALIAS("tcp_ccp_nuwa");
 MODULE_ALIAS("tcp_ccp_reno");
 MODULE_ALIAS("tcp_ccp_cubic");
 MODULE_ALIAS("tcp_ccp_bbr");
+MODULE_ALIAS("tcp_ccp_auto");

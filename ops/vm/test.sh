@@ -19,8 +19,10 @@
 # 1. installs the packages it needs (apt; Debian 12),
 # 2. builds ccp-kernel.ko for Debian's 6.12 and 6.1 kernels (warning-free),
 #    runs the validator unit test, builds the agent
-#    (cargo build --release -p ccp-agent), the netlink fuzzer and the
-#    guest tools ccpflows and fakeagent,
+#    (cargo build --release -p ccp-agent; from another CARGO_TARGET_DIR it
+#    is copied to target/release, where the guest runs it), the netlink
+#    fuzzer (nlfuzz: the ccp genl family) and the guest tools ccpflows and
+#    fakeagent,
 # 3. boots Debian's 6.12 kernel under QEMU (TCG unless real KVM) with a
 #    busybox initramfs; the guest mounts this machine's / read-only over 9p,
 #    chroots into it and runs ops/vm/guest/tests.sh (the agent and tools
@@ -153,7 +155,12 @@ else
 fi
 
 say "building the agent (cargo build --release -p ccp-agent)"
+# the guest runs $REPO/target/release/ccp-agent (it covers /tmp with a
+# tmpfs): a build in another CARGO_TARGET_DIR is copied there
+tgt=${CARGO_TARGET_DIR:-$REPO/target}
 if (cd "$REPO" && cargo build --release -p ccp-agent) > "$WORK/agent-build.log" 2>&1 &&
+   { [ "$(realpath -m "$tgt")" = "$(realpath -m "$REPO/target")" ] ||
+     { mkdir -p "$REPO/target/release" && cp -f "$tgt/release/ccp-agent" "$REPO/target/release/ccp-agent"; }; } &&
    [ -x "$REPO/target/release/ccp-agent" ]; then
 	hres PASS agent_build "target/release/ccp-agent"
 else

@@ -1,18 +1,23 @@
 //! `ccp-agent`: the CCP agent binary. See `ccp-agent --help`.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use ccp_algs::Preference;
+use ccp_runtime::agent::AgentConfig;
+use ccp_runtime::control::{self, AuthPolicy, ControlOptions, ControlPlane};
 use ccp_runtime::simrun::{self, IpcKind, RunOptions};
 use ccp_runtime::{Agent, AgentOptions, ConfigError};
-use clap::{Parser, ValueEnum};
-use tracing::{error, info};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::{json, Value};
+use tracing::{error, info, warn};
 
 /// IPC between agent and datapath.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum IpcArg {
-    /// Netlink (group 22): the ccp-kernel module.
+    /// Generic netlink family `ccp` (needs CAP_NET_ADMIN): the ccp-kernel module.
     Netlink,
     /// Character device /dev/ccpkp.
     Char,
@@ -32,13 +37,24 @@ enum IpcArg {
     long_about = "CCP agent hosting every registered congestion-control algorithm at once.\n\n\
         A flow is dispatched by the congestion-control name its datapath announces: \
         `ccp_<alg>` or `<alg>` runs <alg>; `ccp`, an unknown or an unavailable name runs --alg.\n\n\
-        Without --sim it serves a real datapath (default: the ccp-kernel module over netlink) \
-        until SIGINT/SIGTERM. With --sim SCENARIO it runs the scenario on the built-in \
+        Without --sim it serves a real datapath (default: the ccp-kernel module over generic \
+        netlink, as root or with CAP_NET_ADMIN) until SIGINT/SIGTERM, or until the module is \
+        unloaded (exit code 1); SIGHUP reloads the models, the portfolio and the config's \
+        [[preference]] rules; SIGUSR1 prints the IPC counters as one JSON line on stderr. It \
+        serves a control socket (--control) and, if asked, a metrics endpoint (--metrics). \
+        With --sim SCENARIO it runs the scenario on the built-in \
         simulated datapath and prints per-flow and aggregate results.\n\n\
-        Exit codes: 0 success, 1 runtime failure, 2 bad input (flags, files, weights)."
+        `ccp-agent ctl ...` talks to a running agent's control socket.\n\n\
+        Exit codes: 0 success, 1 runtime failure, 2 bad input (flags, files, weights).",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
-    /// Algorithm for flows that name none (`ccp`) or one this agent does not run.
+    #[command(subcommand)]
+    command: Option<Command>,
+
+    /// Algorithm for flows that name none (`ccp`) or one this agent does not run. `auto`:
+    /// flows naming none are chosen by their preference from <models>/portfolio.json like
+    /// `ccp_auto` flows (cubic when it cannot choose).
     #[arg(long, value_name = "NAME", default_value = "cubic")]
     alg: String,
 
@@ -85,6 +101,76 @@ struct Cli {
     /// List the algorithms this agent runs and their fold programs' sizes, then exit.
     #[arg(long)]
     list: bool,
+
+    /// Serve the control socket (per-socket preferences, flows, counters) at this path
+    /// [default: [control] socket of --config, else /run/ccp/control.sock]. A default path
+    /// another agent holds only disables it (with a warning); a path given here is an error.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["no_control", "sim"])]
+    control: Option<PathBuf>,
+
+    /// Serve no control socket.
+    #[arg(long, conflicts_with = "sim")]
+    no_control: bool,
+
+    /// Serve Prometheus metrics (GET /metrics) on this address, e.g. 127.0.0.1:9464 (off by
+    /// default; loopback only unless --metrics-allow-remote).
+    #[arg(long, value_name = "ADDR", conflicts_with = "sim")]
+    metrics: Option<SocketAddr>,
+
+    /// Allow --metrics on a non-loopback address (the metrics name flows and models).
+    #[arg(long, requires = "metrics")]
+    metrics_allow_remote: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Talk to a running agent's control socket.
+    Ctl(CtlArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CtlArgs {
+    /// The agent's control socket.
+    #[arg(long, value_name = "PATH", default_value = control::DEFAULT_SOCKET, global = true)]
+    control: PathBuf,
+
+    /// Print the agent's JSON reply as it came.
+    #[arg(long, global = true)]
+    json: bool,
+
+    #[command(subcommand)]
+    op: CtlOp,
+}
+
+#[derive(Debug, Subcommand)]
+enum CtlOp {
+    /// Set a socket's preference (also mid-flow; before the flow exists it waits for it).
+    SetPref {
+        /// The socket's own address, ip:port ([v6]:port for IPv6).
+        #[arg(long, value_name = "ADDR")]
+        local: SocketAddr,
+        /// The socket's peer, ip:port.
+        #[arg(long, value_name = "ADDR")]
+        remote: SocketAddr,
+        /// <throughput,latency,loss>: three numbers in [0,1] summing to 1.
+        #[arg(long, value_name = "THR,LAT,LOSS", value_parser = parse_w, allow_hyphen_values = true)]
+        w: Preference,
+    },
+    /// Remove a socket's preference (its flows go back to rules, suffix or --w).
+    ClearPref {
+        #[arg(long, value_name = "ADDR")]
+        local: SocketAddr,
+        #[arg(long, value_name = "ADDR")]
+        remote: SocketAddr,
+    },
+    /// The live flows: algorithm, w and where it came from, addresses, RTT.
+    Flows,
+    /// The per-socket preferences stored (pending ones with their time left).
+    Prefs,
+    /// The agent's counters (the metrics, without comments).
+    Stats,
+    /// Is the agent there?
+    Ping,
 }
 
 fn parse_w(s: &str) -> Result<Preference, String> {
@@ -105,6 +191,9 @@ impl From<ConfigError> for Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Ctl(c)) = &cli.command {
+        return ctl(c);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("CCP_LOG")
@@ -128,14 +217,17 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
-    let algs = match &cli.config {
-        Some(p) => ccp_runtime::agent::load_config(p)?,
-        None => Default::default(),
+    let config = match &cli.config {
+        Some(p) => ccp_runtime::agent::load_agent_config(p)?,
+        None => AgentConfig::default(),
     };
     let opts = AgentOptions {
         default_alg: cli.alg.clone(),
         default_w: cli.w,
-        algs,
+        preferences: config.preferences.clone(),
+        pending_ttl: config.control.pending_ttl,
+        max_pref_entries: config.control.max_entries,
+        algs: config.algs.clone(),
         flow_log: cli.flow_log.clone(),
         models: Some(cli.models.clone()),
         network_stats: None,
@@ -151,7 +243,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     }
     match &cli.sim {
         Some(path) => run_sim(&cli, path, opts),
-        None => serve(&cli, &agent),
+        None => serve(&cli, &config, &agent),
     }
 }
 
@@ -188,17 +280,106 @@ fn run_sim(cli: &Cli, path: &std::path::Path, agent: AgentOptions) -> Result<(),
     Ok(())
 }
 
-fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+/// Bind the control socket and the metrics endpoint and start the control plane (`None`:
+/// nothing to serve).
+fn start_control(
+    cli: &Cli,
+    config: &AgentConfig,
+    agent: &Agent,
+) -> Result<Option<ControlPlane>, Failure> {
+    let metrics = match cli.metrics {
+        Some(addr) => Some(
+            control::bind_metrics(addr, cli.metrics_allow_remote).map_err(|e| match e {
+                control::ControlError::RemoteMetrics { .. } => Failure::Usage(e.into()),
+                other => Failure::Runtime(other.into()),
+            })?,
+        ),
+        None => None,
+    };
+    let sock = if cli.no_control {
+        None
+    } else {
+        let explicit = cli.control.clone().or(config.control.socket.clone());
+        let path = explicit
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(control::DEFAULT_SOCKET));
+        match control::bind_control(&path, config.control.group) {
+            Ok(l) => {
+                info!(path = %path.display(), "control socket");
+                Some((l, path))
+            }
+            Err(e) if explicit.is_none() => {
+                warn!(error = %e, "no control socket (give --control PATH, or --no-control)");
+                None
+            }
+            Err(e) => return Err(Failure::Runtime(e.into())),
+        }
+    };
+    if sock.is_none() && metrics.is_none() {
+        return Ok(None);
+    }
+    // per-socket preferences an earlier agent saved beside the socket come back pending
+    let state_file = sock.as_ref().map(|(_, p)| control::state_file(p));
+    if let Some(f) = &state_file {
+        control::load_state(f, &agent.tables().prefs);
+    }
+    // read at each scrape (ccp_kernel_present says whether it was there)
+    let shared = agent.control_shared(Some(PathBuf::from(ccp_runtime::metrics::PROC_CCP)));
+    let opts = ControlOptions {
+        control: sock,
+        auth: AuthPolicy::for_this_process(config.control.group),
+        max_connections: config.control.max_connections,
+        metrics,
+        state_file,
+    };
+    ControlPlane::spawn(shared, opts)
+        .map(Some)
+        .map_err(|e| Failure::Runtime(anyhow::anyhow!("cannot start the control plane: {e}")))
+}
+
+/// SIGHUP: the models, the preference portfolio table, and the config file's
+/// `[[preference]]` rules (a bad file keeps what is in force).
+fn reload(cli: &Cli, agent: &Agent) {
+    match agent.models() {
+        Some(store) => {
+            for outcome in store.reload() {
+                info!(%outcome, "model reload");
+            }
+        }
+        None => info!("SIGHUP: no learned models to reload"),
+    }
+    match agent.reload_portfolio() {
+        Ok(true) => info!("SIGHUP: preference portfolio re-read"),
+        Ok(false) => info!("SIGHUP: no preference portfolio table"),
+        Err(e) => {
+            warn!(error = %e, "SIGHUP: portfolio table refused, keeping the old one")
+        }
+    }
+    if let Some(p) = &cli.config {
+        match ccp_runtime::agent::load_agent_config(p) {
+            Ok(c) => {
+                let n = c.preferences.len();
+                let changed = agent.tables().prefs.set_rules(c.preferences);
+                info!(
+                    rules = n,
+                    flows_changed = changed,
+                    "preference rules reloaded"
+                );
+            }
+            Err(e) => error!(error = %e, "SIGHUP: config not reloaded, the rules in force stay"),
+        }
+    }
+}
+
+fn serve(cli: &Cli, config: &AgentConfig, agent: &Agent) -> Result<(), Failure> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])
         .map_err(|e| Failure::Runtime(anyhow::anyhow!("cannot install signal handlers: {e}")))?;
     let ipc = cli.ipc.unwrap_or(IpcArg::Netlink);
     let running = match ipc {
         IpcArg::Netlink => {
             let s = ccp_runtime::netlink::KernelSocket::open(agent.stats.clone()).map_err(|e| {
-                Failure::Runtime(anyhow::anyhow!(
-                    "cannot open the netlink socket ({e:?}): is ccp-kernel.ko loaded (insmod datapath/kernel/ccp-kernel.ko), and are we root/CAP_NET_ADMIN? Without a kernel module use --sim SCENARIO"
-                ))
+                Failure::Runtime(anyhow::anyhow!("cannot serve the kernel datapath: {e}"))
             })?;
             agent.spawn(s)
         }
@@ -224,19 +405,23 @@ fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
         }
     }
     .map_err(Failure::Runtime)?;
+    let plane = match start_control(cli, config, agent) {
+        Ok(p) => p,
+        Err(e) => {
+            running.stop(|| ()).map_err(Failure::Runtime)?;
+            return Err(e);
+        }
+    };
     info!(ipc = ?ipc, "serving; SIGINT/SIGTERM to stop");
     // wait for a signal, or for the loop to end by itself
     'serve: loop {
         for sig in signals.pending() {
-            if sig == SIGHUP {
-                match agent.models() {
-                    Some(store) => {
-                        for outcome in store.reload() {
-                            info!(%outcome, "model reload");
-                        }
-                    }
-                    None => info!("SIGHUP: no learned models to reload"),
-                }
+            if sig == SIGUSR1 {
+                // one write(2), so that a reader never sees half a line
+                let line = format!("ccp-agent stats: {}\n", agent.stats.snapshot());
+                let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+            } else if sig == SIGHUP {
+                reload(cli, agent);
             } else {
                 break 'serve;
             }
@@ -246,9 +431,22 @@ fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
             error!(result = ?r, "agent loop ended");
             return r.map_err(Failure::Runtime);
         }
+        if agent
+            .stats
+            .datapath_gone
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            running.stop(|| ()).map_err(Failure::Runtime)?;
+            return Err(Failure::Runtime(anyhow::anyhow!(
+                "the ccp-kernel datapath was unloaded (its generic netlink family is gone): exiting; start the agent again after loading the module"
+            )));
+        }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     info!("stopping");
+    if let Some(p) = plane {
+        p.stop();
+    }
     running.stop(|| ()).map_err(Failure::Runtime)?;
     let stats = &agent.stats;
     info!(
@@ -260,4 +458,151 @@ fn serve(cli: &Cli, agent: &Agent) -> Result<(), Failure> {
         "stopped"
     );
     Ok(())
+}
+
+/// `ccp-agent ctl ...`: one request, the reply printed. Exit 0 on success, 1 when the agent
+/// cannot be reached or refuses, 2 when it calls the request bad.
+fn ctl(c: &CtlArgs) -> ExitCode {
+    let req = match &c.op {
+        CtlOp::SetPref { local, remote, w } => json!({"op": "set-pref",
+            "local": local.to_string(), "remote": remote.to_string(), "w": w.as_array()}),
+        CtlOp::ClearPref { local, remote } => json!({"op": "clear-pref",
+            "local": local.to_string(), "remote": remote.to_string()}),
+        CtlOp::Flows => json!({"op": "flows"}),
+        CtlOp::Prefs => json!({"op": "prefs"}),
+        CtlOp::Stats => json!({"op": "stats"}),
+        CtlOp::Ping => json!({"op": "ping"}),
+    };
+    let reply = match control::request(&c.control, &req, Duration::from_secs(10)) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ccp-agent ctl: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if reply.get("ok") != Some(&Value::Bool(true)) {
+        let code = reply.get("code").and_then(Value::as_str).unwrap_or("error");
+        let msg = reply.get("error").and_then(Value::as_str).unwrap_or("?");
+        eprintln!("ccp-agent ctl: the agent says ({code}): {msg}");
+        return ExitCode::from(
+            if code == "not_permitted" || code == "too_many_connections" {
+                1
+            } else {
+                2
+            },
+        );
+    }
+    if c.json {
+        println!("{reply}");
+        return ExitCode::SUCCESS;
+    }
+    print!("{}", ctl_text(&c.op, &reply));
+    ExitCode::SUCCESS
+}
+
+fn f3(v: &Value) -> String {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| format!("{:.2}", x.as_f64().unwrap_or(f64::NAN)))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
+/// A reply as text for people.
+fn ctl_text(op: &CtlOp, r: &Value) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let s = |v: &Value| {
+        v.as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string())
+    };
+    match op {
+        CtlOp::SetPref { .. } => match r["state"].as_str() {
+            Some("applied") => {
+                let _ = writeln!(
+                    o,
+                    "applied to live flow(s) {}: w {}",
+                    r["sids"],
+                    f3(&r["w"])
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    o,
+                    "pending: no such flow yet; it waits {} s for one (w {})",
+                    r["expires_in_s"],
+                    f3(&r["w"])
+                );
+            }
+        },
+        CtlOp::ClearPref { .. } => {
+            let _ = writeln!(
+                o,
+                "{}",
+                if r["removed"] == json!(true) {
+                    "removed"
+                } else {
+                    "there was none"
+                }
+            );
+        }
+        CtlOp::Flows => {
+            let _ = writeln!(
+                o,
+                "{:>5} {:<7} {:<16} {:<14} {:<22} {:<22} {:>8} {:>9}",
+                "sid", "alg", "w", "from", "src", "dst", "reports", "srtt ms"
+            );
+            for f in r["flows"].as_array().into_iter().flatten() {
+                let _ = writeln!(
+                    o,
+                    "{:>5} {:<7} {:<16} {:<14} {:<22} {:<22} {:>8} {:>9.1}",
+                    s(&f["sid"]),
+                    s(&f["alg"]),
+                    f3(&f["w"]),
+                    s(&f["w_source"]),
+                    s(&f["src"]),
+                    s(&f["dst"]),
+                    s(&f["reports"]),
+                    f["srtt_us"].as_f64().unwrap_or(0.0) / 1e3
+                );
+            }
+        }
+        CtlOp::Prefs => {
+            let _ = writeln!(
+                o,
+                "{:<24} {:<24} {:<16} {:>5} {:>10}",
+                "local", "remote", "w", "flows", "expires s"
+            );
+            for e in r["prefs"].as_array().into_iter().flatten() {
+                let exp = e["expires_in_s"]
+                    .as_f64()
+                    .map(|x| format!("{x:.1}"))
+                    .unwrap_or_else(|| "-".into());
+                let _ = writeln!(
+                    o,
+                    "{:<24} {:<24} {:<16} {:>5} {:>10}",
+                    s(&e["local"]),
+                    s(&e["remote"]),
+                    f3(&e["w"]),
+                    s(&e["flows"]),
+                    exp
+                );
+            }
+        }
+        CtlOp::Stats => {
+            if let Some(m) = r["metrics"].as_object() {
+                for (k, v) in m {
+                    let _ = writeln!(o, "{k} {v}");
+                }
+            }
+        }
+        CtlOp::Ping => {
+            let _ = writeln!(o, "ccp-agent {} is up", s(&r["version"]));
+        }
+    }
+    o
 }

@@ -215,3 +215,21 @@ fn separate_processes_over_unix_match_the_in_process_run() {
     }
     let _ = std::fs::remove_file(format!("/tmp/ccp/{name}"));
 }
+
+/// Serving the kernel datapath without the module: exit code 1 and what to do. (Skipped
+/// where the ccp family is registered, i.e. the module is loaded on this machine.)
+#[test]
+fn netlink_without_the_module_says_to_load_it() {
+    if std::path::Path::new("/sys/module/ccp_kernel").exists() {
+        eprintln!("skipped: ccp-kernel is loaded here");
+        return;
+    }
+    let o = agent(&["--ipc", "netlink"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("the ccp generic netlink family is not registered")
+            && e.contains("insmod datapath/kernel/ccp-kernel.ko"),
+        "{e}"
+    );
+}

@@ -19,7 +19,8 @@
 - ``ccp_train.rl``: what every trainer shares (specs and knobs from the bindings, rollouts in
   processes or on Ray, PPO, checkpoints, logs, harness hooks); ``ccp_train.mocc``: MOCC's
   trainer; ``ccp_train.jury``: Jury's (TD3); ``ccp_train.owl``: Owl's (DQN with a masked
-  Q-network). ``docs/training.md`` explains them.
+  Q-network); ``ccp_train.nuwa``: Nuwa-RL's (sb3-contrib's RecurrentPPO). ``docs/training.md``
+  explains them.
 
 ``export`` and ``fixtures`` need no native module (``PYTHONPATH=train`` works); ``card`` needs
 it for a learned algorithm's ``dynamics``.

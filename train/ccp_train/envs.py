@@ -63,7 +63,15 @@ def _actions(a: Any, n: int) -> np.ndarray:
 class CcpEnv(gym.Env):
     """One learning flow of `alg` per episode (other flows: `ranges.competitors`).
 
-    info carries the raw figures: simulated time, and at episode end the simulator's
+    A step ends at the flow's next decision (its core says when: e.g. Nuwa not in slow
+    start). `max_steps`: the episode is truncated after that many decisions (Nuwa-RL's
+    800-step episodes; None: when the scenario's time is up). `reward`: ``"last"``, the
+    core's reward of the report the decision came with, or ``"mean"``, the mean of the
+    core's rewards over every report since the action (``SimEnv.span_rewards``: reports
+    without a decision included). `algs_toml`: the `[algs.*]` tables of every episode, or a
+    function drawing them per episode from the env's seeded generator (after the scenario).
+
+    info carries the raw figures: simulated time, and at the scenario's end the simulator's
     results (throughput, utilization, delays, losses per flow).
     """
 
@@ -74,22 +82,32 @@ class CcpEnv(gym.Env):
         alg: str = "mocc",
         ranges: ScenarioRanges | None = None,
         seed: int | None = None,
-        algs_toml: str | None = None,
+        algs_toml: str | Callable[[random.Random], str | None] | None = None,
+        max_steps: int | None = None,
+        reward: str = "last",
     ) -> None:
+        if reward not in ("last", "mean"):
+            raise ValueError(f"reward = {reward!r}: expected \"last\" or \"mean\"")
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"max_steps = {max_steps}: expected a positive number or None")
         self.alg = alg
         self.ranges = ranges or ScenarioRanges()
         self._rng = random.Random(seed)
         self._algs_toml = algs_toml
+        self.max_steps = max_steps
+        self.reward_mode = reward
         self._masked = bool(_native.spec(alg)["masked"])
         probe = self._make(self._rng)
         self.observation_space, self.action_space = _spaces(probe)
         self._env: _native.SimEnv | None = None
+        self._steps = 0
         self._last_obs = np.zeros(self.observation_space.shape, dtype=np.float32)
 
     def _make(self, rng: random.Random) -> _native.SimEnv:
         ranges = ScenarioRanges(**{**self.ranges.__dict__, "learners": (1, 1)})
-        return _native.SimEnv(ranges.sample(rng, self.alg), self.alg, algs_toml=self._algs_toml,
-                              with_mask=self._masked)
+        scenario = ranges.sample(rng, self.alg)
+        algs = self._algs_toml(rng) if callable(self._algs_toml) else self._algs_toml
+        return _native.SimEnv(scenario, self.alg, algs_toml=algs, with_mask=self._masked)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -98,6 +116,8 @@ class CcpEnv(gym.Env):
         if seed is not None:
             self._rng = random.Random(seed)
         self._env = self._make(self._rng)
+        self._steps = 0
+        self._results: dict[str, Any] | None = None
         out = self._env.reset()
         done, t = out[3], out[4]
         obs = _observation(out, self._masked)
@@ -107,13 +127,23 @@ class CcpEnv(gym.Env):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         assert self._env is not None, "call reset() first"
         out = self._env.step(_actions(action, 1))
+        self._steps += 1
         rew, active, done, t = out[1:5]
+        reward = float(rew[0])
+        if self.reward_mode == "mean":
+            sums, counts = self._env.span_rewards()
+            if counts[0] > 0:
+                reward = float(sums[0] / counts[0])
         obs = _observation(out, self._masked)
         info: dict[str, Any] = {"sim_time_s": t, "active": bool(active[0])}
         if done:
-            info["results"] = self._env.results()
+            # once per episode (a step after the end returns the same figures)
+            if self._results is None:
+                self._results = self._env.results()
+            info["results"] = self._results
         self._last_obs = obs[0]
-        return obs[0], float(rew[0]), False, bool(done), info
+        truncated = bool(done) or (self.max_steps is not None and self._steps >= self.max_steps)
+        return obs[0], reward, False, truncated, info
 
 
 class CcpVecEnv(VecEnv):

@@ -33,6 +33,8 @@ class ScenarioRanges:
 
     duration_s: tuple[float, float] = (10.0, 10.0)
     rate_mbps: tuple[float, float] = (1.0, 5.0)
+    #: how `rate_mbps` is drawn: "uniform" or "log-uniform"
+    rate_dist: str = "uniform"
     rtt_ms: tuple[float, float] = (10.0, 50.0)
     buffer_bdp: tuple[float, float] = (0.5, 3.0)
     #: how `buffer_bdp` is drawn: "uniform" or "log-uniform"
@@ -54,6 +56,11 @@ class ScenarioRanges:
     trace_prob: float = 0.0
     #: capacity multiplier for a trace link (`link.trace_scale`), drawn per episode
     trace_scale: tuple[float, float] = (1.0, 1.0)
+    #: more than 1: a trace starts at one of this many points of its period (the harness's
+    #: rotation, `ccp_train.harness.runner.rotated_trace`), the rotated copy written under
+    #: `trace_cache`
+    trace_offsets: int = 0
+    trace_cache: str = ""
     #: all learners share one RTT (True) or draw their own
     same_rtt: bool = True
     #: with probability `netstats_prob` the bottleneck exports in-network statistics
@@ -74,9 +81,19 @@ class ScenarioRanges:
         ]
         if self.traces and rng.random() < self.trace_prob:
             trace = Path(rng.choice(list(self.traces))).resolve()
+            # drawn only when enabled, so other ranges keep their seeded sequences
+            if self.trace_offsets > 1:
+                from ccp_train.harness.runner import rotated_trace
+
+                frac = rng.randrange(self.trace_offsets) / self.trace_offsets
+                trace = rotated_trace(trace, frac, Path(self.trace_cache or "traces"))
             lines.append(f'trace = "{trace}"')
             if self.trace_scale != (1.0, 1.0):
                 lines.append(f"trace_scale = {uni(self.trace_scale):.4f}")
+        elif self.rate_dist == "log-uniform" and self.rate_mbps[0] > 0:
+            lo, hi = self.rate_mbps
+            rate = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+            lines.append(f"rate_mbps = {rate:.4f}")
         else:
             lines.append(f"rate_mbps = {uni(self.rate_mbps):.4f}")
         lo, hi = self.buffer_bdp
@@ -114,6 +131,7 @@ class ScenarioRanges:
         return {
             "duration_s": list(self.duration_s),
             "rate_mbps": list(self.rate_mbps),
+            **({"rate_dist": self.rate_dist} if self.rate_dist != "uniform" else {}),
             "rtt_ms": list(self.rtt_ms),
             "buffer_bdp": list(self.buffer_bdp),
             "buffer_dist": self.buffer_dist,
@@ -122,6 +140,7 @@ class ScenarioRanges:
             "traces": [Path(t).name for t in self.traces],
             "trace_prob": self.trace_prob,
             "trace_scale": list(self.trace_scale),
+            **({"trace_offsets": self.trace_offsets} if self.trace_offsets > 1 else {}),
             "mixed_w_prob": self.mixed_prob,
             "competitors": [{"alg": c.alg, "count": list(c.count)} for c in self.competitors],
             **({"netstats_prob": self.netstats_prob, "known_share": list(self.known_share)}
@@ -166,15 +185,20 @@ class Episodes:
 
     def draw(self, rng: random.Random) -> tuple[str, str | None]:
         scenario = self.ranges.sample(rng, self.alg)
+        return scenario, self.algs_for(rng)
+
+    def algs_for(self, rng: random.Random) -> str | None:
+        """The `[algs.*]` tables of an episode whose scenario was just drawn from `rng`: the
+        run's knobs, then the episode's start knobs (drawn from `rng`) under its own table."""
         extra = self.start.draw(rng)
         if not extra:
-            return scenario, self.algs_toml
+            return self.algs_toml
         table = f"[algs.{self.alg}]"
         head = self.algs_toml or table + "\n"
         if head.rfind("[") != head.rfind(table):
             raise ValueError(f"algs_toml must end with its {table} table (the start goes there)")
         body = "".join(f"{k} = {_toml(v)}\n" for k, v in extra.items())
-        return scenario, head + body
+        return head + body
 
     def with_ranges(self, **changes: Any) -> Episodes:
         return dataclasses.replace(self, ranges=dataclasses.replace(self.ranges, **changes))

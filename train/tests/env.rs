@@ -518,3 +518,106 @@ rtt_ms = 40
         f.queue_delay_p50_ms
     );
 }
+
+/// Nuwa's deterministic "policy" for the comparison: a function of the observation and of how
+/// many decisions the flow has taken (a stand-in for the LSTM's per-flow state).
+fn nuwa_decide(obs: &[f32], n: usize) -> f32 {
+    use ccp_algs::nuwa::feature::SPACE;
+    if obs[SPACE] < 0.0 {
+        0.0 // ×0.25: past the target
+    } else if n.is_multiple_of(7) {
+        4.0 // ×2.85
+    } else if obs[SPACE] > 0.5 {
+        3.0 // ×1.25
+    } else {
+        1.0 // ×1
+    }
+}
+
+/// Records every observation Nuwa's controller hands its policy; counts decisions per flow.
+struct NuwaRecordingPolicy(Recorder, usize);
+
+impl Policy for NuwaRecordingPolicy {
+    fn obs_dim(&self) -> usize {
+        ccp_algs::nuwa::OBS_DIM
+    }
+    fn act_dim(&self) -> usize {
+        1
+    }
+    fn act(&mut self, obs: &[f32], m: Option<&[f32]>, out: &mut [f32]) -> Result<(), PolicyError> {
+        assert!(m.is_none(), "Nuwa's policy takes no mask");
+        self.0 .0.lock().unwrap().push(obs.to_vec());
+        out[0] = nuwa_decide(obs, self.1);
+        self.1 += 1;
+        Ok(())
+    }
+}
+
+#[derive(Clone, Default)]
+struct NuwaRecorder(Recorder);
+
+impl PolicySource for NuwaRecorder {
+    fn policy(&self, _alg: &str) -> Option<Box<dyn Policy>> {
+        Some(Box::new(NuwaRecordingPolicy(self.0.clone(), 0)))
+    }
+}
+
+/// Nuwa's learner sees exactly the observations the agent's controller hands its policy for the
+/// same flow and the same decisions (a Cubic flow joining, random loss, a loss cut), only
+/// outside slow start, and the same decisions make the same network.
+#[test]
+fn nuwa_env_observations_equal_the_agents_features() {
+    use ccp_algs::nuwa::{feature, OBS_DIM};
+    let text = r#"
+duration_s = 8
+seed = 7
+[link]
+rate_mbps = 12
+buffer_bdp = 1.5
+loss = 0.002
+[[flow]]
+alg = "nuwa"
+rtt_ms = 30
+[[flow]]
+alg = "cubic"
+rtt_ms = 30
+start_s = 2.0
+"#;
+    let nuwa = || _native::learned_algorithm("nuwa", &AlgsConfig::default()).unwrap();
+    let scenario = Scenario::from_toml_str(text, Path::new(".")).unwrap();
+
+    let rec = NuwaRecorder::default();
+    let mut registry = Registry::from_config(&AlgsConfig::default());
+    registry.register(Arc::new(WithPolicy::new(nuwa(), Arc::new(rec.clone()))));
+    let opts = RunOptions {
+        ipc: IpcKind::Inline,
+        ..Default::default()
+    };
+    let agent_run = run_sim_with_registry(&scenario, &opts, registry).unwrap();
+    let agent_obs = rec.0 .0.lock().unwrap().clone();
+
+    let mut env = TrainEnv::new(scenario, nuwa(), AgentOptions::default()).unwrap();
+    let mut out = env.reset(None).unwrap();
+    let mut env_obs = Vec::new();
+    while !out.done {
+        assert!(out.active[0]);
+        assert_eq!(out.obs.len(), OBS_DIM);
+        let a = [nuwa_decide(&out.obs, env_obs.len())];
+        env_obs.push(out.obs.clone());
+        out = env.step(&a).unwrap();
+    }
+    let env_results = env.results().unwrap();
+    assert!(env_obs.len() > 100, "{} decisions", env_obs.len());
+    if agent_obs.len() == env_obs.len() + 1 {
+        assert_eq!(agent_obs.last(), Some(&out.obs));
+    } else {
+        assert_eq!(env_obs.len(), agent_obs.len(), "decision counts differ");
+    }
+    for (i, (a, b)) in agent_obs.iter().zip(&env_obs).enumerate() {
+        assert_eq!(a, b, "observation {i} differs");
+    }
+    assert_eq!(agent_run.results.flows, env_results.flows);
+    // the decisions moved the gain both ways
+    let gains: Vec<f32> = env_obs.iter().map(|o| o[feature::GAIN]).collect();
+    assert!(gains.iter().any(|&g| g > 0.5) && gains.iter().any(|&g| g < 0.5));
+}

@@ -297,6 +297,14 @@ def test_tiny_matrix_end_to_end(tmp_path):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     assert {"plots/scatter.png", "plots/jain_cdf.png", "plots/convergence.png",
             "plots/fairness_staggered-20M.png"} <= set(res["meta"]["plots"])
+    # a close-up of a trace scenario, with the trace's capacity
+    from ccp_train.harness.closeup import closeup
+
+    cell = next(r["scenario"] for r in recs if r["suite"] == "cellular")
+    png = closeup(out, cell, tmp_path / "c.png", seed=1)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    with pytest.raises(ValueError, match="no run"):
+        closeup(out, cell, tmp_path / "d.png", seed=9)
 
 
 @pytest.mark.skipif(not AGENT.is_file(), reason="needs target/release/ccp-agent "
@@ -339,3 +347,37 @@ def test_card_gets_eval_figures_only(tmp_path):
         write_card_section(card, rs, dict(meta, split="tune"))
     with pytest.raises(ValueError, match="--algs"):
         write_card_section(card, rs, dict(meta, algs=["cubic"]))
+
+
+def test_landmarks_run_preference_algorithms_once_per_w_in_every_suite():
+    from ccp_train.harness.cli import parser
+    from ccp_train.harness.report import rows
+    from ccp_train.harness.runner import expand
+
+    scen = select(load_matrix(suites=["links", "preferences"]), "tune")
+    links = [s for s in scen if s.suite == "links"]
+    ws = [(0.8, 0.1, 0.1), (0.1, 0.8, 0.1)]
+    specs = expand(links, ["mocc", "cubic"], [1], landmarks=ws, w_algs=["mocc"])
+    per = {(s.alg, s.w) for s in specs}
+    assert per == {("mocc", ws[0]), ("mocc", ws[1]), ("cubic", None)}
+    assert len(specs) == len(links) * 3
+    assert len({s.run_id for s in specs}) == len(specs)  # no run overwrites another
+    # the tables label each landmark's runs apart
+    rec = {"suite": "links", "scenario": "x", "split": "tune", "alg": "mocc", "seed": 1,
+           "w": [0.8, 0.1, 0.1], "metrics": {"utilization": 0.5}}
+    assert rows([rec])[0]["alg"] == "mocc@0.8,0.1,0.1"
+    # bad --w values are refused by the command line
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--out", "x", "--w", "0.5,0.5,0.5"])
+    assert parser().parse_args(["--out", "x", "--w", "0.8,0.1,0.1"]).w == [ws[0]]
+
+
+def test_trace_capacity_by_hand(tmp_path):
+    from ccp_train.harness.closeup import _trace_capacity
+
+    # one 1500-byte opportunity per ms, period 10 ms: 12 Mbit/s in every 100 ms bin
+    t = tmp_path / "t"
+    t.write_text("\n".join(str(i) for i in range(1, 11)) + "\n")
+    ts, cap = _trace_capacity(t, 0.5)
+    assert ts == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
+    assert cap[1:] == pytest.approx([12.0] * 4)

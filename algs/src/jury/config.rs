@@ -22,6 +22,8 @@ pub struct JuryConfig {
     /// The fit updates only while the window's rate changes add up to
     /// `sqrt(Σ(a − 1)²) ≥ min_probe`: near `a = 1` eq. 5 divides measurement noise by `a − 1`.
     pub min_probe: f64,
+    /// What eq. 5's fit regresses the throughput response on ([`Probe`]; §3.1's is `rate`).
+    pub probe: Probe,
     /// Largest centre `|μ|` of the policy's action range (its action box). With
     /// `mu_bound ≤ min_delta` the range `[μ − δ, μ + δ]` always contains `a = 0`: flows above
     /// a share the policy picks slow down while those below speed up. Were every flow to
@@ -63,6 +65,23 @@ pub struct JuryConfig {
     pub printed_loss_term: bool,
 }
 
+/// The rate change eq. 5's fit pairs with a flow's throughput change. Flows that share one
+/// policy and one queue take the same steps, and at a full bottleneck a step every flow takes
+/// leaves every share as it was, so only a step that is the flow's own says what its share
+/// is (docs/algorithms/jury.md, "The estimator", with the fluid table of each choice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Probe {
+    /// §3.1: the whole change of the pacing rate.
+    Rate,
+    /// The step against the policy's centre, `(1 + α·a)/(1 + α·μ)`: eq. 6's spread and the
+    /// exploration.
+    Own,
+    /// Only the exploration's random ±1 against the action it replaced: independent across
+    /// flows, but present only where eq. 6 lands near `a = 0`.
+    Explore,
+}
+
 /// Knobs that only shape the reward (a training signal), not what the policy observes or how
 /// its action acts: left out of [`super::Jury`]'s dynamics, recorded in the card's training
 /// section instead.
@@ -80,6 +99,7 @@ impl Default for JuryConfig {
             signal_window: 3,
             occupancy_window: 8,
             min_probe: 0.01,
+            probe: Probe::Rate,
             mu_bound: 0.5,
             min_delta: 0.5,
             explore_band: 0.1,

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::config::JuryConfig;
+use super::config::{JuryConfig, Probe};
 use crate::controller::{Action, FlowInfo, FlowMetrics};
 use crate::learned::LearnedCore;
 use crate::policy::PolicySpec;
@@ -163,8 +163,11 @@ pub struct JuryCore {
     clock_us: u64,
     cwnd: f64,
     rate: f64,
-    /// `(time, pacing rate)` of every decision, oldest first.
-    rates: VecDeque<(u64, f64)>,
+    /// `(time, pacing rate, Σ ln own step)` of every decision, oldest first: the own step
+    /// is what [`JuryConfig::probe`] counts as the flow's own.
+    rates: VecDeque<(u64, f64, f64)>,
+    /// `Σ ln own step` so far.
+    own: f64,
     prev_thr: Option<f64>,
     prev_rtt: Option<f64>,
     rtt_min: Option<f64>,
@@ -197,6 +200,7 @@ impl JuryCore {
             cwnd: 0.0,
             rate: 0.0,
             rates: VecDeque::new(),
+            own: 0.0,
             prev_thr: None,
             prev_rtt: None,
             rtt_min: None,
@@ -300,21 +304,26 @@ impl JuryCore {
         if self.rates.len() == RATE_MEMORY {
             self.rates.pop_front();
         }
-        self.rates.push_back((self.clock_us, self.rate));
+        self.rates.push_back((self.clock_us, self.rate, self.own));
     }
 
-    /// The pacing rate in effect at flow time `t` (µs).
-    fn rate_at(&self, t: f64) -> f64 {
+    /// The pacing rate, and `Σ ln own step`, in effect at flow time `t` (µs).
+    fn rate_at(&self, t: f64) -> (f64, f64) {
         self.rates
             .iter()
             .rev()
-            .find(|(at, _)| (*at as f64) <= t)
+            .find(|(at, _, _)| (*at as f64) <= t)
             .or(self.rates.front())
-            .map_or(self.rate, |&(_, x)| x)
+            .map_or((self.rate, self.own), |&(_, x, o)| (x, o))
     }
 
-    fn step(&mut self, a: f64) {
-        self.cwnd = self.bound_cwnd(window_update(self.cwnd, a, self.config.alpha));
+    /// Take action `a`; `common` is the part of it not the flow's own ([`Probe`]: the
+    /// policy's centre μ, or the post-processed action exploration replaced; 0 for a step
+    /// the policy did not choose).
+    fn step(&mut self, a: f64, common: f64) {
+        let alpha = self.config.alpha;
+        self.cwnd = self.bound_cwnd(window_update(self.cwnd, a, alpha));
+        self.own += (window_update(1.0, a, alpha) / window_update(1.0, common, alpha)).ln();
         self.last_action = a;
         self.set_rate();
     }
@@ -377,7 +386,11 @@ impl JuryCore {
         if let (Some(prev), Some(r)) = (self.prev_thr, rtt) {
             if prev > 0.0 && thr > 0.0 {
                 let sent = self.clock_us as f64 - r - dt / 2.0;
-                let a = self.rate_at(sent) / self.rate_at(sent - dt);
+                let (now, before) = (self.rate_at(sent), self.rate_at(sent - dt));
+                let a = match self.config.probe {
+                    Probe::Rate => now.0 / before.0,
+                    Probe::Own | Probe::Explore => (now.1 - before.1).exp(),
+                };
                 self.occ.push(a, thr / prev);
             }
         }
@@ -405,7 +418,7 @@ impl LearnedCore for JuryCore {
         if iv.acked_pkts < u64::from(self.config.min_pkts) || self.prev_rtt.is_none() {
             // §3.4 statistical significance: too few packets to judge, increase at once
             self.forced += 1;
-            self.step(1.0);
+            self.step(1.0, 0.0);
             return false;
         }
         self.write_features(obs);
@@ -419,12 +432,17 @@ impl LearnedCore for JuryCore {
         let delta =
             f64::from(get(1).unwrap_or(0.0)).clamp(self.config.min_delta, f64::from(DELTA_MAX));
         let mut a = post_process(mu, delta, self.ratio_bw());
+        let post = a;
         if a.abs() < self.config.explore_band && self.next_unit() < self.config.explore_prob {
             a = if self.next_unit() < 0.5 { -1.0 } else { 1.0 };
             self.explored += 1;
         }
         self.decisions += 1;
-        self.step(a);
+        let common = match self.config.probe {
+            Probe::Explore => post,
+            Probe::Rate | Probe::Own => mu,
+        };
+        self.step(a, common);
         self.action()
     }
 

@@ -51,6 +51,9 @@
 //!   [0, 1]` box) it reads the common change as each flow's own and gives all flows the same
 //!   estimate, and shares never converge (fluid test: Jain 0.57 vs 0.89 for the same policy).
 //!   `a` is not clipped (`|a| ≤ 1.5`, ±3.75 % per interval); exploration's ±1 is a full step.
+//! - **Probe** (`probe`, default §3.1's `rate`): what eq. 5's fit pairs with the throughput
+//!   change: the whole rate change, the step against the policy's centre (`own`), or the
+//!   exploration's random sign alone (`explore`). Fluid table per probe in the notes.
 //! - **Exploration** band `|a| < 0.1`, probability 0.9 (the paper: "a high likelihood"),
 //!   from a per-flow SplitMix64 stream seeded by the socket id: runs repeat exactly.
 //! - **Significance** threshold 8 ACKed packets per interval; intervals without any RTT
@@ -86,7 +89,7 @@ pub mod core;
 #[cfg(test)]
 mod tests;
 
-pub use self::config::{JuryConfig, EPISODE_START_KNOBS, REWARD_KNOBS};
+pub use self::config::{JuryConfig, Probe, EPISODE_START_KNOBS, REWARD_KNOBS};
 pub use self::core::{
     occupancy, policy_spec, post_process, window_update, JuryCore, OccupancyFit,
     FEATURES_PER_INTERVAL, FEATURE_VERSION,

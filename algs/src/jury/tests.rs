@@ -413,14 +413,25 @@ fn two_flows_on_a_fluid_link(
     policy: impl Fn(&[f32]) -> [f32; 2],
     config: JuryConfig,
 ) -> (f64, f64) {
+    two_flows_on_a_fluid_path(policy, config, 60)
+}
+
+/// [`two_flows_on_a_fluid_link`] at base RTT `rtt_ms` (a multiple of 30), with a 1-BDP buffer
+/// and the ACK lag scaled with it.
+fn two_flows_on_a_fluid_path(
+    policy: impl Fn(&[f32]) -> [f32; 2],
+    config: JuryConfig,
+    rtt_ms: u32,
+) -> (f64, f64) {
     let dt = 0.03;
+    let rtt_s = f64::from(rtt_ms) / 1000.0;
     let mut link = Fluid {
         c: 6.25e6,
-        rtt_s: 0.06,
-        buf: 375_000.0,
+        rtt_s,
+        buf: 6.25e6 * rtt_s,
         q: 0.0,
     };
-    let lag = 2;
+    let lag = (rtt_ms / 30).max(1);
     let mut flows = [
         JuryCore::new(config.clone(), &info(1, 300_000)),
         JuryCore::new(config, &info(2, 20_000)),
@@ -511,4 +522,80 @@ fn the_range_floor_keeps_a_bang_bang_policy_fair() {
     assert!(jain0 < 0.8, "without the floor: Jain {jain0:.3}");
     assert!(jain > 0.85, "with the floor: Jain {jain:.3}");
     assert!(util > 0.8, "utilization {util:.3}");
+}
+
+#[test]
+fn only_a_probe_of_its_own_tells_a_flow_its_share_at_long_rtts() {
+    // a policy whose centre follows the queue moves both flows together; at 120 ms and more
+    // eq. 5 on the whole rate change reads that common step as each flow's own (both get the
+    // same estimate) and the 15:1 start persists; fitted on the exploration's random ±1
+    // alone, each flow sees its own share
+    let policy = |obs: &[f32]| {
+        if obs[obs.len() - 1] < 0.05 {
+            [0.3f32, 0.7]
+        } else {
+            [-0.3, 0.7]
+        }
+    };
+    let with = |probe| JuryConfig {
+        probe,
+        ..JuryConfig::default()
+    };
+    for rtt in [120, 210] {
+        let (rate, _) = two_flows_on_a_fluid_path(policy, with(Probe::Rate), rtt);
+        let (explore, util) = two_flows_on_a_fluid_path(policy, with(Probe::Explore), rtt);
+        assert!(rate < 0.7, "{rtt} ms, rate probe: Jain {rate:.3}");
+        assert!(explore > 0.95, "{rtt} ms, explore probe: Jain {explore:.3}");
+        assert!(util > 0.9, "{rtt} ms, explore probe: utilization {util:.3}");
+    }
+}
+
+/// The fluid table of docs/algorithms/jury.md: Jain for hand policies × RTT, with eq. 5 fitted
+/// on each [`Probe`].
+/// `cargo test -p ccp-algs --release jury_fluid_table -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn jury_fluid_table() {
+    type Hand = (&'static str, fn(&[f32]) -> [f32; 2]);
+    let hands: [Hand; 4] = [
+        ("(±0.3, 0.7) by queue", |o| {
+            if o[o.len() - 1] < 0.05 {
+                [0.3, 0.7]
+            } else {
+                [-0.3, 0.7]
+            }
+        }),
+        ("(±0.5, 0.5) by queue", |o| {
+            if o[o.len() - 1] < 0.05 {
+                [0.5, 0.5]
+            } else {
+                [-0.5, 0.5]
+            }
+        }),
+        ("(0, 0.5) always", |_| [0.0, 0.5]),
+        ("(±1, 0) by queue", |o| {
+            if o[o.len() - 1] < 0.05 {
+                [1.0, 0.0]
+            } else {
+                [-1.0, 0.0]
+            }
+        }),
+    ];
+    for probe in [Probe::Rate, Probe::Own, Probe::Explore] {
+        for (name, h) in hands {
+            let mut row = format!("{probe:<8?} {name:<22}");
+            for rtt in [60, 120, 210] {
+                let (j, u) = two_flows_on_a_fluid_path(
+                    h,
+                    JuryConfig {
+                        probe,
+                        ..JuryConfig::default()
+                    },
+                    rtt,
+                );
+                row += &format!(" {rtt} ms: Jain {j:.3} util {u:.2} |");
+            }
+            println!("{row}");
+        }
+    }
 }

@@ -43,12 +43,24 @@ pub struct NuwaConfig {
     pub reward_loss: f64,
     /// Reward (eq. 9): the α of the α-fair utility (1: log).
     pub alpha: f64,
+    /// Reward (eq. 10): the unit of the throughput `x`, in Mbit/s (the paper's `x` is a rate:
+    /// "networks with high bandwidth tend to have higher rewards"); 0 measures `x` against the
+    /// flow's own best delivery rate over `window_s` instead, under which every steady rate is
+    /// worth the same and a policy learns to leave the path empty (measured: `docs/algorithms/
+    /// nuwa.md`, Training).
+    pub reward_rate_unit_mbps: f64,
 }
 
 /// Knobs that only shape the reward (a training signal), not what the policy observes or how
 /// its action acts: left out of [`super::Nuwa`]'s dynamics, recorded in the card's training
 /// section instead.
-pub const REWARD_KNOBS: [&str; 4] = ["reward_throughput", "reward_delay", "reward_loss", "alpha"];
+pub const REWARD_KNOBS: [&str; 5] = [
+    "reward_throughput",
+    "reward_delay",
+    "reward_loss",
+    "alpha",
+    "reward_rate_unit_mbps",
+];
 
 /// Other knobs left out of the dynamics: `lstm_hidden` is the model's shape (the spec checks
 /// it), `k_init` where a flow starts (the policy observes `k`), `target_delay_ms` a setting the
@@ -79,6 +91,7 @@ impl Default for NuwaConfig {
             reward_delay: 0.4,
             reward_loss: 0.2,
             alpha: 0.6,
+            reward_rate_unit_mbps: 1.0,
         }
     }
 }
@@ -134,6 +147,11 @@ impl NuwaConfig {
         k.real("reward_delay", self.reward_delay, Range::Closed(0.0, 1e3))?;
         k.real("reward_loss", self.reward_loss, Range::Closed(0.0, 1e3))?;
         k.real("alpha", self.alpha, Range::AboveTo(0.0, 10.0))?;
+        k.real(
+            "reward_rate_unit_mbps",
+            self.reward_rate_unit_mbps,
+            Range::Closed(0.0, 1e6),
+        )?;
         Ok(())
     }
 }

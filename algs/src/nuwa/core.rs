@@ -42,8 +42,11 @@ pub const HOLD_ACTION: usize = 1;
 pub const COUNT_LOG2_MAX: f64 = 24.0;
 /// RTTs as `log2(1 + ms) / RTT_LOG2_MAX` (2^14 ms ≈ 16 s).
 pub const RTT_LOG2_MAX: f64 = 14.0;
-/// Largest throughput eq. 10 sees, in units of the flow's best delivery rate.
+/// Largest throughput eq. 10 sees, in units of the flow's best delivery rate
+/// (`reward_rate_unit_mbps` = 0).
 pub const X_MAX: f64 = 4.0;
+/// Largest throughput eq. 10 sees in units of `reward_rate_unit_mbps`.
+pub const X_MAX_UNITS: f64 = 1e6;
 /// Smallest throughput eq. 10 sees (an α-fair utility with α ≥ 1 is −∞ at 0).
 pub const X_MIN: f64 = 1e-3;
 /// Largest delay ratio `RTT / RTT_min` eq. 10 sees.
@@ -310,12 +313,18 @@ pub fn alpha_fair(x: f64, alpha: f64) -> f64 {
 }
 
 /// Eq. 10: `γ·U_α(x) − θ·U_α(τ) − φ·loss` with the weights and α of `c`. `x` (throughput in
-/// units of the flow's best delivery rate) is bounded to `[X_MIN, X_MAX]`, `τ` (RTT over the
-/// minimum RTT) to `[1, TAU_MAX]`, the loss fraction to `[0, 1]`; a non-finite input takes
-/// the worst bound, so the reward is always finite.
+/// units of `reward_rate_unit_mbps`, or of the flow's best delivery rate when that is 0) is
+/// bounded to `[X_MIN, X_MAX_UNITS]` (`[X_MIN, X_MAX]`), `τ` (RTT over the minimum RTT) to
+/// `[1, TAU_MAX]`, the loss fraction to `[0, 1]`; a non-finite input takes the worst bound, so
+/// the reward is always finite.
 pub fn utility(x: f64, tau: f64, loss: f64, c: &NuwaConfig) -> f64 {
+    let x_max = if c.reward_rate_unit_mbps > 0.0 {
+        X_MAX_UNITS
+    } else {
+        X_MAX
+    };
     let x = if x.is_finite() {
-        x.clamp(X_MIN, X_MAX)
+        x.clamp(X_MIN, x_max)
     } else {
         X_MIN
     };
@@ -373,7 +382,8 @@ impl WindowedMax {
 /// What the last interval measured, for the reward.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Measured {
-    /// Throughput in units of the flow's best delivery rate over `window_s`.
+    /// Throughput in units of `reward_rate_unit_mbps` (0: of the flow's best delivery rate
+    /// over `window_s`).
     pub x: f64,
     /// Mean RTT over the flow's minimum RTT.
     pub tau: f64,
@@ -547,7 +557,12 @@ impl LearnedCore for NuwaCore {
         }
         let rtt = iv.rtt_mean_us.or(iv.rtt_last_us.map(|r| r as f64));
         self.last = rtt.map(|r| {
-            let unit = self.rate_max.get().unwrap_or(0.0);
+            // bytes/s: the reward's unit, or the flow's best rate
+            let unit = if self.config.reward_rate_unit_mbps > 0.0 {
+                self.config.reward_rate_unit_mbps * 1e6 / 8.0
+            } else {
+                self.rate_max.get().unwrap_or(0.0)
+            };
             let x = match iv.delivery_rate_bps() {
                 Some(d) if unit > 0.0 => d / unit,
                 _ => 0.0,

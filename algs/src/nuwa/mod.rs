@@ -53,9 +53,11 @@
 //!   restarts it. Once per loss episode ([`crate::reno`]'s loss clock) the agent bumps a cut
 //!   epoch and the program multiplies its window by `loss_decrease` (0.7): without it a
 //!   buffer shallower than `T_d` keeps the law growing into drops. Window ≥ 2 packets.
-//! - **Reward** (eq. 10): `x` = the interval's delivery rate over the flow's best over
-//!   `window_s`, `τ` = mean RTT over the minimum RTT, loss = the lost fraction; γ = θ = 0.4,
-//!   φ = 0.2, α = 0.6. Both utilities are then O(1) and the delay term starts at its minimum.
+//! - **Reward** (eq. 10): `x` = the interval's delivery rate in Mbit/s
+//!   (`reward_rate_unit_mbps`; the paper's rewards grow with the bandwidth), `τ` = mean RTT over
+//!   the minimum RTT, loss = the lost fraction; γ = θ = 0.4, φ = 0.2, α = 0.6. `x` against the
+//!   flow's own best rate (`reward_rate_unit_mbps = 0`, part 1's choice) makes every steady
+//!   rate worth the same: a policy trained on it drove `k` to `k_min` and left the path empty.
 //! - **Discrete, recurrent output**: the model outputs 5 values whose argmax is the action
 //!   (card `output_kind: "q_values"`, `n_actions: 5`; for PPO they are the logits), and takes
 //!   `h_in`/`c_in` (`recurrent.hidden_size` = `lstm_hidden`), carried per flow by the agent's
@@ -138,6 +140,21 @@ impl LearnedAlgorithm for Nuwa {
     fn dynamics(&self) -> Dynamics {
         let except: Vec<&str> = REWARD_KNOBS.iter().chain(&NOT_DYNAMICS).copied().collect();
         config_dynamics(&self.config, &except)
+    }
+
+    /// One slice per feature ([`feature`]), so a trainer reads the gain in force or the delay
+    /// budget's free share without copying an index.
+    fn obs_layout(&self) -> Vec<(&'static str, std::ops::Range<usize>)> {
+        [
+            ("rcv_data", feature::RCV_DATA),
+            ("window", feature::WINDOW),
+            ("space", feature::SPACE),
+            ("rtt", feature::RTT),
+            ("gain", feature::GAIN),
+        ]
+        .into_iter()
+        .map(|(name, i)| (name, i..i + 1))
+        .collect()
     }
 
     fn discrete_actions(&self) -> Option<usize> {

@@ -424,9 +424,17 @@ fn wild_reports_give_bounded_features_and_a_finite_reward() {
 
 // ---- reward --------------------------------------------------------------------------------
 
+/// The relative form of eq. 10's throughput (`x` in units of the flow's best rate).
+fn relative() -> NuwaConfig {
+    NuwaConfig {
+        reward_rate_unit_mbps: 0.0,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn eq_10_against_hand_computed_values() {
-    let cfg = NuwaConfig::default();
+    let cfg = relative();
     // full rate at the minimum RTT, no loss: γ·(1/0.4) − θ·(1/0.4) = 0
     assert!(utility(1.0, 1.0, 0.0, &cfg).abs() < 1e-12);
     // 0.5^0.4 − 2^0.4 − 0.2·0.1 = 0.757858 − 1.319508 − 0.02
@@ -436,7 +444,7 @@ fn eq_10_against_hand_computed_values() {
     // α = 1 is the log: −0.4·ln 1.5
     let log = NuwaConfig {
         alpha: 1.0,
-        ..Default::default()
+        ..relative()
     };
     assert!((utility(1.0, 1.5, 0.0, &log) - (-0.162_186_043_243_266)).abs() < 1e-12);
     assert_eq!(alpha_fair(std::f64::consts::E, 1.0), 1.0);
@@ -446,11 +454,16 @@ fn eq_10_against_hand_computed_values() {
     assert_eq!(utility(1e9, 1.0, 0.0, &cfg), utility(4.0, 1.0, 0.0, &cfg));
     assert_eq!(utility(1.0, 0.5, 0.0, &cfg), utility(1.0, 1.0, 0.0, &cfg));
     assert_eq!(utility(1.0, 1.0, -3.0, &cfg), utility(1.0, 1.0, 0.0, &cfg));
+    // in Mbit/s (the default) x is not capped at 4: 100 Mbit/s is worth more than 4
+    let abs = NuwaConfig::default();
+    assert!(utility(100.0, 1.0, 0.0, &abs) > utility(4.0, 1.0, 0.0, &abs));
+    assert_eq!(utility(1e9, 1.0, 0.0, &abs), utility(1e6, 1.0, 0.0, &abs));
+    assert!(utility(f64::NAN, f64::NAN, f64::NAN, &abs).is_finite());
 }
 
 #[test]
 fn the_reward_measures_rate_against_the_best_and_rtt_against_the_minimum() {
-    let mut c = core();
+    let mut c = NuwaCore::new(relative(), &info());
     let (mut obs, mut mask) = ([0.0; OBS_DIM], [1.0; OBS_DIM]);
     assert_eq!(c.reward(), 0.0, "nothing measured yet");
     // 40 packets in 40 ms at the minimum RTT: the best rate so far, x = 1, τ = 1
@@ -463,8 +476,24 @@ fn the_reward_measures_rate_against_the_best_and_rtt_against_the_minimum() {
     let m = c.measured().unwrap();
     assert!((m.x - 0.25).abs() < 1e-12, "{m:?}");
     assert!((m.tau - 2.0).abs() < 1e-12);
-    let want = utility(0.25, 2.0, 0.0, &NuwaConfig::default());
+    let want = utility(0.25, 2.0, 0.0, &relative());
     assert!((c.reward() - want).abs() < 1e-12);
+}
+
+#[test]
+fn the_reward_measures_rate_in_its_unit_by_default() {
+    let mut c = core();
+    let (mut obs, mut mask) = ([0.0; OBS_DIM], [1.0; OBS_DIM]);
+    // 40 packets of 1500 bytes in 40 ms: 12 Mbit/s, x = 12 in units of 1 Mbit/s
+    c.observe(&iv(40, 0, 40.0, 40.0, 40, false), &mut obs, &mut mask);
+    let m = c.measured().unwrap();
+    assert!((m.x - 12.0).abs() < 1e-9, "{m:?}");
+    // a steady rate twice as high is worth more: the flow's own best no longer sets the unit
+    let mut fast = core();
+    fast.observe(&iv(80, 0, 40.0, 40.0, 80, false), &mut obs, &mut mask);
+    assert!(fast.reward() > c.reward());
+    let cfg = NuwaConfig::default();
+    assert!((c.reward() - utility(12.0, 1.0, 0.0, &cfg)).abs() < 1e-12);
 }
 
 // ---- the algorithm -------------------------------------------------------------------------
@@ -503,6 +532,14 @@ fn spec_dynamics_and_config() {
     assert_eq!(s.recurrent_hidden, Some(64));
     assert!(!s.masked);
     assert_eq!(alg.discrete_actions(), Some(5));
+    // the layout names every feature once, in the observation's order
+    let layout = alg.obs_layout();
+    assert_eq!(layout.len(), OBS_DIM);
+    for (i, (_, r)) in layout.iter().enumerate() {
+        assert_eq!(*r, i..i + 1);
+    }
+    let at = |n: &str| layout.iter().find(|(m, _)| *m == n).unwrap().1.start;
+    assert_eq!((at("space"), at("gain")), (feature::SPACE, feature::GAIN));
     let d = alg.dynamics();
     for knob in REWARD_KNOBS.iter().chain(&NOT_DYNAMICS) {
         assert!(!d.contains_key(*knob), "{knob}");

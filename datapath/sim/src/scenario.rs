@@ -484,14 +484,15 @@ fn check_netstats(n: &NetStatsSpec) -> Result<(), ScenarioError> {
 
 fn check_alg(field: &str, alg: &str) -> Result<(), ScenarioError> {
     let name = alg.strip_prefix(DATAPATH_PREFIX).unwrap_or(alg);
-    if alg == "ccp" || ALGORITHMS.contains(&name) {
+    if alg == "ccp" || name == ccp_algs::AUTO || ALGORITHMS.contains(&name) {
         return Ok(());
     }
     Err(field_err(
         field,
         format!(
-            "unknown algorithm {alg:?}: use one of {} (optionally prefixed `ccp_`), or leave \
-             `alg` out for the agent's default",
+            "unknown algorithm {alg:?}: use one of {} (optionally prefixed `ccp_`), `auto` (chosen by the flow's \
+             preference from the agent's portfolio table), or leave `alg` out for the \
+             agent's default",
             ALGORITHMS.join(", ")
         ),
     ))

@@ -17,9 +17,10 @@ check.py decisions FLOWLOG NAME [SID]  "sid alg decisions" of the flow that requ
 check.py backoff SAMPLES NAME          sid, median cwnd backoff, #samples of NAME's busiest flow
 check.py pct FILE COL P...             percentiles of column COL (0-based) of FILE
 check.py cpustat BEFORE AFTER          busy CPU seconds between two /proc/stat copies
-check.py listen SECONDS READYFILE      listen on netlink group 22 for SECONDS (creating
+check.py listen SECONDS READYFILE      listen on the datapath's genl group (ids from
+                                       /proc/net/ccp; needs root) for SECONDS (creating
                                        READYFILE once subscribed) and print each CREATE the
-                                       kernel broadcast: "sid alg src_ip src_port dst_ip
+                                       kernel multicast: "sid alg src_ip src_port dst_ip
                                        dst_port" (what an agent is told about a flow)
 check.py evalrun SRV.json CLI.json SAMPLES FLOWLOG SKIP CC [key=value...]
                                        one JSON line for the eval mode (guest/eval.sh): the
@@ -285,9 +286,15 @@ def listen(secs, ready):
     import socket
     import struct
     import time
-    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 2)    # NETLINK_USERSOCK
+    ids = {}
+    with open("/proc/net/ccp") as f:
+        for line in f:
+            k, _, v = line.partition(" ")
+            ids[k] = int(v)
+    family, group = ids["genl_family_id"], ids["genl_group_id"]
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 16)    # NETLINK_GENERIC
     s.bind((0, 0))
-    s.setsockopt(270, 1, 22)      # SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, group 22
+    s.setsockopt(270, 1, group)   # SOL_NETLINK, NETLINK_ADD_MEMBERSHIP
     open(ready, "w").close()
     end = time.time() + secs
     while True:
@@ -299,8 +306,15 @@ def listen(secs, ready):
             data, (port, _) = s.recvfrom(65536)
         except socket.timeout:
             break
-        m = data[16:]
-        if port != 0 or len(m) < 96:
+        # netlink header, genl header (cmd 2: CCP_CMD_DATAPATH_MSG), attribute 1 (the message)
+        if port != 0 or len(data) < 24:
+            continue
+        _, typ = struct.unpack_from("=IH", data, 0)
+        alen, atyp = struct.unpack_from("=HH", data, 20)
+        if typ != family or data[16] != 2 or atyp != 1 or alen < 4 or 20 + alen > len(data):
+            continue
+        m = data[24:20 + alen]
+        if len(m) < 96:
             continue
         typ, ln, sid = struct.unpack_from("<HHI", m, 0)
         if typ != 0 or ln != 96:

@@ -153,8 +153,32 @@ iperf_run() {
 
 agent_available() { [ -x $AGENT ]; }
 
+# the datapath's generic netlink group scan: GS_N sockets (NETLINK_GENERIC,
+# protocol 16) are subscribed to the group "datapath" (its id is in
+# /proc/net/ccp), GS_PORT is the first one's port id (0: none).  No
+# subshell: forks are slow in a TCG guest.  /proc/net/netlink shows a
+# socket's first 32 groups only: a larger id fails loudly.
+group_scan() {
+	local g= k v sk eth pid groups rest
+	GS_N=0 GS_PORT=0
+	while read -r k v; do
+		[ "$k" = genl_group_id ] && { g=$v; break; }
+	done 2>/dev/null < /proc/net/ccp
+	if ! [[ $g =~ ^[0-9]+$ ]] || [ "$g" -lt 1 ] || [ "$g" -gt 32 ]; then
+		log "group_scan: genl group id '${g}' not in 1..32 (module not loaded?)"
+		return 1
+	fi
+	while read -r sk eth pid groups rest; do
+		if [ "$eth" = 16 ] && [[ $groups =~ ^[0-9a-f]+$ ]] && (( 0x$groups & (1 << (g - 1)) )); then
+			GS_N=$((GS_N + 1))
+			[ $GS_PORT = 0 ] && GS_PORT=$pid
+		fi
+	done < /proc/net/netlink
+	return 0
+}
+
 # agent_start FLOWLOG [args]: start the agent (--alg $AGENT_ALG, default
-# cubic), wait until it listens
+# cubic), wait until it listens (has joined the datapath's group)
 agent_start() {
 	local flowlog=$1
 	shift
@@ -162,37 +186,29 @@ agent_start() {
 	CCP_LOG=${CCP_LOG:-warn} $AGENT --ipc netlink --alg ${AGENT_ALG:-cubic} --flow-log $flowlog "$@" \
 		>> $OUT/agent.log 2>&1 &
 	AGENT_PID=$!
-	local i
+	local i n0
+	group_scan; n0=$GS_N
 	for i in $(seq 100); do
-		# a NETLINK_USERSOCK (2) socket subscribed to group 22 (bit 21)
-		local sk eth pid groups rest
-		while read -r sk eth pid groups rest; do
-			[ "$eth" = 2 ] && [[ $groups =~ ^[0-9a-f]+$ ]] && (( 0x$groups & 0x200000 )) && return 0
-		done < /proc/net/netlink
+		group_scan && [ $GS_N -gt $n0 ] && return 0
 		kill -0 $AGENT_PID 2>/dev/null || { log "agent exited: $(tail -3 $OUT/agent.log)"; AGENT_PID=; return 1; }
 		nap 0.05
 	done
-	log "agent did not subscribe to netlink group 22"
+	log "agent did not join the datapath's genl group"
 	return 1
 }
 
-# the netlink port id of the socket subscribed to group 22 (the agent's)
+# the netlink port id of the (first) socket subscribed to the datapath's
+# group (the agent's)
 agent_port() {
-	local sk eth pid groups rest
-	while read -r sk eth pid groups rest; do
-		[ "$eth" = 2 ] && [[ $groups =~ ^[0-9a-f]+$ ]] && (( 0x$groups & 0x200000 )) && { echo $pid; return 0; }
-	done < /proc/net/netlink
-	echo 0
-	return 1
+	group_scan
+	echo $GS_PORT
+	[ $GS_PORT != 0 ]
 }
 
-# how many sockets are subscribed to group 22
+# how many sockets are subscribed to the datapath's group
 group_members() {
-	local n=0 sk eth pid groups rest
-	while read -r sk eth pid groups rest; do
-		[ "$eth" = 2 ] && [[ $groups =~ ^[0-9a-f]+$ ]] && (( 0x$groups & 0x200000 )) && n=$((n + 1))
-	done < /proc/net/netlink
-	echo $n
+	group_scan
+	echo $GS_N
 }
 
 agent_stop() {

@@ -1,7 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# Build-and-smoke run on an older kernel (Debian 12's 6.1): insmod, one
-# short ccp_reno transfer (under the agent when it is built), rmmod.
+# Build-and-smoke run on an older kernel (Debian 12's 6.1): insmod, what
+# an unprivileged user may do with the genl family (nlfuzz -u: every
+# attempt refused, joining the group included: GENL_MCAST_CAP_NET_ADMIN is
+# a backport on 6.1), one short ccp_reno transfer (under the agent when it
+# is built), rmmod.
 set -u
 . "$REPO/ops/vm/guest/lib.sh"
 K=$(uname -r)
@@ -10,6 +13,10 @@ if ! insmod $KO $KO_PARAMS; then
 	fail smoke_$K "insmod $KO failed"
 	exit 0
 fi
+$BIN/nlfuzz -u -n 5 > $T/unpriv-$K.out 2>&1
+urc=$?
+cat $T/unpriv-$K.out
+unpriv="nobody refused: $([ $urc = 0 ] && echo all || echo NOT all) ($(grep -E 'MEMBERSHIP|command 1 ' $T/unpriv-$K.out | sed 's/^nlfuzz: unprivileged: //' | tr '\n' ';'))"
 setup_link 50mbit 40 250000
 FL=$T/flows-smoke.jsonl
 rm -f $FL
@@ -30,9 +37,9 @@ rrc=$?
 cp $FL $OUT/ 2>/dev/null
 dmesg > $OUT/dmesg-smoke-$K.txt
 if [ $agent = running ]; then
-	check smoke_$K 'fge $X 20 && [ $((attached + reattached)) -ge 1 ] && [ $rrc = 0 ] && kernel_log_clean' \
-		"ccp_reno under the agent: $X Mbit/s, attaches $attached+$reattached, flows: $(awk 'NR>1{print $2":"$3}' $T/smoke.flows | tr '\n' ' ')rmmod rc $rrc"
+	check smoke_$K 'fge $X 20 && [ $((attached + reattached)) -ge 1 ] && [ $rrc = 0 ] && [ $urc = 0 ] && kernel_log_clean' \
+		"ccp_reno under the agent: $X Mbit/s, attaches $attached+$reattached, flows: $(awk 'NR>1{print $2":"$3}' $T/smoke.flows | tr '\n' ' ')rmmod rc $rrc; $unpriv"
 else
-	check smoke_$K 'fge $X 20 && [ $rrc = 0 ] && kernel_log_clean' \
-		"ccp_reno without agent (in-kernel Reno): $X Mbit/s, rmmod rc $rrc"
+	check smoke_$K 'fge $X 20 && [ $rrc = 0 ] && [ $urc = 0 ] && kernel_log_clean' \
+		"ccp_reno without agent (in-kernel Reno): $X Mbit/s, rmmod rc $rrc; $unpriv"
 fi

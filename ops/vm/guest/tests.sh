@@ -17,14 +17,15 @@ plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp
 	ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 	restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
 	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent \
-	netns_no_slots netns_quota flow_listing_cap fault_fallback many_flows_reattach \
-	module_unload module_reload kernel_log_clean
+	unpriv_forgery netns_no_slots netns_quota flow_listing_cap fault_fallback many_flows_reattach \
+	rmmod_under_flood module_unload module_reload pref_two_sockets metrics_endpoint \
+	auto_by_preference kernel_log_clean
 
 # ---------------------------------------------------------------- load
 if insmod $KO $KO_PARAMS; then
 	avail=$(sysctl -n net.ipv4.tcp_available_congestion_control)
 	missing=
-	for a in ccp ccp_jury ccp_owl ccp_mocc ccp_iris ccp_nuwa ccp_reno ccp_cubic ccp_bbr; do
+	for a in ccp ccp_jury ccp_owl ccp_mocc ccp_iris ccp_nuwa ccp_reno ccp_cubic ccp_bbr ccp_auto; do
 		[[ " $avail " == *" $a "* ]] || missing="$missing $a"
 	done
 	check module_load '[ -z "$missing" ] && [ -r /proc/net/ccp ]' \
@@ -65,14 +66,15 @@ if ! agent_available; then
 	for t in agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
 		 ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 		 restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
-		 restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent; do
+		 restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent \
+		 unpriv_forgery; do
 		fail $t "no agent binary at $AGENT (cargo build --release -p ccp-agent failed?)"
 	done
 else
 	FL=$T/flows-main.jsonl		# tmpfs; copied to $OUT at the end
 	rm -f $FL
 	if agent_start $FL; then
-		pass agent_start "pid $AGENT_PID listening on netlink group 22"
+		pass agent_start "pid $AGENT_PID joined the ccp genl family's group (id $(ctr genl_group_id), family $(ctr genl_family_id))"
 	else
 		fail agent_start "see agent.log"
 	fi
@@ -175,7 +177,7 @@ else
 	# a ccp_reno transfer over IPv6 under the agent (iperf3's receiver sets
 	# ccp_reno on its socket too): /proc/net/ccp_flows shows the sender's
 	# IPv6 addresses, and every CREATE of the transfer (what the agent is
-	# told, heard on group 22) carries its ports and address 0: libccp's
+	# told, heard on the genl group) carries its ports and address 0: libccp's
 	# address fields hold IPv4 only, and an IPv6 socket's IPv4 fields hold
 	# placeholders (127.0.0.6 on the accepting side)
 	rm -f $T/listen.ready
@@ -388,15 +390,17 @@ else
 		"agent stopped with 5 flows, a new one (--alg reno) started (listening after ${listen}s): all under CCP control ${attach}s later;$detail together $sum Mbit/s in the last 8 s (native cubic $BASE); programs installed $nprog (want $NPROG_M); agent_closed +$d_closed"
 
 	# ------------------------------------------------ forged datapath messages
-	# nlfuzz -a: what any local user can send to the agent's netlink port and
-	# to group 22 (random bytes, some shorter than a netlink header; random
-	# CREATE/MEASURE/READY; a READY, a 0-field MEASURE closing the live flow,
-	# CREATEs replacing it, one with an MSS of 2^31, reports with garbage),
-	# as root and as nobody, while a ccp_mocc flow runs.  The agent must
-	# survive, drop them as not sent by the kernel, and the flow keep getting
-	# decisions: the same controller decides >= 20 more reports after the
-	# fuzz, the agent is never lost, the flow stays under agent control
-	# without a gap > 1 s.
+	# nlfuzz -a: what a local process can send to the agent's netlink port
+	# and to the datapath's group (random bytes, some shorter than a netlink
+	# header; random CREATE/MEASURE/READY in the family's framing; a READY, a
+	# 0-field MEASURE closing the live flow, CREATEs replacing it, one with
+	# an MSS of 2^31, reports with garbage), while a ccp_mocc flow runs.  As
+	# root every datagram reaches the agent's socket; as nobody every one is
+	# refused (EPERM: NETLINK_GENERIC is closed to unprivileged senders).
+	# The agent must survive, drop root's as not sent by the kernel, and the
+	# flow keep getting decisions: the same controller decides >= 20 more
+	# reports after the fuzz, the agent is never lost, the flow stays under
+	# agent control without a gap > 1 s.
 	c0_lost=$(ctr agent_lost)
 	iperf_srv 5201 $T/afuzz.json
 	$NS_SND iperf3 -c $RCV_IP -p 5201 -t 16 -C ccp_mocc -J > $T/afuzz.cli 2>&1 &
@@ -422,7 +426,7 @@ else
 	d_lost=$(( $(ctr agent_lost) - c0_lost ))
 	drops=$(grep -c 'not sent by the kernel' $OUT/agent.log)
 	check agent_fuzz_ccp_mocc '[ $arc = 0 ] && [ $alive = yes ] && [ $d_lost = 0 ] && [ "$aalg" = mocc ] && [ "$asid" = "$live" ] && [ $((d2 - d1)) -ge 20 ] && fle $g 1.0 && fge $X 5 && [ $drops -ge 1 ]' \
-		"nlfuzz -a $aport rc $arc ($(grep 'agent port' $T/nlfuzz-agent.out | cut -d: -f3)); agent alive: $alive; ccp_mocc flow sid $live (agent's: $asid '$aalg') decisions $d0 before, $d1 after the fuzz, $d2 at the end; agent_lost +$d_lost; $X Mbit/s, longest gap ${g}s; agent log lines on dropped datagrams: $drops"
+		"nlfuzz -a $aport rc $arc ($(grep -E 'agent port|unprivileged:' $T/nlfuzz-agent.out | cut -d: -f2- | tr '\n' ' ')); agent alive: $alive; ccp_mocc flow sid $live (agent's: $asid '$aalg') decisions $d0 before, $d1 after the fuzz, $d2 at the end; agent_lost +$d_lost; $X Mbit/s, longest gap ${g}s; agent log lines on dropped datagrams: $drops"
 
 	# ------------------------------------------------ a second agent
 	# A second agent started beside the running one takes the flows over
@@ -464,6 +468,76 @@ else
 	d_chg=$(( $(ctr agent_changes) - c0_chg )); d_na=$(( $(ctr rej_not_agent) - r0_na ))
 	check second_agent '[ "$portB" != "$portA" ] && [ "$portB" != 0 ] && [ $d_chg -ge 1 ] && [ $d_na -ge 1 ] && [ $((dB2 - dB1)) -ge 10 ] && [ "$portA2" = "$portA" ] && [ $((dA2 - dA1)) -ge 10 ] && fle $g 1.0' \
 		"second agent (pid $B_PID): agent port $portA -> $portB (agent_changes +$d_chg, first agent's answers refused: rej_not_agent +$d_na), it decided flow ${live:-?} $dB1 -> $dB2 times; after it stopped: port $portA2, the first agent decided $dA1 -> $dA2; longest gap ${g}s"
+	# ------------------------------------------------ unprivileged forgery (issue 26)
+	# As nobody, nlfuzz -u tries every way in while a ccp_cubic flow runs
+	# under the agent: each command to the family (EPERM for
+	# CCP_CMD_AGENT_MSG, which needs CAP_NET_ADMIN; EOPNOTSUPP for the
+	# others), joining the datapath's group (setsockopt and bind), forged
+	# READY/CREATE/MEASURE datapath messages to the agent's port and to the
+	# group.  Every attempt must fail, and nothing may change: the datapath
+	# saw nothing (rejection and install counters, agent port, program
+	# table, agent changes and losses, group members as before), the flow
+	# stays under the agent, the agent saw nothing (its counters, printed on
+	# SIGUSR1: datagrams not from the kernel, malformed, refused, flows,
+	# datapaths as before), its flow log shows no create or close while the
+	# fuzz ran, and it keeps deciding the flow (>= 10 more reports).
+	iperf_srv 5201 $T/unpriv.json
+	$NS_SND iperf3 -c $RCV_IP -p 5201 -t 30 -C ccp_cubic -J > $T/unpriv.cli 2>&1 &
+	pc=$!
+	nap 4
+	live=$(data_flow ccp_cubic | awk '{print $1}')
+	aport=$(agent_port)
+	members0=$(group_members)
+	agent_stats() { # the agent's counters (SIGUSR1): a new, whole line
+		local n j
+		n=$(grep -c '^ccp-agent stats: {.*}$' $OUT/agent.log)
+		kill -USR1 $AGENT_PID 2>/dev/null
+		for j in $(seq 50); do
+			[ "$(grep -c '^ccp-agent stats: {.*}$' $OUT/agent.log)" -gt "$n" ] && break
+			nap 0.1
+		done
+		grep '^ccp-agent stats: {.*}$' $OUT/agent.log | tail -1 | sed 's/.*stats: //'
+	}
+	ast0=$(agent_stats)
+	cp /proc/net/ccp $T/unpriv-before.ctr
+	mode0=$(awk -v s="$live" 'NR>1 && $1==s {print $3}' /proc/net/ccp_flows)
+	fl0=$(wc -l < $FLA)
+	read _ _ d0 <<<"$($CHECK decisions $FLA ccp_cubic ${live:-0})"
+	tf=$(now)
+	$BIN/nlfuzz -u -a $aport -p ${live:-1} -n 200 > $T/nlfuzz-unpriv.out 2>&1
+	urc=$?
+	tf=$(calc "$(now) - $tf")
+	mode1=$(awk -v s="$live" 'NR>1 && $1==s {print $3}' /proc/net/ccp_flows)
+	cat $T/nlfuzz-unpriv.out
+	nap 1
+	cp /proc/net/ccp $T/unpriv-after.ctr
+	fl1=$(wc -l < $FLA)
+	ast1=$(agent_stats)
+	members1=$(group_members)
+	nap 2
+	read asid _ d1 <<<"$($CHECK decisions $FLA ccp_cubic ${live:-0})"
+	wait $pc
+	iperf_srv_wait
+	changed=
+	for k in rej_total rej_perm rej_nlmsg rej_not_agent rx_install agent_portid programs_installed \
+		 agent_changes agent_lost agent_closed program_resets fallbacks mcast_prejoined; do
+		a=$(awk -v k=$k '$1==k{print $2}' $T/unpriv-before.ctr)
+		b=$(awk -v k=$k '$1==k{print $2}' $T/unpriv-after.ctr)
+		[ "$a" = "$b" ] || changed="$changed $k:$a->$b"
+	done
+	for k in not_from_kernel bad_netlink rejected kernel_errors live_flows datapaths datapath_gone; do
+		a=$(grep -o "\"$k\":[a-z0-9]*" <<<"$ast0" | cut -d: -f2)
+		b=$(grep -o "\"$k\":[a-z0-9]*" <<<"$ast1" | cut -d: -f2)
+		{ [ -n "$a" ] && [ "$a" = "$b" ]; } || changed="$changed agent.$k:${a:-?}->${b:-?}"
+	done
+	forged=$(sed -n "$((fl0 + 1)),${fl1}p" $FLA | grep -cE '"event":"(create|close)"')
+	# an agent started by nobody says what it lacks (and exits 1)
+	setpriv --reuid=65534 --regid=65534 --clear-groups $AGENT --ipc netlink --models $NOMODELS > $T/agent-nobody.err 2>&1
+	nrc=$?
+	grep -q "needs CAP_NET_ADMIN" $T/agent-nobody.err && nmsg=yes || nmsg=no
+	g=$($CHECK gap $T/unpriv.json 0.5 30)
+	check unpriv_forgery '[ $urc = 0 ] && [ $nrc = 1 ] && [ $nmsg = yes ] && [ -z "$changed" ] && [ "$mode0" = ccp ] && [ "$mode1" = ccp ] && [ "$members0" = "$members1" ] && [ $forged = 0 ] && [ "$asid" = "$live" ] && [ $((d1 - d0)) -ge 10 ] && fle $g 1.0' \
+		"nlfuzz -u rc $urc in ${tf}s ($(grep -E 'command|MEMBERSHIP|bind|to the|to group' $T/nlfuzz-unpriv.out | sed 's/^nlfuzz: unprivileged: //' | tr '\n' ';')); changed:${changed:- nothing}; flow sid $live mode $mode0 -> $mode1, decided $d0 -> $d1; group members $members0 -> $members1; flow-log creates/closes during the fuzz: $forged; longest gap ${g}s; ccp-agent as nobody: rc $nrc, '$(tail -1 $T/agent-nobody.err | cut -c1-120)'"
 fi
 
 # ---------------------------------------------------------------- namespaces
@@ -628,6 +702,73 @@ else
 	[ -d /sys/module/ccp_kernel ] || insmod $KO $KO_PARAMS
 fi
 
+# ---------------------------------------------------------------- rmmod under a flood
+# Unloading must wait for every handler that runs and let none start after
+# (issue 26 item 2).  Five flooders (nlfuzz -f: three as root, whose
+# messages reach the datapath's handler, two as nobody, which the genl core
+# refuses) send as fast as they can while the module is removed and loaded
+# again five times.  The agent, if one runs at the first rmmod, must notice
+# its family go away and exit with code 1.  Before the third insmod nobody
+# joins every free multicast group id in advance (nlfuzz -j) and a short
+# ccp_reno flow without an agent makes the datapath send READY probes: the
+# module must clear such members when it registers, so nobody receives no
+# datapath message.  No oops or warning in the kernel log.  (The tests
+# before stopped their agents: one is started here, so that the first
+# rmmod finds an agent.)  The module is loaded again with the suite's
+# parameters ($KO_PARAMS: the emulated path's namespaces get slots).
+if [ -z "$AGENT_PID" ] && agent_available; then
+	agent_start $T/flows-flood.jsonl
+fi
+dm0=$(dmesg | wc -l)
+fpids=
+for u in "" "" "" -U -U; do
+	$BIN/nlfuzz -f 60 $u > $T/flood-$(( $(echo $fpids | wc -w) + 1 )).out 2>&1 &
+	fpids="$fpids $!"
+done
+nap 2
+ok=yes cycles=0 handled= aexit=none pjrc=none pj=
+for i in 1 2 3 4 5; do
+	h0=$(( $(ctr rej_total) + $(ctr rx_ok) ))
+	nap 1
+	handled="$handled $(( $(ctr rej_total) + $(ctr rx_ok) - h0 ))"
+	t0=$(now)
+	rmmod ccp_kernel 2> $T/rmmod-flood.err || { ok="rmmod $i failed: $(head -c 100 $T/rmmod-flood.err)"; break; }
+	tr=$(calc "$(now) - $t0")
+	if [ $i = 1 ] && [ -n "$AGENT_PID" ]; then
+		for j in $(seq 50); do kill -0 $AGENT_PID 2>/dev/null || break; nap 0.1; done
+		if kill -0 $AGENT_PID 2>/dev/null; then
+			aexit=running
+			agent_stop
+		else
+			wait $AGENT_PID; aexit=$?
+		fi
+		AGENT_PID=
+	fi
+	if [ $i = 3 ]; then
+		$BIN/nlfuzz -j 8 > $T/prejoin.out 2>&1 &
+		pj=$!
+		nap 1.5
+	fi
+	insmod $KO $KO_PARAMS || { ok="insmod $i failed"; break; }
+	cycles=$((cycles + 1))
+	log "rmmod/insmod $i under the flood: rmmod took ${tr}s"
+	if [ $i = 3 ]; then
+		prejoined=$(ctr mcast_prejoined)
+		iperf_run 5201 ccp_reno 3 $T/prejoin-flow.json
+		wait $pj; pjrc=$?
+	fi
+done
+for p in $fpids; do kill -TERM $p 2>/dev/null; done
+for p in $fpids; do wait $p; done
+cat $T/flood-*.out $T/prejoin.out
+dmesg | tail -n +$((dm0 + 1)) > $T/dmesg-flood.txt
+bad=$(grep -cE "BUG:|WARNING:|Oops|soft lockup|hung_task|general protection|UBSAN|KASAN|Call Trace" $T/dmesg-flood.txt)
+[ -d /sys/module/ccp_kernel ] && loaded=yes || loaded=no
+rootsent=$(grep -h 'flood (root' $T/flood-*.out | wc -l)
+hsum=$(echo $handled | tr ' ' '\n' | awk '{s += $1} END {print s + 0}')
+check rmmod_under_flood '[ "$ok" = yes ] && [ $cycles = 5 ] && [ $loaded = yes ] && [ $bad = 0 ] && [ $rootsent = 3 ] && [ $hsum -gt 0 ] && [ "$pjrc" = 0 ] && { [ $aexit = none ] || [ $aexit = 1 ]; }' \
+	"$cycles rmmod/insmod cycles under 5 flooders ($ok); messages the datapath handled in the second before each rmmod:$handled; agent at the first rmmod: exit code $aexit ($(grep -c 'datapath was unloaded' $OUT/agent.log) log lines); groups joined in advance: $(grep -o 'joined [0-9]* group ids' $T/prejoin.out), module noticed (mcast_prejoined) ${prejoined:-?}, nobody heard: $(grep -o 'received as nobody: [0-9]* datapath' $T/prejoin.out) (rc $pjrc); dmesg lines with BUG/WARNING/Oops: $bad; flooders: $(grep -ho '[0-9]* messages' $T/flood-*.out | tr '\n' ' ')"
+
 # ---------------------------------------------------------------- unload
 iperf_srv 5201 $T/unload.json
 $NS_SND iperf3 -c $RCV_IP -p 5201 -t 5 -C ccp_reno -J > $T/unload.cli 2>&1 &
@@ -654,8 +795,119 @@ if [ $unloaded = yes ]; then
 	check module_reload '[ $rrc = 0 ]' "insmod + rmmod again"
 fi
 
+# ---------------------------------------------------------------- per-socket preferences
+# Two ccp_mocc sockets through the same bottleneck, each given its preference
+# through the agent's control socket: A, throughput first <0.8,0.1,0.1>, by
+# `ccp-agent ctl set-pref` before it connects (its local port is fixed, so the
+# agent keeps the entry pending until A's CREATE); B, latency first
+# <0.1,0.8,0.1>, by the sending application itself (ccp_train.pref, right
+# after connect: pending or applied mid-flow, whichever the CREATE races).
+# Prediction, written before the first run: A carries >= 1.3x B's throughput
+# over the transfer (the simulator gives 43 vs 5.7 Mbit/s on this link; MOCC's
+# notes give a latency-heavy flow 0.73 of a fair share next to a
+# throughput-heavy one, 1.7x).  The agent's flow log shows each socket's w and
+# that it came from the socket's entry.  Meanwhile the metrics endpoint
+# (--metrics 127.0.0.1:9464) is scraped twice during the transfer: decisions
+# and the kernel's report counter move between the scrapes, two mocc flows are
+# live, /proc/net/ccp's counters are there.
+PSECS=20
+PF="$PY $REPO/ops/vm/guest/prefflow.py"
+scrape() { # scrape FILE: GET /metrics from the agent (bash's /dev/tcp, no curl)
+	local fd
+	exec {fd}<>/dev/tcp/127.0.0.1/9464 || return 1
+	printf 'GET /metrics HTTP/1.0\r\n\r\n' >&$fd
+	cat <&$fd > $1
+	exec {fd}>&-
+}
+mval() { awk -v n="$2" '$1==n {print $2; f=1} END {if (!f) print "none"}' $1; }
+if ! agent_available; then
+	fail pref_two_sockets "no agent binary at $AGENT"
+	fail metrics_endpoint "no agent binary at $AGENT"
+elif ! { [ -d /sys/module/ccp_kernel ] || insmod $KO $KO_PARAMS; }; then
+	fail pref_two_sockets "insmod $KO failed"
+	fail metrics_endpoint "insmod $KO failed"
+else
+	setup_link $RATE $RTT_MS $BDP
+	ip link set lo up	# the metrics listen on 127.0.0.1 of the initial namespace
+	CTL=$T/control.sock
+	FLP=$T/flows-pref.jsonl
+	rm -f $FLP $T/pref-*
+	if ! AGENT_ALG=cubic agent_start $FLP --models $REPO/models --control $CTL --metrics 127.0.0.1:9464; then
+		fail pref_two_sockets "the agent did not start: $(tail -2 $OUT/agent.log | tr '\n' ' ')"
+		fail metrics_endpoint "the agent did not start"
+	else
+		for i in $(seq 100); do [ -S $CTL ] && break; nap 0.05; done
+		$AGENT ctl --control $CTL set-pref --local 10.0.1.1:40001 --remote $RCV_IP:5221 --w 0.8,0.1,0.1 > $T/pref-a.ctl 2>&1
+		arc=$?
+		$NS_RCV $PF sink 5221 $T/pref-a.sink > $T/pref-a.sink.log 2>&1 &
+		sa=$!
+		$NS_RCV $PF sink 5222 $T/pref-b.sink > $T/pref-b.sink.log 2>&1 &
+		sb=$!
+		for i in $(seq 300); do [ -e $T/pref-a.sink.ready ] && [ -e $T/pref-b.sink.ready ] && break; nap 0.1; done
+		scrape $T/pref-m0.txt
+		$NS_SND $PF send $RCV_IP 5221 $PSECS $T/pref-a.send --bind-port 40001 > $T/pref-a.send.log 2>&1 &
+		pa=$!
+		$NS_SND $PF send $RCV_IP 5222 $PSECS $T/pref-b.send --pref 0.1,0.8,0.1 --control $CTL > $T/pref-b.send.log 2>&1 &
+		pb=$!
+		nap 8
+		scrape $T/pref-m1.txt
+		nap 5
+		scrape $T/pref-m2.txt
+		$AGENT ctl --control $CTL flows > $T/pref.ctlflows 2>&1
+		wait $pa $pb
+		wait $sa $sb
+		XA=$($PF thr $T/pref-a.sink 3 $PSECS 2>/dev/null || echo 0)
+		XB=$($PF thr $T/pref-b.sink 3 $PSECS 2>/dev/null || echo 0)
+		LB=$(sed -n 's/.*"local": "\([0-9.:]*\)".*/\1/p' $T/pref-b.send)
+		read wa sra <<<"$($PF flowlog $FLP 10.0.1.1:40001)"
+		read wb srb <<<"$($PF flowlog $FLP ${LB:-none})"
+		breply=$(grep -o '"state": "[a-z]*"' $T/pref-b.send | head -1)
+		berr=$(grep -o '"error": "[^"]*"' $T/pref-b.send)
+		log "preferences: A $XA Mbit/s w $wa ($sra), B $XB Mbit/s w $wb ($srb); $(tr '\n' ' ' < $T/pref-a.ctl) B: $breply $berr"
+		check pref_two_sockets '[ $arc = 0 ] && grep -q pending $T/pref-a.ctl && [ -n "$breply" ] && [ -z "$berr" ] && [ "$wa" = 0.8,0.1,0.1 ] && [ "$sra" = socket ] && [ "$wb" = 0.1,0.8,0.1 ] && [ "$srb" = socket ] && fge $XA $(calc "1.3 * $XB") && fge $(calc "$XA + $XB") 5' \
+			"A (ctl set-pref before connect: $(tr '\n' ' ' < $T/pref-a.ctl| cut -c1-60)) in the agent: w $wa from $sra, $XA Mbit/s; B (ccp_train.pref after connect: ${breply:-no reply}${berr:+ $berr}) local ${LB:-?}: w $wb from $srb, $XB Mbit/s; rule: A >= 1.3x B"
+		d1=$(mval $T/pref-m1.txt ccp_decisions_total); d2=$(mval $T/pref-m2.txt ccp_decisions_total)
+		r1=$(mval $T/pref-m1.txt ccp_kernel_reports_sent); r2=$(mval $T/pref-m2.txt ccp_kernel_reports_sent)
+		nm=$(mval $T/pref-m2.txt 'ccp_flows{alg="mocc"}')
+		kp=$(mval $T/pref-m2.txt ccp_kernel_present)
+		kc=$(mval $T/pref-m2.txt ccp_kernel_flows_ccp)
+		hc=$(mval $T/pref-m2.txt ccp_decision_seconds_count)
+		ps=$(mval $T/pref-m2.txt 'ccp_pref_flows_total{source="socket"}')
+		pm=$(mval $T/pref-m2.txt ccp_pref_changed_mid_flow_total)
+		check metrics_endpoint 'head -1 $T/pref-m2.txt | grep -q "200 OK" && [ "$d1" != none ] && [ "$d2" != none ] && [ "$d2" -gt "$d1" ] && [ "$r1" != none ] && [ "$r2" -gt "$r1" ] && [ "$nm" = 2 ] && [ "$kp" = 1 ] && [ "${kc:-0}" -ge 2 ] && [ "$hc" = "$d2" ] && [ $(( ${ps:-0} + ${pm:-0} )) -ge 2 ]' \
+			"GET /metrics during the transfer: decisions $d1 -> $d2, kernel reports_sent $r1 -> $r2, mocc flows $nm, kernel flows_ccp $kc, decision histogram count $hc; preferences from the socket at CREATE $ps, changed mid-flow $pm; before: $(mval $T/pref-m0.txt ccp_decisions_total) decisions"
+
+		# ------------------------------------------ ccp_auto: chosen by the preference
+		# Two ccp_auto sockets, one after the other: C with <0.1,0.8,0.1> set by
+		# `ctl set-pref` before it connects, D with none (the agent's --w,
+		# <0.4,0.5,0.1> by default). Each must run what models/portfolio.json
+		# names for its w (prefflow.py choose: an oracle apart from the agent's).
+		TAB=$REPO/models/portfolio.json
+		$AGENT ctl --control $CTL set-pref --local 10.0.1.1:40011 --remote $RCV_IP:5231 --w 0.1,0.8,0.1 > $T/auto-c.ctl 2>&1
+		for p in 5231 5232; do
+			$NS_RCV $PF sink $p $T/auto-$p.sink > /dev/null 2>&1 &
+			sk=$!
+			for i in $(seq 300); do [ -e $T/auto-$p.sink.ready ] && break; nap 0.1; done
+			if [ $p = 5231 ]; then bp="--bind-port 40011"; else bp=; fi
+			$NS_SND $PF send $RCV_IP $p 4 $T/auto-$p.send --cc ccp_auto $bp > /dev/null 2>&1
+			wait $sk
+		done
+		LD=$(sed -n 's/.*"local": "\([0-9.:]*\)".*/\1/p' $T/auto-5232.send)
+		read rc ac <<<"$($PF created $FLP 10.0.1.1:40011)"
+		read rd ad <<<"$($PF created $FLP ${LD:-none})"
+		ec=$($PF choose $TAB 0.1,0.8,0.1)
+		ed=$($PF choose $TAB 0.4,0.5,0.1)
+		XC=$($PF thr $T/auto-5231.sink 1 4 2>/dev/null || echo 0)
+		XD=$($PF thr $T/auto-5232.sink 1 4 2>/dev/null || echo 0)
+		check auto_by_preference '[ "$rc" = ccp_auto ] && [ "$ac" = "$ec" ] && [ "$rd" = ccp_auto ] && [ "$ad" = "$ed" ] && fge $XC 1 && fge $XD 1' \
+			"C (ctl set-pref 0.1,0.8,0.1): requested $rc, ran $ac, the table says $ec, $XC Mbit/s; D (--w 0.4,0.5,0.1): requested $rd, ran $ad, the table says $ed, $XD Mbit/s"
+	fi
+	agent_stop
+	for i in $(seq 50); do rmmod ccp_kernel 2>/dev/null && break; nap 0.1; done
+fi
+
 # ---------------------------------------------------------------- kernel log
 dmesg > $OUT/dmesg-tests.txt
 check kernel_log_clean kernel_log_clean "no BUG/WARNING/Oops/lockup in dmesg ($(grep -c 'ccp:' $OUT/dmesg-tests.txt) ccp lines, see work/out/dmesg-tests.txt)"
-cp $T/*.ss $T/*.flows $T/*.json $T/*.cli $T/*.ctr $T/*.jsonl $T/*.samples $OUT/ 2>/dev/null
+cp $T/*.ss $T/*.flows $T/*.json $T/*.cli $T/*.ctr $T/*.jsonl $T/*.samples $T/pref-* $T/pref.* $T/auto-* $OUT/ 2>/dev/null
 log "guest tests done"

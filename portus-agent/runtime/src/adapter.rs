@@ -14,7 +14,9 @@
 //! nothing it would not do anyway.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use ccp_algs::netstats::{NetStats, NetworkStats, PathKey};
 use ccp_algs::registry::ALGORITHMS;
@@ -28,6 +30,8 @@ use tracing::{debug, info, warn};
 use crate::flowlog::FlowLog;
 use crate::flows::{FlowKey, FlowTables};
 use crate::guard::{flow_params, FlowRequest, LogLimit};
+use crate::portfolio::{AutoSelect, Choice};
+use crate::prefs::{FlowAddr, PrefCell, PrefSource};
 
 /// Smallest and largest report interval the agent will ask a datapath for (µs).
 pub const MIN_INTERVAL_US: u32 = 1_000;
@@ -41,7 +45,13 @@ pub struct FlowRecord {
     pub requested: String,
     /// The algorithm that runs the flow.
     pub alg: &'static str,
+    /// The preference in force, and where it came from ([`crate::prefs`]).
     pub w: Preference,
+    pub w_source: PrefSource,
+    /// The CREATE's addresses and ports (none for flows started without a CREATE).
+    pub addr: Option<FlowAddr>,
+    /// `ccp_auto` flows: the portfolio's choice and why.
+    pub choice: Option<Choice>,
     pub closed: bool,
     pub metrics: FlowMetrics,
 }
@@ -50,10 +60,12 @@ pub struct FlowRecord {
 pub struct AgentCore {
     pub registry: ccp_algs::Registry,
     pub default_alg: Arc<dyn Algorithm>,
-    pub default_w: Preference,
-    /// Requests and records of every flow (bounded, see [`crate::flows`]).
+    /// Requests and records of every flow (bounded, see [`crate::flows`]), the flows'
+    /// preferences (`tables.prefs`, with the agent's `--w`) and the decision counters.
     pub tables: Arc<FlowTables>,
     pub flow_log: Option<Arc<Mutex<FlowLog>>>,
+    /// The preference portfolio `ccp_auto` flows are chosen from (SIGHUP re-reads it).
+    pub auto: Arc<AutoSelect>,
     /// In-network statistics for the flows that read them ([`FlowDriver`] hands each new
     /// sample to its controller before the next report).
     pub network_stats: Option<Arc<dyn NetworkStats>>,
@@ -98,12 +110,28 @@ impl AgentCore {
                     requested: String::new(),
                     alg: String::new(),
                     preference: None,
+                    addr: None,
+                    resolved: None,
+                    choice: None,
                 };
                 (self.tables.set_request(key, r.clone()), r)
             }
         };
         let requested = request.requested.clone();
-        let w = request.preference.unwrap_or(self.default_w);
+        // resolved at CREATE by the guard; a per-socket entry set since then still wins
+        let prefs = &self.tables.prefs;
+        let resolved = request
+            .resolved
+            .clone()
+            .unwrap_or_else(|| prefs.resolve(request.addr.as_ref(), request.preference));
+        let pref = prefs.attach(key, gen, request.addr, request.preference, resolved);
+        let pref_seen = pref.version();
+        let resolved = pref.get();
+        let w = resolved.w;
+        self.tables
+            .decisions
+            .flows_started
+            .fetch_add(1, Ordering::Relaxed);
         let (mss, init_cwnd_bytes) = flow_params(mss, init_cwnd);
         let flow_info = FlowInfo {
             sock_id: sid,
@@ -125,6 +153,9 @@ impl AgentCore {
             requested: requested.clone(),
             alg: alg.name(),
             w,
+            w_source: resolved.source.clone(),
+            addr: request.addr,
+            choice: request.choice.clone(),
             closed: false,
             metrics: ctrl.metrics().clone(),
         };
@@ -141,7 +172,7 @@ impl AgentCore {
                 }
             }
         }
-        info!(sid, requested = ?requested, alg = alg.name(), w = %w, "new flow");
+        info!(sid, requested = ?requested, alg = alg.name(), w = %w, w_source = %resolved.source, "new flow");
         let network_stats = ctrl
             .wants_network_stats()
             .then(|| self.network_stats.clone())
@@ -156,6 +187,10 @@ impl AgentCore {
             closed: false,
             mss,
             w,
+            w_source: resolved.source,
+            pref,
+            pref_seen,
+            policy_seen: (0, 0),
             last: initial,
             tables: self.tables.clone(),
             flow_log: self.flow_log.clone(),
@@ -248,6 +283,13 @@ pub struct FlowDriver {
     closed: bool,
     mss: u32,
     w: Preference,
+    w_source: PrefSource,
+    /// The flow's current preference, as the control plane sets it.
+    pref: Arc<PrefCell>,
+    /// The cell's version last read.
+    pref_seen: u64,
+    /// The controller's (clamped outputs, policy errors) last added to the agent's totals.
+    policy_seen: (u64, u64),
     /// The action in force: cwnd, rate and interval last sent.
     last: Action,
     tables: Arc<FlowTables>,
@@ -285,31 +327,56 @@ impl FlowDriver {
     /// Decide on one report; `values` are in `fields` order, `None` if the report could not
     /// be read (then the answer repeats what is in force). Returns the register updates.
     pub fn on_report(&mut self, values: Option<&[u64]>) -> Vec<(&'static str, u32)> {
+        let start = Instant::now();
+        let mut pref_changed = false;
         let decided = values.map(|v| {
-            // a preference change for this flow takes effect at this decision
-            if let Some(w) = self
-                .tables
-                .request(self.key)
-                .filter(|(g, _)| *g == self.gen)
-                .and_then(|(_, q)| q.preference)
-            {
-                if w != self.w {
-                    self.w = w;
-                    self.ctrl.set_preference(w);
+            // a preference change for this flow takes effect at this decision (one atomic
+            // load when there is none)
+            if let Some(r) = self.pref.changed(&mut self.pref_seen) {
+                if r.w != self.w {
+                    self.w = r.w;
+                    self.ctrl.set_preference(r.w);
                 }
+                self.w_source = r.source;
+                pref_changed = true;
             }
             self.deliver_network_stats();
             let iv = Interval::from_fields(&self.fields, v);
             sanitize(self.ctrl.on_report(&iv), self.mss)
         });
         let fields = self.answer(decided);
+        let stats = &self.tables.decisions;
+        if decided.is_some() {
+            stats.observe(start.elapsed());
+        } else {
+            stats.unreadable.fetch_add(1, Ordering::Relaxed);
+        }
         let metrics = self.ctrl.metrics();
+        let policy = (metrics.clamped_outputs, metrics.policy_errors);
+        if policy != self.policy_seen {
+            stats.clamped_outputs.fetch_add(
+                policy.0.saturating_sub(self.policy_seen.0),
+                Ordering::Relaxed,
+            );
+            stats.policy_errors.fetch_add(
+                policy.1.saturating_sub(self.policy_seen.1),
+                Ordering::Relaxed,
+            );
+            self.policy_seen = policy;
+        }
         let (w, last, flow_log) = (self.w, &self.last, &self.flow_log);
+        let w_source = &self.w_source;
         self.tables.update(self.key, self.gen, |rec| {
             rec.metrics = metrics.clone();
             rec.w = w;
+            if pref_changed {
+                rec.w_source = w_source.clone();
+            }
             if let Some(log) = flow_log {
                 if let Ok(mut l) = log.lock() {
+                    if pref_changed {
+                        l.preference(rec);
+                    }
                     l.report(rec, last);
                 }
             }
@@ -357,6 +424,11 @@ impl FlowDriver {
             return;
         }
         self.closed = true;
+        self.tables.prefs.detach(self.key, self.gen);
+        self.tables
+            .decisions
+            .flows_closed
+            .fetch_add(1, Ordering::Relaxed);
         let metrics = self.ctrl.metrics().clone();
         let rec = self
             .tables
@@ -544,9 +616,9 @@ mod tests {
         let core = AgentCore {
             default_alg: reno.clone(),
             registry,
-            default_w: Preference::default(),
             tables: Arc::new(FlowTables::default()),
             flow_log: None,
+            auto: Arc::new(AutoSelect::none(Preference::default())),
             network_stats: Some(cell.clone()),
         };
         let sample = |seq| NetStats::new(1.0, 0.5, 1.0, seq, 0).unwrap();
@@ -608,9 +680,9 @@ mod tests {
         let core = AgentCore {
             default_alg: reno.clone(),
             registry,
-            default_w: Preference::default(),
             tables: Arc::new(FlowTables::default()),
             flow_log: None,
+            auto: Arc::new(AutoSelect::none(Preference::default())),
             network_stats: None,
         };
         let ctrl = Registers {
@@ -638,6 +710,90 @@ mod tests {
         // and so does an action applied outside the exchange
         let a = d.apply(Action::default());
         assert!(a.contains(&("Control.x_gain", 1001)), "{a:?}");
+    }
+
+    /// Records the preference in force at each decision.
+    struct Prefs {
+        w: Preference,
+        seen: Arc<Mutex<Vec<[f64; 3]>>>,
+        metrics: FlowMetrics,
+    }
+
+    impl Controller for Prefs {
+        fn on_report(&mut self, _iv: &Interval) -> Action {
+            self.seen.lock().unwrap().push(self.w.as_array());
+            Action::default()
+        }
+        fn set_preference(&mut self, w: Preference) {
+            self.w = w;
+        }
+        fn metrics(&self) -> &FlowMetrics {
+            &self.metrics
+        }
+    }
+
+    #[test]
+    fn a_preference_set_mid_flow_reaches_the_controllers_next_decision() {
+        use crate::prefs::{FlowAddr, SocketPair};
+        let registry = ccp_algs::Registry::builtin();
+        let reno = registry.get("reno").cloned().unwrap();
+        let core = AgentCore {
+            default_alg: reno.clone(),
+            registry,
+            tables: Arc::new(FlowTables::default()),
+            flow_log: None,
+            auto: Arc::new(AutoSelect::none(Preference::default())),
+            network_stats: None,
+        };
+        let addr = FlowAddr {
+            src_ip: "10.0.1.1".parse().unwrap(),
+            src_port: 40000,
+            dst_ip: "10.0.2.2".parse().unwrap(),
+            dst_port: 5201,
+        };
+        let key = FlowKey { peer: 0, sid: 9 };
+        core.tables.set_request(
+            key,
+            FlowRequest {
+                requested: "ccp_reno".into(),
+                alg: "reno".into(),
+                preference: None,
+                addr: Some(addr),
+                resolved: None,
+                choice: None,
+            },
+        );
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (mut d, _) = core.start_flow(&reno, 9, 1448, 14_480, |info| {
+            Box::new(Prefs {
+                w: info.preference,
+                seen: seen.clone(),
+                metrics: FlowMetrics::default(),
+            })
+        });
+        let v = vec![0u64; d.fields.len()];
+        d.on_report(Some(&v));
+        let lat = Preference::new(0.1, 0.8, 0.1).unwrap();
+        let pair = SocketPair {
+            local: "10.0.1.1:40000".parse().unwrap(),
+            remote: "10.0.2.2:5201".parse().unwrap(),
+        };
+        core.tables.prefs.set(pair, lat).unwrap();
+        d.on_report(None); // an unreadable report decides nothing
+        d.on_report(Some(&v));
+        d.on_report(Some(&v));
+        let dflt = Preference::default().as_array();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [dflt, lat.as_array(), lat.as_array()]
+        );
+        let rec = core.tables.records().pop().unwrap();
+        assert_eq!((rec.w, rec.w_source), (lat, PrefSource::Socket));
+        assert_eq!(core.tables.decisions.decisions.load(Ordering::Relaxed), 3);
+        assert_eq!(core.tables.decisions.unreadable.load(Ordering::Relaxed), 1);
+        // closing the flow leaves the entry pending (it expires later)
+        d.close();
+        assert_eq!(core.tables.prefs.entries()[0].flows, 0);
     }
 
     #[test]

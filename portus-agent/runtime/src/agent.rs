@@ -17,6 +17,11 @@ use crate::flowlog::FlowLog;
 use crate::flows::{FlowTables, TableSizes};
 use crate::guard::{GuardStats, Guarded};
 use crate::policy::{ModelContract, ModelStore};
+use crate::portfolio::AutoSelect;
+use crate::prefs::{PrefConfig, PrefRule, PrefStore};
+
+/// What `--alg auto` runs when the portfolio cannot choose (no runnable entry).
+pub const AUTO_FALLBACK: &str = "cubic";
 
 /// Errors that are the user's to fix (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +40,9 @@ pub enum ConfigError {
     Models(#[from] crate::policy::PolicyLoadError),
     #[error("config file {path}: {msg}")]
     ConfigFile { path: PathBuf, msg: String },
+    /// A bad preference portfolio table (`<models>/portfolio.json`).
+    #[error(transparent)]
+    Portfolio(#[from] crate::portfolio::PortfolioError),
     /// A knob outside its range (algorithm options given in code).
     #[error("config: {0}")]
     Knob(#[from] ccp_algs::config::KnobError),
@@ -48,8 +56,14 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 pub struct AgentOptions {
     /// Algorithm for flows that name none or an unavailable one.
     pub default_alg: String,
-    /// Preference for flows that carry none.
+    /// Preference for flows that carry none (`--w`).
     pub default_w: Preference,
+    /// `[[preference]]` rules (see [`crate::prefs`]).
+    pub preferences: Vec<PrefRule>,
+    /// How long a per-socket preference waits for its flow.
+    pub pending_ttl: std::time::Duration,
+    /// Most per-socket preferences stored.
+    pub max_pref_entries: usize,
     /// Every algorithm's knobs.
     pub algs: AlgsConfig,
     /// JSON-lines flow log.
@@ -67,6 +81,9 @@ impl Default for AgentOptions {
         Self {
             default_alg: "cubic".into(),
             default_w: Preference::default(),
+            preferences: Vec::new(),
+            pending_ttl: crate::prefs::DEFAULT_PENDING_TTL,
+            max_pref_entries: crate::prefs::DEFAULT_MAX_ENTRIES,
             algs: AlgsConfig::default(),
             flow_log: None,
             models: None,
@@ -78,32 +95,236 @@ impl Default for AgentOptions {
 /// Read `[algs.<name>]` tables from a TOML file (a regular file of at most
 /// [`MAX_CONFIG_BYTES`]) and check every knob's range.
 pub fn load_config(path: &std::path::Path) -> Result<AlgsConfig, ConfigError> {
+    load_agent_config(path).map(|c| c.algs)
+}
+
+/// Read the whole config file: `[algs.<name>]` knobs, `[control]` and `[[preference]]`
+/// rules (see [`agent_config_from_toml`]).
+pub fn load_agent_config(path: &std::path::Path) -> Result<AgentConfig, ConfigError> {
     let text = crate::files::read_regular_to_string(path, MAX_CONFIG_BYTES).map_err(|e| {
         ConfigError::ConfigFile {
             path: path.into(),
             msg: format!("cannot read it: {e}"),
         }
     })?;
-    algs_from_toml(&text).map_err(|msg| ConfigError::ConfigFile {
+    agent_config_from_toml(&text).map_err(|msg| ConfigError::ConfigFile {
         path: path.into(),
         msg,
     })
 }
 
 /// Parse `[algs.<name>]` tables and check every knob's range; the error names the
-/// offending key (and, for a value out of range, the range).
+/// offending key (and, for a value out of range, the range). The file's other sections
+/// (`[control]`, `[[preference]]`) are checked too.
 pub fn algs_from_toml(text: &str) -> Result<AlgsConfig, String> {
+    agent_config_from_toml(text).map(|c| c.algs)
+}
+
+/// The config file's `[control]` section: the control socket and its limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControlConfig {
+    /// Control socket path (`--control` overrides it).
+    pub socket: Option<PathBuf>,
+    /// A group whose members may use the control socket (gid), besides root, the agent's
+    /// user and holders of CAP_NET_ADMIN.
+    pub group: Option<u32>,
+    /// How long a per-socket preference waits for its flow.
+    pub pending_ttl: Duration,
+    /// Most per-socket preferences stored at once.
+    pub max_entries: usize,
+    /// Most control connections at once.
+    pub max_connections: usize,
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        Self {
+            socket: None,
+            group: None,
+            pending_ttl: crate::prefs::DEFAULT_PENDING_TTL,
+            max_entries: crate::prefs::DEFAULT_MAX_ENTRIES,
+            max_connections: crate::control::DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Everything the config file says.
+#[derive(Debug, Clone, Default)]
+pub struct AgentConfig {
+    pub algs: AlgsConfig,
+    pub control: ControlConfig,
+    /// `[[preference]]` rules, in file order.
+    pub preferences: Vec<PrefRule>,
+}
+
+/// A gid by group name (or a number).
+pub fn group_id(name: &str) -> Option<u32> {
+    if let Ok(n) = name.parse::<u32>() {
+        return Some(n);
+    }
+    let c = std::ffi::CString::new(name).ok()?;
+    let mut grp: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut out: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; `buf` outlives it and `out` is only read
+    // as a flag.
+    let rc =
+        unsafe { libc::getgrnam_r(c.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut out) };
+    (rc == 0 && !out.is_null()).then_some(grp.gr_gid)
+}
+
+/// Parse and check the config file (see `docs/agent.md`, "Config file"). Every error names
+/// the section and key, and says what to write instead.
+pub fn agent_config_from_toml(text: &str) -> Result<AgentConfig, String> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Num {
+        Int(i64),
+        Text(String),
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum W {
+        Text(String),
+        List(Vec<f64>),
+    }
+    #[derive(serde::Deserialize, Default)]
+    #[serde(deny_unknown_fields)]
+    struct Control {
+        socket: Option<PathBuf>,
+        group: Option<Num>,
+        pending_ttl_s: Option<f64>,
+        max_entries: Option<i64>,
+        max_connections: Option<i64>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Rule {
+        name: Option<String>,
+        w: Option<W>,
+        dst_port: Option<Num>,
+        src_port: Option<Num>,
+        dst_subnet: Option<String>,
+        src_subnet: Option<String>,
+        uid: Option<toml::Value>,
+        cgroup: Option<toml::Value>,
+    }
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct File {
         #[serde(default)]
         algs: AlgsConfig,
+        #[serde(default)]
+        control: Control,
+        #[serde(default)]
+        preference: Vec<Rule>,
     }
-    let algs = toml::from_str::<File>(text).map(|f| f.algs).map_err(|e| {
-        format!("{e}(expected tables like [algs.cubic] with the fields of CubicConfig)")
+    let f = toml::from_str::<File>(text).map_err(|e| {
+        format!(
+            "{e}(expected tables like [algs.cubic] with the fields of CubicConfig, a [control] \
+             table and [[preference]] rules: see docs/agent.md)"
+        )
     })?;
-    algs.validate().map_err(|e| e.to_string())?;
-    Ok(algs)
+    f.algs.validate().map_err(|e| e.to_string())?;
+    let mut control = ControlConfig {
+        socket: f.control.socket,
+        ..Default::default()
+    };
+    if let Some(g) = f.control.group {
+        let name = match g {
+            Num::Int(n) => n.to_string(),
+            Num::Text(t) => t,
+        };
+        control.group = Some(group_id(&name).ok_or_else(|| {
+            format!("[control] group = {name:?}: no such group (create it, or give a gid)")
+        })?);
+    }
+    if let Some(t) = f.control.pending_ttl_s {
+        if !(t.is_finite() && t > 0.0 && t <= 86_400.0) {
+            return Err(format!(
+                "[control] pending_ttl_s = {t}: give seconds in (0, 86400]"
+            ));
+        }
+        control.pending_ttl = Duration::from_secs_f64(t);
+    }
+    let count = |key: &str, v: Option<i64>, max: i64, dflt: usize| -> Result<usize, String> {
+        match v {
+            None => Ok(dflt),
+            Some(n) if (1..=max).contains(&n) => Ok(n as usize),
+            Some(n) => Err(format!("[control] {key} = {n}: give 1 to {max}")),
+        }
+    };
+    control.max_entries = count(
+        "max_entries",
+        f.control.max_entries,
+        65_536,
+        control.max_entries,
+    )?;
+    control.max_connections = count(
+        "max_connections",
+        f.control.max_connections,
+        1024,
+        control.max_connections,
+    )?;
+    let mut preferences = Vec::with_capacity(f.preference.len());
+    for (i, r) in f.preference.into_iter().enumerate() {
+        let at = match &r.name {
+            Some(n) => format!("[[preference]] #{} ({n:?})", i + 1),
+            None => format!("[[preference]] #{}", i + 1),
+        };
+        if r.uid.is_some() || r.cgroup.is_some() {
+            return Err(format!(
+                "{at}: uid/cgroup rules need the socket's owner, which no datapath reports (the \
+                 kernel's CREATE carries addresses and ports only): match by dst_port, src_port, \
+                 dst_subnet or src_subnet, or set the socket's preference through the control \
+                 socket (ccp-agent ctl set-pref, ccp_train.pref.set_preference)"
+            ));
+        }
+        let w = match r.w {
+            None => return Err(format!("{at}: missing w = [thr, lat, loss]")),
+            Some(W::Text(t)) => t.parse::<Preference>(),
+            Some(W::List(v)) => Preference::from_slice(&v),
+        }
+        .map_err(|e| format!("{at}: w: {e}"))?;
+        let port = |key: &str, v: Option<Num>| -> Result<Option<crate::prefs::PortRange>, String> {
+            v.map(|v| match v {
+                Num::Int(n) => n.to_string().parse(),
+                Num::Text(t) => t.parse(),
+            })
+            .transpose()
+            .map_err(|e| format!("{at}: {key}: {e} (write 5201 or \"5000-5100\")"))
+        };
+        let subnet =
+            |key: &str, v: Option<String>| -> Result<Option<crate::prefs::Subnet4>, String> {
+                v.map(|t| t.parse())
+                    .transpose()
+                    .map_err(|e| format!("{at}: {key}: {e}"))
+            };
+        let rule = PrefRule {
+            name: r.name,
+            w,
+            dst_port: port("dst_port", r.dst_port)?,
+            src_port: port("src_port", r.src_port)?,
+            dst_subnet: subnet("dst_subnet", r.dst_subnet)?,
+            src_subnet: subnet("src_subnet", r.src_subnet)?,
+        };
+        if rule.dst_port.is_none()
+            && rule.src_port.is_none()
+            && rule.dst_subnet.is_none()
+            && rule.src_subnet.is_none()
+        {
+            return Err(format!(
+                "{at}: a rule needs at least one of dst_port, src_port, dst_subnet, src_subnet \
+                 (for every flow, use --w)"
+            ));
+        }
+        preferences.push(rule);
+    }
+    Ok(AgentConfig {
+        algs: f.algs,
+        control,
+        preferences,
+    })
 }
 
 /// A registry, its model store, and why each learned algorithm left out is unavailable.
@@ -190,9 +411,22 @@ impl Agent {
     pub fn with_registry(opts: &AgentOptions, registry: Registry) -> Result<Self, ConfigError> {
         opts.algs.validate()?;
         let programs = crate::programs::validate(&registry)?;
+        // `--alg auto`: flows naming no algorithm are chosen by the portfolio too; when it
+        // cannot choose (no runnable entry) they run the fallback
+        let for_default = opts.default_alg == ccp_algs::AUTO;
+        let default_name = if for_default {
+            AUTO_FALLBACK
+        } else {
+            opts.default_alg.as_str()
+        };
+        let auto = Arc::new(AutoSelect::open(
+            opts.models.as_ref().map(|m| m.join(crate::portfolio::FILE)),
+            opts.default_w,
+            for_default,
+        )?);
         let default_alg =
             registry
-                .get(&opts.default_alg)
+                .get(default_name)
                 .cloned()
                 .ok_or_else(|| ConfigError::UnknownAlg {
                     name: opts.default_alg.clone(),
@@ -210,12 +444,18 @@ impl Agent {
             ))),
             None => None,
         };
+        let prefs = PrefStore::new(PrefConfig {
+            default_w: opts.default_w,
+            rules: opts.preferences.clone(),
+            pending_ttl: opts.pending_ttl,
+            max_entries: opts.max_pref_entries,
+        });
         let core = Arc::new(AgentCore {
             registry,
             default_alg,
-            default_w: opts.default_w,
-            tables: Arc::new(FlowTables::default()),
+            tables: Arc::new(FlowTables::with_prefs(prefs)),
             flow_log,
+            auto,
             network_stats: opts.network_stats.clone(),
         });
         Ok(Self {
@@ -224,6 +464,20 @@ impl Agent {
             stats: Arc::new(GuardStats::default()),
             programs,
         })
+    }
+
+    /// Read the preference portfolio table again (SIGHUP); a bad new table keeps the old
+    /// one. `Ok(false)`: there is no table file.
+    pub fn reload_portfolio(&self) -> Result<bool, crate::portfolio::PortfolioError> {
+        self.core.auto.reload()
+    }
+
+    /// The algorithm a `ccp_auto` flow with preference `w` (None: the default) gets now.
+    pub fn choose_auto(&self, w: Option<Preference>) -> Option<String> {
+        self.core
+            .auto
+            .choose(w, &self.core.available())
+            .map(|c| c.alg)
     }
 
     /// The model store, when learned algorithms were loaded (reload it on SIGHUP).
@@ -250,6 +504,21 @@ impl Agent {
         self.core.tables.records()
     }
 
+    /// The flow tables (records, preferences, decision counters).
+    pub fn tables(&self) -> &Arc<FlowTables> {
+        &self.core.tables
+    }
+
+    /// What the control plane reads and changes.
+    pub fn control_shared(&self, proc_ccp: Option<PathBuf>) -> crate::control::Shared {
+        crate::control::Shared {
+            tables: self.core.tables.clone(),
+            guard: self.stats.clone(),
+            models: self.models.clone(),
+            proc_ccp,
+        }
+    }
+
     /// Sizes of the agent's flow tables.
     pub fn table_sizes(&self) -> TableSizes {
         self.core.tables.sizes()
@@ -265,7 +534,8 @@ impl Agent {
             self.core.tables.clone(),
             self.core.available(),
             stop.clone(),
-        );
+        )
+        .with_auto(self.core.auto.clone());
         let core = &self.core;
         let handle = RunBuilder::new(BackendBuilder { sock: guarded })
             .default_alg(DefaultAlg::new(core))

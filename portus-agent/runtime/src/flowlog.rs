@@ -2,8 +2,9 @@
 //! see which algorithm drives which socket and what it decided.
 //!
 //! ```text
-//! {"event":"create","t":0.012,"sid":3,"requested":"ccp_reno","alg":"reno","w":[0.4,0.5,0.1],"cwnd_bytes":14480,"rate_bps":null}
+//! {"event":"create","t":0.012,"sid":3,"requested":"ccp_reno","alg":"reno","w":[0.4,0.5,0.1],"w_source":"default","src":"10.0.1.1:40000","dst":"10.0.2.2:5201","cwnd_bytes":14480,"rate_bps":null}
 //! {"event":"report","t":0.112,"sid":3,"alg":"reno","cwnd_bytes":28960,"rate_bps":null,"reports":4,"srtt_us":40210.5,...}
+//! {"event":"pref","t":3.2,"sid":3,"alg":"reno","w":[0.1,0.8,0.1],"w_source":"socket","reports":160}
 //! {"event":"close","t":20.5,"sid":3,"alg":"reno","reports":1830,...}
 //! ```
 //! Report lines are written at most every `report_every` per flow (wall clock) to keep the
@@ -62,8 +63,34 @@ impl FlowLog {
     }
 
     pub fn create(&mut self, r: &FlowRecord, a: &Action) {
-        let v = json!({"event": "create", "t": self.t(), "sid": r.sid, "requested": r.requested,
-            "alg": r.alg, "w": r.w.as_array(), "cwnd_bytes": a.cwnd_bytes, "rate_bps": a.rate_bps});
+        let (src, dst) = match &r.addr {
+            Some(x) if x.is_v6() => (
+                format!("[v6]:{}", x.src_port),
+                format!("[v6]:{}", x.dst_port),
+            ),
+            Some(x) => (
+                format!("{}:{}", x.src_ip, x.src_port),
+                format!("{}:{}", x.dst_ip, x.dst_port),
+            ),
+            None => (String::new(), String::new()),
+        };
+        let mut v = json!({"event": "create", "t": self.t(), "sid": r.sid, "requested": r.requested,
+            "alg": r.alg, "w": r.w.as_array(), "w_source": r.w_source.to_string(),
+            "src": src, "dst": dst, "cwnd_bytes": a.cwnd_bytes, "rate_bps": a.rate_bps});
+        if let Some(c) = &r.choice {
+            // why the portfolio chose this algorithm: its score w·o, the landmark it was
+            // measured at, and the best other algorithm
+            v["choice"] = json!({"score": c.score,
+                "landmark": c.landmark.map(|w| w.as_array()),
+                "runner_up": c.runner_up.as_ref().map(|(a, s)| json!({"alg": a, "score": s}))});
+        }
+        self.write(v);
+    }
+
+    /// The flow's preference changed (it takes effect at this decision).
+    pub fn preference(&mut self, r: &FlowRecord) {
+        let v = json!({"event": "pref", "t": self.t(), "sid": r.sid, "alg": r.alg,
+            "w": r.w.as_array(), "w_source": r.w_source.to_string(), "reports": r.metrics.reports});
         self.write(v);
     }
 

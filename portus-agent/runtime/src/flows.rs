@@ -13,12 +13,14 @@
 //! carries a generation, so a flow replaced by a new CREATE for the same socket id never
 //! removes its successor's request or record.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::adapter::FlowRecord;
 use crate::guard::FlowRequest;
+use crate::metrics::DecisionStats;
+use crate::prefs::PrefStore;
 
 /// Records of closed flows kept (most recent first out of the ring).
 pub const CLOSED_KEPT: usize = 1024;
@@ -48,15 +50,28 @@ struct Inner {
     closed: VecDeque<FlowRecord>,
 }
 
-/// Requests and records of every flow, shared by the guard, the adapters and the agent.
+/// Requests and records of every flow, shared by the guard, the adapters and the agent;
+/// with them the flows' preferences ([`PrefStore`]) and the decision counters.
 #[derive(Debug, Default)]
 pub struct FlowTables {
     inner: Mutex<Inner>,
     current_peer: AtomicU32,
     next_gen: AtomicU64,
+    /// Per-socket entries, rules and each live flow's current preference.
+    pub prefs: PrefStore,
+    /// Decisions made and how long they took (metrics).
+    pub decisions: DecisionStats,
 }
 
 impl FlowTables {
+    /// Tables whose flows resolve their preferences with `prefs`.
+    pub fn with_prefs(prefs: PrefStore) -> Self {
+        Self {
+            prefs,
+            ..Default::default()
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // a panic elsewhere while holding the lock leaves consistent maps: keep going
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -150,6 +165,25 @@ impl FlowTables {
         let mut v: Vec<FlowRecord> = t.closed.iter().cloned().collect();
         v.extend(live.into_iter().map(|(_, r)| r));
         v.sort_by_key(|r| r.sid);
+        v
+    }
+
+    /// Live flows per algorithm.
+    pub fn live_by_alg(&self) -> BTreeMap<&'static str, usize> {
+        let t = self.lock();
+        let mut m = BTreeMap::new();
+        for (_, r) in t.live.values() {
+            *m.entry(r.alg).or_insert(0) += 1;
+        }
+        m
+    }
+
+    /// Records of the live flows only, by (datapath, socket id).
+    pub fn live_records(&self) -> Vec<(FlowKey, FlowRecord)> {
+        let t = self.lock();
+        let mut v: Vec<(FlowKey, FlowRecord)> =
+            t.live.iter().map(|(k, (_, r))| (*k, r.clone())).collect();
+        v.sort_by_key(|(k, _)| *k);
         v
     }
 

@@ -15,11 +15,13 @@
 //! initial window is clamped to `[1 MSS, MAX_INIT_CWND_BYTES]` (a value below one MSS is a
 //! packet count, as before) and the clamp counted (`clamped_create`).
 //!
-//! The guard also reads the flow's request out of CREATE: the congAlg name is rewritten to
-//! the registry name portus dispatches on (`ccp_cubic` → `cubic`; `ccp`, unknown or
-//! unavailable → empty, i.e. the default algorithm), and an optional `;w=a,b,c` suffix (the
-//! simulator's way to carry a per-flow preference) is recorded in the [`FlowTables`] for the
-//! algorithm adapter to pick up.
+//! The guard also reads the flow's request out of CREATE: its addresses and ports, an
+//! optional `;w=a,b,c` suffix (the simulator's way to carry a per-flow preference), and from
+//! them the flow's preference, resolved here once ([`crate::prefs`]: per-socket entry, rule,
+//! suffix, `--w`); then the congAlg name is rewritten to the registry name portus dispatches
+//! on (`ccp_cubic` → `cubic`; `ccp`, unknown or unavailable → empty, i.e. the default
+//! algorithm). The request is recorded in the [`FlowTables`] for the algorithm adapter to
+//! pick up.
 //!
 //! Bounds. Live flows are tracked per datapath: at most [`MAX_FLOWS_PER_DATAPATH`] (libccp's
 //! table) and [`MAX_FLOWS`] in all; a CREATE beyond is refused (`too_many_flows`), and a
@@ -47,6 +49,8 @@ use portus::ipc::Ipc;
 use tracing::warn;
 
 use crate::flows::{FlowKey, FlowTables};
+use crate::portfolio::{AutoSelect, Choice};
+use crate::prefs::{FlowAddr, PrefStore, Resolved};
 
 /// Message types (portus `serialize`): datapath → agent.
 pub const CREATE: u16 = 0;
@@ -89,7 +93,9 @@ pub const DEAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// Byte offsets in a CREATE.
 const CREATE_INIT_CWND: usize = HDR_LEN;
 const CREATE_MSS: usize = HDR_LEN + 4;
+const CREATE_SRC_IP: usize = HDR_LEN + 8;
 const CREATE_SRC_PORT: usize = HDR_LEN + 12;
+const CREATE_DST_IP: usize = HDR_LEN + 16;
 const CREATE_DST_PORT: usize = HDR_LEN + 20;
 const CREATE_NAME: usize = HDR_LEN + 24;
 
@@ -154,8 +160,16 @@ pub struct GuardStats {
     /// Netlink datagrams not sent by the kernel (another process's), dropped unread
     /// ([`crate::netlink`]).
     pub not_from_kernel: AtomicU64,
-    /// Datagrams from the kernel that were not one whole netlink message, dropped.
+    /// Datagrams from the kernel that were not one whole netlink message of the `ccp`
+    /// family carrying one CCP message (or another message the agent expects), dropped.
     pub bad_netlink: AtomicU64,
+    /// Error answers from the kernel to messages the agent sent (the datapath refused one).
+    pub kernel_errors: AtomicU64,
+    /// Receives that found the socket's buffer had overflowed: datapath messages were lost.
+    pub rx_overruns: AtomicU64,
+    /// Set when the kernel announced that the `ccp` family is gone (module unloaded); the
+    /// socket hears nothing more and the agent should exit.
+    pub datapath_gone: AtomicBool,
     /// Gauge: live flows now, over all datapaths.
     pub live_flows: AtomicU64,
     /// Gauge: datapaths tracked now.
@@ -194,6 +208,39 @@ impl GuardStats {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Every counter and gauge, as one JSON object (the agent prints it on SIGUSR1).
+    pub fn snapshot(&self) -> serde_json::Value {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        serde_json::json!({
+            "datagrams": g(&self.datagrams),
+            "accepted": g(&self.accepted),
+            "rejected": self.rejected(),
+            "truncated": g(&self.truncated),
+            "oversized": g(&self.oversized),
+            "bad_length": g(&self.bad_length),
+            "bad_type": g(&self.bad_type),
+            "bad_name": g(&self.bad_name),
+            "bad_fields": g(&self.bad_fields),
+            "bad_create": g(&self.bad_create),
+            "too_many_flows": g(&self.too_many_flows),
+            "too_many_datapaths": g(&self.too_many_datapaths),
+            "clamped_create": g(&self.clamped_create),
+            "bad_preference": g(&self.bad_preference),
+            "unknown_flow": g(&self.unknown_flow),
+            "send_failed": g(&self.send_failed),
+            "send_dropped": g(&self.send_dropped),
+            "from_dead_peer": g(&self.from_dead_peer),
+            "dropped_datapaths": g(&self.dropped_datapaths),
+            "not_from_kernel": g(&self.not_from_kernel),
+            "bad_netlink": g(&self.bad_netlink),
+            "kernel_errors": g(&self.kernel_errors),
+            "rx_overruns": g(&self.rx_overruns),
+            "datapath_gone": self.datapath_gone.load(Ordering::Relaxed),
+            "live_flows": g(&self.live_flows),
+            "datapaths": g(&self.datapaths),
+        })
+    }
+
     /// Messages dropped for any reason (malformed, refused fields, over a cap).
     pub fn rejected(&self) -> u64 {
         [
@@ -220,8 +267,14 @@ pub struct FlowRequest {
     pub requested: String,
     /// The registry name portus will dispatch on; empty = the default algorithm.
     pub alg: String,
-    /// The flow's own preference, if it carried one.
+    /// The flow's own preference (the `;w=` suffix), if it carried one.
     pub preference: Option<Preference>,
+    /// The CREATE's addresses and ports.
+    pub addr: Option<FlowAddr>,
+    /// The flow's preference as resolved at CREATE ([`PrefStore::resolve`]).
+    pub resolved: Option<Resolved>,
+    /// For a flow that asked for `ccp_auto`: the portfolio's choice and why.
+    pub choice: Option<Choice>,
 }
 
 /// At most one log line per `every` from one call site; counts what it held back.
@@ -259,6 +312,7 @@ pub const LOG_EVERY: Duration = Duration::from_millis(500);
 
 static LOG_UNAVAILABLE: LogLimit = LogLimit::new(LOG_EVERY);
 static LOG_BAD_PREFERENCE: LogLimit = LogLimit::new(LOG_EVERY);
+static LOG_NO_CHOICE: LogLimit = LogLimit::new(LOG_EVERY);
 
 pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
@@ -352,11 +406,30 @@ pub fn check_message(buf: &[u8]) -> Result<usize, Reject> {
     Ok(len)
 }
 
-/// Normalize a validated CREATE in place and return the flow's request: the name becomes the
-/// registry name portus dispatches on (`ccp_cubic;w=…` → `cubic`; `ccp`, unknown or
-/// unavailable → empty, i.e. the default), and the initial window is clamped (see
-/// [`flow_params`]; counted in `clamped_create`). The caller records the request.
-pub fn normalize_create(msg: &mut [u8], available: &[String], stats: &GuardStats) -> FlowRequest {
+/// The addresses and ports of a validated CREATE (libccp: IPv4 in host order).
+pub fn create_addr(msg: &[u8]) -> FlowAddr {
+    FlowAddr {
+        src_ip: u32_at(msg, CREATE_SRC_IP).into(),
+        src_port: u32_at(msg, CREATE_SRC_PORT) as u16,
+        dst_ip: u32_at(msg, CREATE_DST_IP).into(),
+        dst_port: u32_at(msg, CREATE_DST_PORT) as u16,
+    }
+}
+
+/// Normalize a validated CREATE in place and return the flow's request: the flow's
+/// preference is resolved (`prefs`: per-socket entry, rule, `;w=` suffix, default; see
+/// [`crate::prefs`]), the name becomes the registry name portus dispatches on
+/// (`ccp_cubic;w=…` → `cubic`; `ccp_auto` → the portfolio's choice for the resolved
+/// preference (`auto`); `ccp`, unknown or unavailable → empty, i.e. the default), and
+/// the initial window is clamped (see [`flow_params`]; counted in `clamped_create`). The
+/// caller records the request.
+pub fn normalize_create(
+    msg: &mut [u8],
+    available: &[String],
+    auto: &AutoSelect,
+    stats: &GuardStats,
+    prefs: &PrefStore,
+) -> FlowRequest {
     let sid = u32_at(msg, 4);
     let init_cwnd = u32_at(msg, CREATE_INIT_CWND);
     let (_, init_bytes, clamped) = flow_params_clamped(u32_at(msg, CREATE_MSS), init_cwnd);
@@ -364,22 +437,10 @@ pub fn normalize_create(msg: &mut [u8], available: &[String], stats: &GuardStats
         stats.clamped_create.fetch_add(1, Ordering::Relaxed);
     }
     msg[CREATE_INIT_CWND..CREATE_INIT_CWND + 4].copy_from_slice(&init_bytes.to_le_bytes());
-    let name_field = &mut msg[CREATE_NAME..CREATE_LEN];
+    let name_field = &msg[CREATE_NAME..CREATE_LEN];
     let end = name_field.iter().position(|&c| c == 0).unwrap_or(0);
     let requested = String::from_utf8_lossy(&name_field[..end]).into_owned();
     let (alg_part, w_text) = split_request(&requested);
-    let wanted = strip_prefix(alg_part);
-    let alg = if available.iter().any(|a| a == wanted) {
-        wanted.to_owned()
-    } else {
-        if !wanted.is_empty() {
-            if let Some(held) = LOG_UNAVAILABLE.allow() {
-                warn!(sid, requested = ?requested, held_back = held,
-                    "algorithm not available in this agent, using the default");
-            }
-        }
-        String::new()
-    };
     let preference = w_text.and_then(|t| match t.parse::<Preference>() {
         Ok(w) => Some(w),
         Err(e) => {
@@ -391,12 +452,50 @@ pub fn normalize_create(msg: &mut [u8], available: &[String], stats: &GuardStats
             None
         }
     });
+    // The flow's preference: decided here, once, before its algorithm (`ccp_auto` chooses
+    // the algorithm from it just below).
+    let addr = create_addr(msg);
+    let resolved = prefs.resolve(Some(&addr), preference);
+    let wanted = strip_prefix(alg_part);
+    // `ccp_auto` (and `ccp` under `--alg auto`): the portfolio chooses from the resolved
+    // preference
+    let choice = if wanted == ccp_algs::AUTO || (wanted.is_empty() && auto.for_default) {
+        let c = auto.choose(Some(resolved.w), available);
+        if c.is_none() {
+            if let Some(held) = LOG_NO_CHOICE.allow() {
+                warn!(sid, requested = ?requested, held_back = held,
+                    "no portfolio table (or none of its algorithms runs here): using the default");
+            }
+        }
+        c
+    } else {
+        None
+    };
+    let alg = if let Some(c) = &choice {
+        c.alg.clone()
+    } else if wanted == ccp_algs::AUTO {
+        String::new()
+    } else if available.iter().any(|a| a == wanted) {
+        wanted.to_owned()
+    } else {
+        if !wanted.is_empty() {
+            if let Some(held) = LOG_UNAVAILABLE.allow() {
+                warn!(sid, requested = ?requested, held_back = held,
+                    "algorithm not available in this agent, using the default");
+            }
+        }
+        String::new()
+    };
+    let name_field = &mut msg[CREATE_NAME..CREATE_LEN];
     name_field.fill(0);
     name_field[..alg.len()].copy_from_slice(alg.as_bytes());
     FlowRequest {
         requested,
         alg,
         preference,
+        addr: Some(addr),
+        resolved: Some(resolved),
+        choice,
     }
 }
 
@@ -440,6 +539,8 @@ pub struct Guarded<I: Ipc> {
     stop: Arc<AtomicBool>,
     /// Drop a datapath whose send failed (unix sockets).
     drop_dead_peers: bool,
+    /// The preference portfolio `ccp_auto` flows are chosen from.
+    auto: Arc<AutoSelect>,
 }
 
 // The RefCell is only touched from the one portus thread that owns the socket.
@@ -472,7 +573,14 @@ impl<I: Ipc> Guarded<I> {
             available,
             stop,
             drop_dead_peers,
+            auto: Arc::new(AutoSelect::none(Preference::default())),
         }
+    }
+
+    /// Choose `ccp_auto` flows from this portfolio (none by default: they run the default).
+    pub fn with_auto(mut self, auto: Arc<AutoSelect>) -> Self {
+        self.auto = auto;
+        self
     }
 
     fn log_reject(&self, st: &mut State<I::Addr>, r: Reject, bytes: &[u8]) {
@@ -705,7 +813,9 @@ impl<I: Ipc> Ipc for Guarded<I> {
                         let req = normalize_create(
                             &mut staged[msg_at..msg_at + len],
                             &self.available,
+                            &self.auto,
                             &self.stats,
+                            &self.tables.prefs,
                         );
                         self.tables.set_request(FlowKey { peer: peer_id, sid }, req);
                     }
@@ -865,14 +975,65 @@ mod tests {
         assert_eq!(flow_params(u32::MAX, 5), (MAX_MSS, 5 * MAX_MSS));
         let stats = GuardStats::default();
         let mut m = with_fields(u32::MAX, 1448, 0, 0);
-        let req = normalize_create(&mut m, &["cubic".to_string()], &stats);
+        let prefs = PrefStore::default();
+        let none = AutoSelect::none(Preference::default());
+        let req = normalize_create(&mut m, &["cubic".to_string()], &none, &stats, &prefs);
         assert_eq!(req.alg, "cubic");
         assert_eq!(u32_at(&m, CREATE_INIT_CWND), MAX_INIT_CWND_BYTES);
         assert_eq!(stats.clamped_create.load(Ordering::Relaxed), 1);
         let mut m = with_fields(10, 1448, 0, 0);
-        normalize_create(&mut m, &[], &stats);
+        normalize_create(&mut m, &[], &none, &stats, &prefs);
         assert_eq!(u32_at(&m, CREATE_INIT_CWND), 14480);
         assert_eq!(stats.clamped_create.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn ccp_auto_chooses_from_the_resolved_preference() {
+        use crate::prefs::{PrefConfig, SocketPair};
+        let path = std::env::temp_dir().join(format!("ccp-guard-pf-{}.json", std::process::id()));
+        std::fs::write(
+            &path,
+            r#"{"version": 1, "default_class": "all", "classes": {"all": [
+                {"alg": "bbr", "w": null, "o": [0.95, 0.55, 0.97]},
+                {"alg": "mocc", "w": [0.1, 0.8, 0.1], "o": [0.40, 0.97, 1.0]}]}}"#,
+        )
+        .unwrap();
+        let thr = Preference::new(0.8, 0.1, 0.1).unwrap();
+        let auto = AutoSelect::open(Some(path.clone()), thr, false).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let prefs = PrefStore::new(PrefConfig {
+            default_w: thr,
+            ..Default::default()
+        });
+        let stats = GuardStats::default();
+        let available = ["bbr".to_string(), "mocc".to_string()];
+        let create_auto = || {
+            let mut m = create(1, "ccp_auto");
+            m[CREATE_SRC_IP..CREATE_SRC_IP + 4].copy_from_slice(&0x0a00_0101u32.to_le_bytes());
+            m[CREATE_SRC_PORT..CREATE_SRC_PORT + 4].copy_from_slice(&40000u32.to_le_bytes());
+            m[CREATE_DST_IP..CREATE_DST_IP + 4].copy_from_slice(&0x0a00_0202u32.to_le_bytes());
+            m[CREATE_DST_PORT..CREATE_DST_PORT + 4].copy_from_slice(&5201u32.to_le_bytes());
+            m
+        };
+        // the default w is throughput-heavy: bbr
+        let req = normalize_create(&mut create_auto(), &available, &auto, &stats, &prefs);
+        assert_eq!(req.alg, "bbr");
+        // the socket's own entry, set before it connected, makes it latency-heavy: mocc
+        let pair = SocketPair {
+            local: "10.0.1.1:40000".parse().unwrap(),
+            remote: "10.0.2.2:5201".parse().unwrap(),
+        };
+        prefs
+            .set(pair, Preference::new(0.1, 0.8, 0.1).unwrap())
+            .unwrap();
+        let mut m = create_auto();
+        let req = normalize_create(&mut m, &available, &auto, &stats, &prefs);
+        assert_eq!(req.alg, "mocc");
+        assert_eq!(
+            req.resolved.map(|r| r.source),
+            Some(crate::prefs::PrefSource::Socket)
+        );
+        assert_eq!(&m[CREATE_NAME..CREATE_NAME + 5], b"mocc\0");
     }
 
     #[test]

@@ -196,7 +196,13 @@ impl InlineAgent {
             // a second CREATE for a live socket id replaces its flow
             self.end(sid, old);
         }
-        let req = normalize_create(msg, &self.available, &self.stats);
+        let req = normalize_create(
+            msg,
+            &self.available,
+            &self.core.auto,
+            &self.stats,
+            &self.core.tables.prefs,
+        );
         // normalized: mss in range, init_cwnd in bytes and clamped
         let init_cwnd = u32_at(msg, HDR_LEN);
         let mss = u32_at(msg, HDR_LEN + 4);

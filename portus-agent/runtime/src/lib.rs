@@ -12,6 +12,11 @@
 //! - [`wire`]: datapath messages as a datapath writes them (tests, benchmarks, tools).
 //! - [`flowlog`]: the `--flow-log` JSON-lines writer.
 //! - [`flows`]: the agent's bounded flow tables (requests and records).
+//! - [`prefs`]: per-flow preferences: resolution at CREATE, per-socket entries, rules,
+//!   mid-flow changes.
+//! - [`control`]: the control plane on its own tokio thread: the control socket and the
+//!   metrics endpoint.
+//! - [`metrics`]: the counters in Prometheus's text format.
 //! - [`netlink`]: the agent's netlink socket (`--ipc netlink`): only the kernel's datagrams.
 //! - [`unix`]: the agent's unix datagram socket (`--ipc unix`): checked names, no stealing,
 //!   bounded sends.
@@ -20,13 +25,17 @@
 
 pub mod adapter;
 pub mod agent;
+pub mod control;
 pub mod files;
 pub mod flowlog;
 pub mod flows;
 pub mod guard;
 pub mod inline;
+pub mod metrics;
 pub mod netlink;
 pub mod policy;
+pub mod portfolio;
+pub mod prefs;
 pub mod programs;
 pub mod simrun;
 pub mod unix;

@@ -183,12 +183,16 @@ fn run_with_agent(
     let flow_algs = results
         .flows
         .iter()
-        .map(|f| {
-            f.alg
-                .as_deref()
-                .and_then(|a| registry.get(a))
+        .map(|f| match f.alg.as_deref() {
+            // the portfolio's choice for the flow's preference: the same call the agent made
+            // at the flow's CREATE (the table does not change during a run)
+            Some(a) if ccp_algs::registry::strip_prefix(a) == ccp_algs::AUTO => agent
+                .choose_auto(f.w.and_then(|w| ccp_algs::Preference::new(w[0], w[1], w[2]).ok()))
+                .and_then(|c| registry.get(&c))
                 .map(|a| a.name())
-                .unwrap_or(default)
+                .unwrap_or(default),
+            Some(a) => registry.get(a).map(|a| a.name()).unwrap_or(default),
+            None => default,
         })
         .collect();
     let default_w = opts.agent.default_w.as_array();

@@ -23,8 +23,25 @@ pub fn ready(id: u32) -> Vec<u8> {
 
 /// CREATE for socket `sid` requesting congestion control `name` (≤ 63 bytes).
 pub fn create(sid: u32, name: &str, init_cwnd_bytes: u32, mss: u32) -> Vec<u8> {
+    create_from(sid, name, init_cwnd_bytes, mss, ("0.0.0.0:0", "0.0.0.0:0"))
+}
+
+/// [`create`] for a socket with these (local, remote) IPv4 addresses (`"10.0.1.1:40000"`;
+/// an unparsable one is 0).
+pub fn create_from(
+    sid: u32,
+    name: &str,
+    init_cwnd_bytes: u32,
+    mss: u32,
+    (local, remote): (&str, &str),
+) -> Vec<u8> {
+    let ep = |s: &str| match s.parse::<std::net::SocketAddrV4>() {
+        Ok(a) => (u32::from(*a.ip()), u32::from(a.port())),
+        Err(_) => (0, 0),
+    };
+    let ((sip, sport), (dip, dport)) = (ep(local), ep(remote));
     let mut m = header(CREATE, CREATE_LEN, sid);
-    for v in [init_cwnd_bytes, mss, 0, 0, 0, 0] {
+    for v in [init_cwnd_bytes, mss, sip, sport, dip, dport] {
         m.extend_from_slice(&v.to_le_bytes());
     }
     let mut n = [0u8; 64];

@@ -42,7 +42,8 @@ def evaluate(out: Path, *, split: str, algs: list[str], seeds: list[int],
              traces: Path | None = None, traces_split: str = "eval",
              purpose: str = "selection", agent: str | None = None,
              models: str | None = None, config: str | None = None, plots: bool = True,
-             command: str = "") -> dict:
+             command: str = "", landmarks: list[tuple[float, float, float]] | None = None
+             ) -> dict:
     """Run a sweep and write every artifact into ``out``; returns ``{"records", "rows",
     "failures", "meta"}``. The default ``purpose="selection"`` accepts only ``split="tune"``."""
     scen = select(load_matrix(matrix_dir, suites, traces, traces_split), split, quick=quick,
@@ -57,7 +58,11 @@ def evaluate(out: Path, *, split: str, algs: list[str], seeds: list[int],
         kw["models"] = models
     if config:
         kw["config"] = config
-    specs = expand(scen, algs, seeds, **kw)
+    # --w: the algorithms that take a preference (the preferences suite's list) run once
+    # per landmark in every other suite too
+    w_algs = sorted({a for sc in load_matrix(matrix_dir, ["preferences"])
+                     for a in sc.preference_algs}) if landmarks else []
+    specs = expand(scen, algs, seeds, landmarks=landmarks or (), w_algs=w_algs, **kw)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     if ray:
@@ -73,7 +78,8 @@ def evaluate(out: Path, *, split: str, algs: list[str], seeds: list[int],
     rs = rows(records)
     pkts = sum(r.get("sim_packets", 0) for r in records)
     meta = {"split": split, "seeds": seeds, "algs": algs, "suites": suites or list(SUITES),
-            "quick": quick, "runs": len(records), "failed": len(failures), "wall_s": wall,
+            "quick": quick, "landmarks": [list(w) for w in landmarks or []],
+            "runs": len(records), "failed": len(failures), "wall_s": wall,
             "sim_packets": pkts, "packets_per_s": pkts / wall if wall > 0 else 0.0,
             "command": command}
     write_summary_csv(rs, out / "summary.csv")
@@ -97,6 +103,18 @@ def write_card_section(card: Path, rs: list[dict], meta: dict) -> None:
     tmp = card.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     tmp.replace(card)
+
+
+def preference(text: str) -> tuple[float, float, float]:
+    """``THR,LAT,LOSS``: three numbers in [0, 1] summing to 1."""
+    try:
+        w = tuple(float(x) for x in text.split(","))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: give three numbers, e.g. 0.8,0.1,0.1") from e
+    if len(w) != 3 or not all(0.0 <= x <= 1.0 for x in w) or abs(sum(w) - 1.0) > 1e-6:
+        raise argparse.ArgumentTypeError(f"{text!r}: give three numbers in [0, 1] summing "
+                                         "to 1, e.g. 0.8,0.1,0.1")
+    return (w[0], w[1], w[2])
 
 
 def parser() -> argparse.ArgumentParser:
@@ -131,6 +149,10 @@ def parser() -> argparse.ArgumentParser:
                    help="ccp-agent binary (default: target/release/ccp-agent)")
     p.add_argument("--models", default=str(ROOT / "models"), help="models folder")
     p.add_argument("--config", default=None, help="algorithm knobs (TOML) for every run")
+    p.add_argument("--w", type=preference, action="append", default=[], metavar="THR,LAT,LOSS",
+                   help="repeatable: the algorithms that take a preference (the preferences "
+                        "suite's preference_algs, e.g. mocc, auto) run once per w in every "
+                        "suite, as `<alg>@<w>` in the tables (default: the agent's --w)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--vm", action="store_true",
                    help="kernel mode: the links suite's constant links in the QEMU guest, "
@@ -170,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                        matrix_dir=args.matrix, traces=args.traces,
                        traces_split=args.traces_split, purpose="report", agent=args.agent,
                        models=args.models, config=args.config, plots=not args.no_plots,
-                       command=cmd)
+                       command=cmd, landmarks=args.w)
     except MatrixError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -131,15 +131,24 @@ def convergence_time(series: Sequence[Series], fair_share: Callable[[float], flo
     return None
 
 
-def utility(w: Sequence[float], utilization: float, rtt_base_ms: float, rtt_mean_ms: float,
-            loss_rate: float) -> float:
-    """MOCC's eq. 2 with the true capacity and base RTT (a flow that got no RTT sample scores
-    0 on latency)."""
+def objectives(utilization: float, rtt_base_ms: float, rtt_mean_ms: float,
+               loss_rate: float) -> tuple[float, float, float]:
+    """MOCC's eq. 2 objectives in [0, 1], with the true capacity and base RTT: throughput
+    (utilization), latency (base RTT over mean RTT; 0 for a flow that got no RTT sample) and
+    loss (one minus the loss rate). The preference portfolio (``ccp_train.portfolio``) averages
+    these per algorithm; the agent scores them with a flow's ``w``."""
     o_thr = min(max(utilization, 0.0), 1.0)
     o_lat = (min(rtt_base_ms / rtt_mean_ms, 1.0)
              if math.isfinite(rtt_mean_ms) and rtt_mean_ms > 0 else 0.0)
     o_loss = 1.0 - min(max(loss_rate, 0.0), 1.0)
-    return w[0] * o_thr + w[1] * o_lat + w[2] * o_loss
+    return (o_thr, o_lat, o_loss)
+
+
+def utility(w: Sequence[float], utilization: float, rtt_base_ms: float, rtt_mean_ms: float,
+            loss_rate: float) -> float:
+    """MOCC's eq. 2: ``w`` · :func:`objectives`."""
+    o = objectives(utilization, rtt_base_ms, rtt_mean_ms, loss_rate)
+    return w[0] * o[0] + w[1] * o[1] + w[2] * o[2]
 
 
 #: eq. 7's δ and β (Owl, Table II)
@@ -240,4 +249,9 @@ def run_metrics(summary: dict, series: dict[int, Series], link: dict, test: Sequ
                                    f["rtt_mean_ms"] if f["rtt_mean_ms"] is not None
                                    else math.nan, f["loss_rate"]) for f in tf])
     m["utility_by_w"] = util
+    # eq. 2's objectives, mean over the flows under test (the portfolio's operating point)
+    obj = [objectives(f["utilization"], f["rtt_base_ms"],
+                      f["rtt_mean_ms"] if f["rtt_mean_ms"] is not None else math.nan,
+                      f["loss_rate"]) for f in tf]
+    m["objectives"] = [_mean([o[i] for o in obj]) for i in range(3)]
     return m

@@ -194,3 +194,4 @@ def all_plots(records: list[dict], rs: list[dict], out: Path) -> list[Path]:
     ]
     made += fairness_series(records, out, plots)
     return [p for p in made if p is not None]
+

@@ -73,6 +73,10 @@ def rows(records: list[dict]) -> list[dict]:
             for wkey, u in ubw.items():
                 row = dict(base, utility=u)
                 out.append({**_ids(r), "w": wkey, **row})
+        elif r.get("w"):
+            # a preference algorithm at one landmark (the harness's --w): its own table row
+            wkey = ",".join(f"{x:g}" for x in r["w"])
+            out.append({**_ids(r), "alg": f"{r['alg']}@{wkey}", "w": wkey, **base})
         else:
             out.append({**_ids(r), "w": "", **base})
     return out

@@ -21,7 +21,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +30,8 @@ from .metrics import Series, run_metrics
 
 #: the repository root (the agent binary and models are found relative to it by default)
 ROOT = repo_root()
+#: the name under which the agent chooses each flow's algorithm from models/portfolio.json
+AUTO = "auto"
 #: longest a single run may take (s)
 RUN_TIMEOUT_S = 600.0
 
@@ -168,7 +170,10 @@ def run_one(spec: RunSpec, out: str) -> dict:
         test = sc.test_flows()
         for i in test:
             got = summary["flows"][i]["alg"]
-            if got != spec.alg:
+            if spec.alg == AUTO:
+                # the agent chose from its portfolio table: record what it chose
+                rec.setdefault("chosen", []).append(got)
+            elif got != spec.alg:
                 raise RuntimeError(f"flow {i} ran {got!r}, not {spec.alg!r} (is the model "
                                    "missing?)")
         series = read_series(csv_path)
@@ -185,15 +190,19 @@ def run_one(spec: RunSpec, out: str) -> dict:
 
 
 def expand(scenarios: Iterable[Scenario], algs: list[str], seeds: list[int],
-           **kw: object) -> list[RunSpec]:
+           landmarks: Sequence[tuple[float, float, float]] = (),
+           w_algs: Sequence[str] = (), **kw: object) -> list[RunSpec]:
     """Every run of a sweep: each scenario × algorithm × seed, and × preference for the
-    preference algorithms of a scenario with ``prefs``."""
+    preference algorithms of a scenario with ``prefs``; in the other scenarios, × each of
+    ``landmarks`` for the algorithms in ``w_algs`` (the harness's ``--w``)."""
     out = []
     for sc in scenarios:
         for alg in algs:
             ws: list[tuple[float, float, float] | None] = [None]
             if sc.prefs and alg in sc.preference_algs:
                 ws = list(sc.prefs)
+            elif landmarks and alg in w_algs:
+                ws = list(landmarks)
             for w in ws:
                 for s in seeds:
                     out.append(RunSpec(sc, alg, s, w, **kw))  # type: ignore[arg-type]

@@ -15,13 +15,14 @@ from pathlib import Path
 #: columns written when the log has them (iteration first)
 COLUMNS = ("part", "iteration", "phase", "objective", "steps_total", "reward", "pg_loss", "v_loss",
            "entropy", "approx_kl", "clipfrac", "std", "ent_coef", "actor_loss", "critic_loss",
-           "mu", "delta", "q_loss", "q_mean", "epsilon", "netstats_share", "updates", "episodes",
-           "utilization", "wall_s")
+           "mu", "delta", "q_loss", "q_mean", "epsilon", "netstats_share", "k_mean", "dc_over_td",
+           "updates", "episodes", "utilization", "wall_s")
 #: (column, panel title) plotted, one panel each
 PANELS = (("reward", "mean reward"), ("pg_loss", "policy loss"), ("v_loss", "value loss"),
           ("entropy", "entropy"), ("actor_loss", "actor loss"), ("critic_loss", "critic loss"),
           ("mu", "mean μ"), ("delta", "mean δ"), ("q_loss", "Q loss (Huber)"),
-          ("q_mean", "mean max Q"), ("epsilon", "ε"))
+          ("q_mean", "mean max Q"), ("epsilon", "ε"), ("k_mean", "gain k (geometric mean)"),
+          ("dc_over_td", "D_c / T_d"))
 
 
 def iterations(log: Path) -> list[dict]:

@@ -1,0 +1,175 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Per-socket preferences in the guest (tests.sh, test pref_two_sockets).
+
+prefflow.py sink PORT OUT.json              accept one TCP connection, count the bytes
+                                            received every 100 ms until EOF
+prefflow.py send HOST PORT SECONDS OUT.json [--cc NAME] [--bind-port P]
+             [--pref THR,LAT,LOSS --control PATH]
+                                            a sender socket with TCP_CONGESTION NAME
+                                            (default ccp_mocc); with --pref it sets its own
+                                            preference through the agent's control socket
+                                            right after connect (ccp_train.pref, the helper
+                                            an application would use); sends for SECONDS and
+                                            samples its srtt (TCP_INFO) every 100 ms
+prefflow.py thr SINK.json T0 T1             received Mbit/s in [T0, T1) s
+prefflow.py flowlog FLOWLOG LOCAL           "w w_source" of the socket LOCAL ("ip:port") in
+                                            the agent's flow log: its create, or the last
+                                            pref event after it ("none none" if absent)
+prefflow.py created FLOWLOG LOCAL           "requested alg" of LOCAL's create line
+prefflow.py choose TABLE THR,LAT,LOSS       the algorithm models/portfolio.json names for w
+                                            (an oracle written apart from the agent's and
+                                            ccp_train.portfolio's: arg max of w.o over the
+                                            'all' class, MOCC's entry the nearest landmark)
+"""
+
+import json
+import os
+import socket
+import struct
+import sys
+import time
+
+REPO = os.environ.get("REPO", os.path.dirname(os.path.abspath(__file__)) + "/../../..")
+
+
+def sink(port, out):
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(1)
+    with open(out + ".ready", "w"):
+        pass
+    srv.settimeout(120)
+    c, peer = srv.accept()
+    c.settimeout(30)
+    buf = bytearray(1 << 20)
+    t0 = time.monotonic()
+    slots = {}
+    total = 0
+    while True:
+        try:
+            n = c.recv_into(buf)
+        except OSError:
+            break
+        if n == 0:
+            break
+        total += n
+        k = int((time.monotonic() - t0) * 10)
+        slots[k] = slots.get(k, 0) + n
+    with open(out, "w") as f:
+        json.dump({"peer": f"{peer[0]}:{peer[1]}", "bytes": total,
+                   "intervals": sorted(slots.items())}, f)
+
+
+def send(host, port, secs, out, cc="ccp_mocc", bind_port=None, w=None, control=None):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    if bind_port:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", bind_port))
+    s.connect((host, port))
+    res = {"local": "%s:%d" % s.getsockname()[:2]}
+    if w is not None:
+        sys.path.insert(0, os.path.join(REPO, "train", "ccp_train"))
+        import pref  # ccp_train/pref.py: the standard library only
+
+        try:
+            res["reply"] = pref.set_preference(s, w, control=control)
+        except (pref.PreferenceError, pref.ControlError) as e:
+            res["error"] = str(e)
+    s.settimeout(1.0)
+    buf = bytes(256 * 1024)
+    srtt = []
+    t0 = time.monotonic()
+    nxt = t0 + 0.1
+    sent = 0
+    while True:
+        now = time.monotonic()
+        if now - t0 >= secs:
+            break
+        if now >= nxt:
+            info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+            srtt.append(struct.unpack_from("I", info, 68)[0] / 1000.0)  # tcpi_rtt, µs
+            nxt += 0.1
+        try:
+            sent += s.send(buf)
+        except TimeoutError:
+            pass
+    s.close()
+    res.update({"sent": sent, "srtt_ms": srtt})
+    with open(out, "w") as f:
+        json.dump(res, f)
+
+
+def thr(path, t0, t1):
+    d = json.load(open(path))
+    b = sum(n for k, n in d["intervals"] if t0 <= k / 10 < t1)
+    return b * 8 / (t1 - t0) / 1e6
+
+
+def events(path):
+    """The flow log's events (JSON lines; a torn line is skipped)."""
+    for line in open(path):
+        try:
+            yield json.loads(line)
+        except ValueError:
+            continue
+
+
+def flowlog(path, local):
+    w = src = "none"
+    sid = None
+    for e in events(path):
+        if e.get("event") == "create" and e.get("src") == local:
+            sid = e.get("sid")
+            w, src = ",".join(str(x) for x in e["w"]), e.get("w_source")
+        elif e.get("event") == "pref" and sid is not None and e.get("sid") == sid:
+            w, src = ",".join(str(x) for x in e["w"]), e.get("w_source")
+    return f"{w} {src}"
+
+
+def created(path, local):
+    for e in events(path):
+        if e.get("event") == "create" and e.get("src") == local:
+            return f"{e.get('requested')} {e.get('alg')}"
+    return "none none"
+
+
+def choose(table, w):
+    best = {}
+    for e in json.load(open(table))["classes"]["all"]:
+        d = 0.0 if e["w"] is None else sum(abs(a - b) for a, b in zip(e["w"], w))
+        u = sum(a * b for a, b in zip(w, e["o"]))
+        if e["alg"] not in best or d < best[e["alg"]][0]:
+            best[e["alg"]] = (d, u)
+    return max(sorted(best), key=lambda a: best[a][1])
+
+
+def main(a):
+    if a[0] == "sink":
+        sink(int(a[1]), a[2])
+    elif a[0] == "send":
+        host, port, secs, out = a[1], int(a[2]), float(a[3]), a[4]
+        opts = dict(zip(a[5::2], a[6::2], strict=False))
+        w = opts.get("--pref")
+        send(host, port, secs, out, cc=opts.get("--cc", "ccp_mocc"),
+             bind_port=int(opts["--bind-port"]) if "--bind-port" in opts else None,
+             w=[float(x) for x in w.split(",")] if w else None,
+             control=opts.get("--control"))
+    elif a[0] == "thr":
+        print(f"{thr(a[1], float(a[2]), float(a[3])):.2f}")
+    elif a[0] == "flowlog":
+        print(flowlog(a[1], a[2]))
+    elif a[0] == "created":
+        print(created(a[1], a[2]))
+    elif a[0] == "choose":
+        print(choose(a[1], [float(x) for x in a[2].split(",")]))
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

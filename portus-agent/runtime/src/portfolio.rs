@@ -1,0 +1,430 @@
+//! The preference portfolio: a flow that asks for `ccp_auto` gets the algorithm whose measured
+//! operating point best serves its preference `w`.
+//!
+//! The table (`models/portfolio.json`, written by `python -m ccp_train.portfolio build` from
+//! the evaluation harness's `tune` runs of the `preferences` suite) holds, per algorithm, the
+//! mean of MOCC's eq. 2 objectives `o = (utilization, min(RTT_base/RTT_mean, 1), 1 - loss)`.
+//! A flow's choice is
+//!
+//! ```text
+//!   alg(w) = argmax_a  w · o_a        (ties: the name first in alphabetical order)
+//! ```
+//!
+//! over the table's algorithms that this agent runs. An algorithm whose operating point moves
+//! with `w` (MOCC) has one entry per landmark `w`; the entry nearest the flow's `w` (L1) stands
+//! for it. Because eq. 2 is linear in `o`, `w · o_a` is the algorithm's mean tune utility for
+//! `w`: the choice is the algorithm that did best on tune for that preference.
+//!
+//! The agent reads the table with the models (start-up and SIGHUP; a bad new table keeps the
+//! old one). Every number is checked: a table is refused, with the reason, rather than half
+//! used. `choose` is also implemented in Python (`ccp_train.portfolio.choose`) for reports;
+//! `train/tests/test_portfolio.py` checks both make the same choices.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use ccp_algs::Preference;
+use serde::Deserialize;
+
+/// The table format this agent reads.
+pub const VERSION: u32 = 1;
+/// The table's file name in the models folder.
+pub const FILE: &str = "portfolio.json";
+/// Largest table file read (bytes): a table has tens of entries.
+pub const MAX_BYTES: u64 = 1 << 20;
+/// Most entries per class.
+pub const MAX_ENTRIES: usize = 1024;
+
+/// Why a table was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PortfolioError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path} is {size} bytes, over the {MAX_BYTES}-byte limit: is it a portfolio table?")]
+    TooLarge { path: String, size: u64 },
+    #[error("{path} is not a portfolio table: {source} (rebuild it with `python -m ccp_train.portfolio build`)")]
+    Parse {
+        path: String,
+        source: serde_json::Error,
+    },
+    #[error("{path}: {what} (rebuild it with `python -m ccp_train.portfolio build`)")]
+    Invalid { path: String, what: String },
+}
+
+#[derive(Debug, Deserialize)]
+struct RawTable {
+    version: u32,
+    default_class: String,
+    classes: BTreeMap<String, Vec<RawEntry>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawEntry {
+    alg: String,
+    w: Option<[f64; 3]>,
+    o: [f64; 3],
+}
+
+/// One algorithm's operating point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub alg: String,
+    /// The landmark preference this point was measured at (None: the algorithm ignores `w`).
+    pub w: Option<Preference>,
+    /// Mean objectives (throughput, latency, loss), each in [0, 1].
+    pub o: [f64; 3],
+}
+
+/// A validated table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Portfolio {
+    default_class: String,
+    classes: BTreeMap<String, Vec<Entry>>,
+}
+
+/// A choice and why: the flow log records it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Choice {
+    pub alg: String,
+    /// `w · o` of the chosen entry.
+    pub score: f64,
+    /// The landmark the chosen entry was measured at, if it has one.
+    pub landmark: Option<Preference>,
+    /// The best other algorithm and its score.
+    pub runner_up: Option<(String, f64)>,
+}
+
+fn l1(a: &[f64; 3], b: &[f64; 3]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
+}
+
+impl Portfolio {
+    /// Read and validate a table.
+    pub fn load(path: &Path) -> Result<Self, PortfolioError> {
+        let p = path.display().to_string();
+        let io = |source| PortfolioError::Io {
+            path: p.clone(),
+            source,
+        };
+        let size = std::fs::metadata(path).map_err(io)?.len();
+        if size > MAX_BYTES {
+            return Err(PortfolioError::TooLarge { path: p, size });
+        }
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        Self::parse(&text, &p)
+    }
+
+    /// Validate a table's text; `path` names it in errors.
+    pub fn parse(text: &str, path: &str) -> Result<Self, PortfolioError> {
+        let raw: RawTable = serde_json::from_str(text).map_err(|source| PortfolioError::Parse {
+            path: path.to_owned(),
+            source,
+        })?;
+        let bad = |what: String| PortfolioError::Invalid {
+            path: path.to_owned(),
+            what,
+        };
+        if raw.version != VERSION {
+            return Err(bad(format!(
+                "version {} (this agent reads version {VERSION})",
+                raw.version
+            )));
+        }
+        let mut classes = BTreeMap::new();
+        for (name, entries) in raw.classes {
+            if entries.is_empty() || entries.len() > MAX_ENTRIES {
+                return Err(bad(format!(
+                    "class {name:?} has {} entries: give 1 to {MAX_ENTRIES}",
+                    entries.len()
+                )));
+            }
+            let mut out = Vec::with_capacity(entries.len());
+            for (i, e) in entries.into_iter().enumerate() {
+                let at = format!("class {name:?} entry {i} ({:?})", e.alg);
+                if e.alg.is_empty() || e.alg.len() > 64 {
+                    return Err(bad(format!("{at}: algorithm name must be 1 to 64 bytes")));
+                }
+                if let Some(k) = e.o.iter().position(|x| !(0.0..=1.0).contains(x)) {
+                    return Err(bad(format!(
+                        "{at}: objective {k} is {}, outside [0, 1]",
+                        e.o[k]
+                    )));
+                }
+                let w = match e.w {
+                    None => None,
+                    Some([a, b, c]) => Some(
+                        Preference::new(a, b, c).map_err(|err| bad(format!("{at}: w: {err}")))?,
+                    ),
+                };
+                out.push(Entry {
+                    alg: e.alg,
+                    w,
+                    o: e.o,
+                });
+            }
+            classes.insert(name, out);
+        }
+        if !classes.contains_key(&raw.default_class) {
+            return Err(bad(format!(
+                "default_class {:?} is not one of its classes",
+                raw.default_class
+            )));
+        }
+        Ok(Self {
+            default_class: raw.default_class,
+            classes,
+        })
+    }
+
+    /// The entries of `class` (the default class when None or unknown).
+    pub fn entries(&self, class: Option<&str>) -> &[Entry] {
+        class
+            .and_then(|c| self.classes.get(c))
+            .or_else(|| self.classes.get(&self.default_class))
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// The algorithm for `w` among those `runs` accepts; None when the table names none of
+    /// them (the caller falls back to its default algorithm).
+    pub fn choose(
+        &self,
+        w: &Preference,
+        class: Option<&str>,
+        runs: impl Fn(&str) -> bool,
+    ) -> Option<Choice> {
+        let wa = w.as_array();
+        // per algorithm: its entry nearest w (distance, score, landmark)
+        let mut best: BTreeMap<&str, (f64, f64, Option<Preference>)> = BTreeMap::new();
+        for e in self.entries(class) {
+            if !runs(&e.alg) {
+                continue;
+            }
+            let d = e.w.map_or(0.0, |lw| l1(&lw.as_array(), &wa));
+            let score = wa.iter().zip(&e.o).map(|(a, b)| a * b).sum::<f64>();
+            let better = best.get(e.alg.as_str()).is_none_or(|b| d < b.0);
+            if better {
+                best.insert(&e.alg, (d, score, e.w));
+            }
+        }
+        // BTreeMap order is alphabetical: a strict `>` keeps the first of equal scores
+        let mut ranked: Vec<(&str, f64, Option<Preference>)> =
+            best.into_iter().map(|(a, (_, s, lw))| (a, s, lw)).collect();
+        let mut top = 0;
+        for i in 1..ranked.len() {
+            if ranked[i].1 > ranked[top].1 {
+                top = i;
+            }
+        }
+        if ranked.is_empty() {
+            return None;
+        }
+        let (alg, score, landmark) = ranked.remove(top);
+        let runner_up = ranked
+            .iter()
+            .fold(None::<(&str, f64)>, |acc, &(a, s, _)| match acc {
+                Some((_, bs)) if bs >= s => acc,
+                _ => Some((a, s)),
+            })
+            .map(|(a, s)| (a.to_owned(), s));
+        Some(Choice {
+            alg: alg.to_owned(),
+            score,
+            landmark,
+            runner_up,
+        })
+    }
+}
+
+/// The agent's portfolio: the table it holds now (replaced on SIGHUP) and what a flow without
+/// a preference of its own is scored with.
+#[derive(Debug)]
+pub struct AutoSelect {
+    table: RwLock<Option<Arc<Portfolio>>>,
+    /// Where the table is read from (`<models>/portfolio.json`).
+    path: Option<PathBuf>,
+    default_w: Preference,
+    /// `--alg auto`: flows that name no algorithm (`ccp`) are chosen too.
+    pub for_default: bool,
+}
+
+impl AutoSelect {
+    /// Read the table at `path` if the file exists (a bad one is an error); `for_default`
+    /// needs a table.
+    pub fn open(
+        path: Option<PathBuf>,
+        default_w: Preference,
+        for_default: bool,
+    ) -> Result<Self, PortfolioError> {
+        let table = match &path {
+            Some(p) if p.exists() => Some(Arc::new(Portfolio::load(p)?)),
+            _ => None,
+        };
+        if for_default && table.is_none() {
+            let where_ = path
+                .as_ref()
+                .map_or("the models folder".to_owned(), |p| p.display().to_string());
+            return Err(PortfolioError::Invalid {
+                path: where_,
+                what: "`--alg auto` needs a portfolio table and there is none".into(),
+            });
+        }
+        Ok(Self {
+            table: RwLock::new(table),
+            path,
+            default_w,
+            for_default,
+        })
+    }
+
+    /// No table: every `ccp_auto` flow runs the default algorithm.
+    pub fn none(default_w: Preference) -> Self {
+        Self {
+            table: RwLock::new(None),
+            path: None,
+            default_w,
+            for_default: false,
+        }
+    }
+
+    /// Read the table again (SIGHUP): a bad or missing new file keeps the old table.
+    pub fn reload(&self) -> Result<bool, PortfolioError> {
+        let Some(p) = &self.path else {
+            return Ok(false);
+        };
+        if !p.exists() {
+            return Ok(false);
+        }
+        let t = Arc::new(Portfolio::load(p)?);
+        *self.table.write().unwrap_or_else(|e| e.into_inner()) = Some(t);
+        Ok(true)
+    }
+
+    /// The choice for a flow with preference `w` (its own, else the agent's default) among
+    /// the `available` algorithms; None without a table or a runnable entry.
+    pub fn choose(&self, w: Option<Preference>, available: &[String]) -> Option<Choice> {
+        let t = self
+            .table
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()?;
+        t.choose(&w.unwrap_or(self.default_w), None, |a| {
+            available.iter().any(|x| x == a)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE: &str = r#"{
+        "version": 1, "default_class": "all",
+        "classes": {
+            "all": [
+                {"alg": "bbr", "w": null, "o": [0.95, 0.55, 0.97]},
+                {"alg": "cubic", "w": null, "o": [0.85, 0.50, 0.99]},
+                {"alg": "mocc", "w": [0.8, 0.1, 0.1], "o": [0.90, 0.70, 0.99]},
+                {"alg": "mocc", "w": [0.1, 0.8, 0.1], "o": [0.40, 0.97, 1.0]}
+            ],
+            "cellular": [{"alg": "cubic", "w": null, "o": [0.5, 0.5, 1.0]}]
+        }
+    }"#;
+
+    fn w(a: f64, b: f64, c: f64) -> Preference {
+        Preference::new(a, b, c).unwrap()
+    }
+
+    #[test]
+    fn picks_the_best_operating_point_for_each_preference() {
+        let p = Portfolio::parse(TABLE, "t").unwrap();
+        let all = |_: &str| true;
+        // throughput-heavy: bbr 0.95*0.8+0.055+0.097 = 0.912 vs mocc@thr 0.72+0.07+0.099 = 0.889
+        let c = p.choose(&w(0.8, 0.1, 0.1), None, all).unwrap();
+        assert_eq!(c.alg, "bbr");
+        assert_eq!(c.runner_up.as_ref().map(|r| r.0.as_str()), Some("mocc"));
+        // latency-heavy: mocc's latency landmark (0.04+0.776+0.1 = 0.916) is the one scored
+        let c = p.choose(&w(0.1, 0.8, 0.1), None, all).unwrap();
+        assert_eq!(c.alg, "mocc");
+        assert_eq!(c.landmark, Some(w(0.1, 0.8, 0.1)));
+        assert!((c.score - 0.916).abs() < 1e-9, "{}", c.score);
+        // an algorithm this agent does not run is skipped
+        let c = p.choose(&w(0.1, 0.8, 0.1), None, |a| a != "mocc").unwrap();
+        assert_eq!(c.alg, "bbr");
+        // a named class; an unknown one is the default
+        assert_eq!(
+            p.choose(&w(0.1, 0.8, 0.1), Some("cellular"), all)
+                .unwrap()
+                .alg,
+            "cubic"
+        );
+        assert_eq!(
+            p.choose(&w(0.8, 0.1, 0.1), Some("nope"), all).unwrap().alg,
+            "bbr"
+        );
+        // nothing runnable: the caller's fallback
+        assert!(p.choose(&w(0.8, 0.1, 0.1), None, |_| false).is_none());
+    }
+
+    #[test]
+    fn equal_scores_go_to_the_first_name() {
+        let t = r#"{"version":1,"default_class":"a","classes":{"a":[
+            {"alg":"zeta","w":null,"o":[0.5,0.5,0.5]},{"alg":"alpha","w":null,"o":[0.5,0.5,0.5]}]}}"#;
+        let p = Portfolio::parse(t, "t").unwrap();
+        assert_eq!(
+            p.choose(&w(0.4, 0.5, 0.1), None, |_| true).unwrap().alg,
+            "alpha"
+        );
+    }
+
+    #[test]
+    fn bad_tables_are_refused_with_the_reason() {
+        let cases = [
+            ("{", "not a portfolio table"),
+            (
+                r#"{"version":2,"default_class":"a","classes":{"a":[{"alg":"x","w":null,"o":[0,0,0]}]}}"#,
+                "version 2",
+            ),
+            (
+                r#"{"version":1,"default_class":"b","classes":{"a":[{"alg":"x","w":null,"o":[0,0,0]}]}}"#,
+                "default_class \"b\"",
+            ),
+            (
+                r#"{"version":1,"default_class":"a","classes":{"a":[]}}"#,
+                "has 0 entries",
+            ),
+            (
+                r#"{"version":1,"default_class":"a","classes":{"a":[{"alg":"x","w":null,"o":[0,1.5,0]}]}}"#,
+                "objective 1 is 1.5",
+            ),
+            (
+                r#"{"version":1,"default_class":"a","classes":{"a":[{"alg":"x","w":[0.5,0.5,0.5],"o":[0,0,0]}]}}"#,
+                "sum to",
+            ),
+            (
+                r#"{"version":1,"default_class":"a","classes":{"a":[{"alg":"","w":null,"o":[0,0,0]}]}}"#,
+                "1 to 64 bytes",
+            ),
+            (
+                r#"{"version":1,"default_class":"a","classes":{"a":[{"alg":"x","w":null,"o":[0,0]}]}}"#,
+                "not a portfolio table",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = Portfolio::parse(text, "t.json").unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+            assert!(e.contains("t.json"), "{e}");
+        }
+    }
+
+    #[test]
+    fn non_finite_objectives_are_not_json() {
+        // JSON has no NaN; serde refuses the token, so a NaN can never reach a score
+        let t = r#"{"version":1,"default_class":"a","classes":{"a":[{"alg":"x","w":null,"o":[NaN,0,0]}]}}"#;
+        assert!(Portfolio::parse(t, "t").is_err());
+    }
+}

@@ -1,0 +1,287 @@
+"""The preference portfolio: which algorithm serves a preference ``w`` best, from ``tune`` runs.
+
+```
+python -m ccp_train.portfolio build --out models/portfolio.json            # sweep + table
+python -m ccp_train.portfolio table --results /tmp/pf/tune --out FILE      # from a sweep
+python -m ccp_train.harness --split eval --suites preferences \\
+    --algs auto,reno,cubic,bbr,iris,mocc --seeds 5 --out /tmp/pf-eval          # judge it
+python -m ccp_train.portfolio compare --results /tmp/pf-eval                # paired
+```
+
+A flow that asks for ``ccp_auto`` (or ``auto`` in the simulator) carries a preference
+``w = <throughput, latency, loss>``; the agent gives it the algorithm whose *operating point*
+scores highest under MOCC's eq. 2, ``U = w · o`` with ``o = (utilization, RTT_base/RTT_mean,
+1 - loss)`` (:func:`ccp_train.harness.metrics.objectives`). This module measures those points.
+
+- **Where.** The harness's ``preferences`` suite, ``tune`` scenarios only (constant links and a
+  cellular trace, one flow each): the table must never see an ``eval`` figure, since the
+  ``eval`` scenarios are where ``auto`` is judged against every fixed algorithm.
+- **What.** Per algorithm, the mean over seeds of the mean over scenarios of ``o``. Because
+  ``U`` is linear in ``o``, ``w · mean(o)`` is the algorithm's mean tune utility for ``w``:
+  choosing the arg max is choosing the algorithm that did best on tune for that preference.
+- **Preference algorithms** (MOCC: its operating point moves with ``w``) get one point per
+  landmark ``w`` of the suite; the agent scores the landmark nearest the flow's ``w`` (L1).
+- **Classes.** ``all`` (what the agent uses by default: it does not know a path's kind when a
+  flow starts), ``links`` and ``cellular``. Each class must hold every (algorithm, w) on every
+  one of its scenarios and seeds; a gap is an error, since a missing run would bias a mean.
+
+The table is JSON (``version`` 1); the agent (``portus-agent/runtime/src/portfolio.rs``)
+validates it at start-up and on SIGHUP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from .harness.matrix import (
+    DEFAULT_ALGS,
+    DEFAULT_DIR,
+    MatrixError,
+    comma_list,
+    load_matrix,
+    select,
+)
+from .harness.runner import ROOT
+
+VERSION = 1
+SUITE = "preferences"
+
+
+class PortfolioError(Exception):
+    """Results that cannot make a table, with what to do about it."""
+
+
+def _key(w: list[float] | None) -> tuple[float, ...] | None:
+    return None if w is None else tuple(float(x) for x in w)
+
+
+def _class_of(link: dict) -> str:
+    return "cellular" if "trace" in link else "links"
+
+
+def table(records: list[dict], *, matrix_dir: Path = DEFAULT_DIR, source: dict | None = None
+          ) -> dict:
+    """The portfolio table from harness records of the ``preferences`` suite's tune split."""
+    scen = {s.name: s for s in load_matrix(matrix_dir, [SUITE])}
+    recs = [r for r in records if r.get("suite") == SUITE]
+    if not recs:
+        raise PortfolioError(f"no {SUITE!r} runs in the results: run the harness with "
+                             f"--suites {SUITE} --split tune")
+    bad = sorted({r["scenario"] for r in recs if r.get("split") != "tune"})
+    if bad:
+        raise PortfolioError(f"results include non-tune scenarios ({', '.join(bad)}): the "
+                             "portfolio is built from tune runs only, since eval is where "
+                             "`auto` is judged")
+    failed = [r["run_id"] for r in recs if "error" in r]
+    if failed:
+        raise PortfolioError(f"{len(failed)} failed run(s), e.g. {failed[0]}: fix and rerun")
+    if any(r["alg"] == "auto" for r in recs):
+        raise PortfolioError("results include `auto` runs: the table measures fixed "
+                             "algorithms only")
+    # (class, alg, w) -> seed -> scenario -> objectives
+    got: dict[tuple, dict[int, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(dict))
+    for r in recs:
+        sc = scen.get(r["scenario"])
+        if sc is None:
+            raise PortfolioError(f"scenario {r['scenario']!r} is not in {matrix_dir}/"
+                                 f"{SUITE}.toml: build from results of this matrix")
+        o = r["metrics"].get("objectives")
+        if not (isinstance(o, list) and len(o) == 3 and all(math.isfinite(x) for x in o)):
+            raise PortfolioError(f"run {r['run_id']} has no finite objectives: rerun the sweep "
+                                 "with this version of the harness")
+        for cls in ("all", _class_of(sc.link)):
+            got[(cls, r["alg"], _key(r.get("w")))][r["seed"]][r["scenario"]] = o
+    classes: dict[str, list[dict]] = {}
+    for cls in ("all", "links", "cellular"):
+        keys = sorted((k for k in got if k[0] == cls), key=lambda k: (k[1], k[2] or ()))
+        if not keys:
+            continue
+        want_scen = {s for k in keys for per in got[k].values() for s in per}
+        want_seeds = {sd for k in keys for sd in got[k]}
+        entries = []
+        for k in keys:
+            per_seed = got[k]
+            missing = [(sd, s) for sd in sorted(want_seeds) for s in sorted(want_scen)
+                       if s not in per_seed.get(sd, {})]
+            if missing:
+                sd, s = missing[0]
+                raise PortfolioError(f"{k[1]} (w={k[2]}) has no run of {s} seed {sd} "
+                                     f"({len(missing)} missing in class {cls}): every "
+                                     "algorithm needs every scenario and seed")
+            means = [[sum(o[i] for o in per_seed[sd].values()) / len(per_seed[sd])
+                      for i in range(3)] for sd in sorted(per_seed)]
+            o = [round(sum(m[i] for m in means) / len(means), 6) for i in range(3)]
+            entries.append({"alg": k[1], "w": None if k[2] is None else list(k[2]), "o": o,
+                            "runs": sum(len(v) for v in per_seed.values())})
+        classes[cls] = entries
+    return {
+        "version": VERSION,
+        "objectives": ["throughput", "latency", "loss"],
+        "definition": "o = (utilization, min(RTT_base / RTT_mean, 1), 1 - loss rate), the "
+                      "mean over the tune scenarios of the preferences suite and over seeds; "
+                      "a flow's algorithm is the arg max of w . o (for entries with a w, the "
+                      "one nearest the flow's w in L1)",
+        "default_class": "all",
+        "source": source or {},
+        "classes": classes,
+    }
+
+
+def choose(tab: dict, w: list[float], cls: str | None = None) -> tuple[str, float]:
+    """The table's choice for ``w`` (for reports and tests; the agent has its own, checked
+    against this one by ``test_portfolio.py``)."""
+    entries = tab["classes"][cls or tab["default_class"]]
+    best: dict[str, tuple[float, float]] = {}  # alg -> (distance, score) of its nearest entry
+    for e in entries:
+        d = 0.0 if e["w"] is None else sum(abs(a - b) for a, b in zip(e["w"], w, strict=True))
+        u = sum(a * b for a, b in zip(w, e["o"], strict=True))
+        if e["alg"] not in best or d < best[e["alg"]][0]:
+            best[e["alg"]] = (d, u)
+    alg = max(sorted(best), key=lambda a: best[a][1])
+    return alg, best[alg][1]
+
+
+def compare(records: list[dict]) -> str:
+    """``auto`` against each fixed algorithm on a preferences sweep: eq. 2 utility per ``w``
+    (mean over scenarios and seeds), and per seed the difference of the means over scenarios
+    and ``w`` (paired: same scenarios, seeds and traces)."""
+    u: dict[tuple[str, int, str], list[float]] = defaultdict(list)
+    for r in records:
+        if r.get("suite") != SUITE or "metrics" not in r:
+            continue
+        own = None if r.get("w") is None else ",".join(f"{x:g}" for x in r["w"])
+        for wk, x in r["metrics"]["utility_by_w"].items():
+            if own is None or wk == own:
+                u[(r["alg"], r["seed"], wk)].append(x)
+    algs = sorted({k[0] for k in u})
+    if "auto" not in algs:
+        raise PortfolioError("no `auto` runs: sweep with --algs auto,<fixed algorithms>")
+    ws = sorted({k[2] for k in u})
+    seeds = sorted({k[1] for k in u})
+    missing = [(a, s, w) for a in algs for s in seeds for w in ws if not u.get((a, s, w))]
+    if missing:
+        raise PortfolioError(f"no utility for {missing[0]}: every algorithm needs every seed "
+                             "and w")
+
+    def mean(xs: list[float]) -> float:
+        return sum(xs) / len(xs)
+
+    lines = [f"{'w':<14}" + "".join(f"{a:>8}" for a in algs)]
+    for w in ws:
+        lines.append(f"{w:<14}" + "".join(
+            f"{mean([mean(u[(a, s, w)]) for s in seeds]):8.3f}" for a in algs))
+
+    def per_seed(a: str, s: int) -> float:
+        return mean([mean(u[(a, s, w)]) for w in ws])
+
+    lines.append(f"{'mean':<14}" + "".join(
+        f"{mean([per_seed(a, s) for s in seeds]):8.3f}" for a in algs))
+    for a in algs:
+        if a == "auto":
+            continue
+        d = [per_seed("auto", s) - per_seed(a, s) for s in seeds]
+        lines.append(f"auto - {a}: {mean(d):+.4f} (per seed {min(d):+.4f} to {max(d):+.4f}, "
+                     f"{sum(x > 0 for x in d)}/{len(d)} seeds above 0)")
+    return "\n".join(lines)
+
+
+def _git_rev() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return ""
+
+
+def _write(tab: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(json.dumps(tab, indent=2) + "\n")
+    tmp.replace(out)
+
+
+def _summary(tab: dict) -> str:
+    lines = []
+    for w in ([0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8], [0.4, 0.5, 0.1],
+              [0.3, 0.3, 0.4]):
+        alg, u = choose(tab, w)
+        lines.append(f"  w={','.join(f'{x:g}' for x in w)} -> {alg} (tune U {u:.3f})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ccp_train.portfolio", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="run the tune sweep, then write the table")
+    b.add_argument("--out", type=Path, default=ROOT / "models" / "portfolio.json")
+    b.add_argument("--work", type=Path, default=Path("/tmp/ccp-portfolio"),
+                   help="where the sweep's results go (default /tmp/ccp-portfolio)")
+    b.add_argument("--algs", type=comma_list, default=list(DEFAULT_ALGS))
+    b.add_argument("--seeds", type=int, default=3)
+    b.add_argument("--jobs", type=int, default=None)
+    b.add_argument("--models", default=str(ROOT / "models"))
+    b.add_argument("--agent", default=str(ROOT / "target" / "release" / "ccp-agent"))
+    t = sub.add_parser("table", help="write the table from an existing tune sweep")
+    t.add_argument("--results", type=Path, action="append", required=True,
+                   help="a harness --out folder (results.jsonl); repeatable")
+    t.add_argument("--out", type=Path, required=True)
+    c = sub.add_parser("compare", help="auto against each fixed algorithm on a harness "
+                       "sweep of the preferences suite (e.g. --split eval)")
+    c.add_argument("--results", type=Path, required=True, help="the sweep's --out folder")
+    args = p.parse_args(argv)
+    if args.cmd == "compare":
+        try:
+            f = args.results / "results.jsonl"
+            recs = [json.loads(line) for line in f.read_text().splitlines() if line]
+            print(compare(recs))
+        except (PortfolioError, OSError, ValueError, KeyError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
+    cmd = "python -m ccp_train.portfolio " + shlex.join(sys.argv[1:] if argv is None else argv)
+    try:
+        if args.cmd == "build":
+            from .harness.cli import evaluate
+
+            if "auto" in args.algs:
+                raise PortfolioError("--algs: `auto` is what the table is for, not a member")
+            if not 1 <= args.seeds <= 100:
+                raise PortfolioError(f"--seeds is {args.seeds}: use 1 to 100")
+            if not select(load_matrix(DEFAULT_DIR, [SUITE]), "tune"):
+                raise PortfolioError(f"no tune scenarios in {SUITE}.toml")
+            res = evaluate(args.work, split="tune", algs=args.algs,
+                           seeds=list(range(1, args.seeds + 1)), suites=[SUITE],
+                           jobs=args.jobs, models=args.models, agent=args.agent, plots=False,
+                           command=cmd)
+            records = res["records"]
+            results = [str(args.work)]
+        else:
+            records = []
+            for d in args.results:
+                f = d / "results.jsonl"
+                if not f.is_file():
+                    raise PortfolioError(f"no {f}: give a harness --out folder")
+                records += [json.loads(line) for line in f.read_text().splitlines() if line]
+            results = [str(d) for d in args.results]
+        seeds = sorted({r["seed"] for r in records})
+        tab = table(records, source={"command": cmd, "results": results, "split": "tune",
+                                     "suite": SUITE, "seeds": seeds, "commit": _git_rev()})
+    except (PortfolioError, MatrixError, OSError, ValueError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    _write(tab, args.out)
+    print(f"wrote {args.out}: {sum(len(v) for v in tab['classes'].values())} entries in "
+          f"{len(tab['classes'])} classes; choices on the suite's landmarks:\n{_summary(tab)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
