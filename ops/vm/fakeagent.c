@@ -18,13 +18,18 @@
  * READYFILE is created once the socket has joined the group.  Runs until
  * SECS pass or SIGTERM; needs CAP_NET_ADMIN (the datapath refuses others).
  *
- * The transport is kept to tp_open(), tp_send() and tp_recv() below:
- * today NETLINK_USERSOCK, group 22, the framing of portus's netlink
- * backend (ops/vm/nlfuzz.c does the same); porting to a generic netlink
- * family changes those three functions only.
+ * The transport is kept to tp_open(), tp_send() and tp_recv() below: the
+ * datapath's generic netlink family "ccp" (datapath/kernel/ccp_genl.h),
+ * resolved with the genl controller (CTRL_CMD_GETFAMILY) like ccp-agent
+ * and ops/vm/nlfuzz.c do; the socket joins the group "datapath" and sets
+ * NETLINK_BROADCAST_ERROR, so that the datapath's sends see -ENOBUFS
+ * (retry soon) rather than -ESRCH (agent gone) when its buffer is full.
+ * Error answers of the kernel to what it sent are logged as
+ *   T error ERRNO
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/genetlink.h>
 #include <linux/netlink.h>
 #include <signal.h>
 #include <stdint.h>
@@ -36,67 +41,225 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- transport: NETLINK_USERSOCK ---------------------------------------- */
+#include "../../datapath/kernel/ccp_genl.h"
 
-#define TP_GROUP	22
-#define TP_HDR		16	/* struct nlmsghdr */
+static FILE *logf;
+static long long now_ms(void);
+
+/* ---- transport: the generic netlink family "ccp" ---------------------------- */
+
+static uint16_t tp_family;	/* the family's id */
+static uint32_t tp_seq = 1;
+
+static size_t align4(size_t n) { return (n + 3) & ~(size_t)3; }
+
+/* A generic netlink request of @cmd with one attribute into @buf: its length. */
+static size_t tp_build(uint8_t *buf, size_t cap, uint16_t type, uint8_t cmd,
+		       uint8_t version, uint16_t attr, const void *val, size_t len)
+{
+	struct nlmsghdr *nh = (struct nlmsghdr *)buf;
+	struct genlmsghdr *gh = (struct genlmsghdr *)(buf + NLMSG_HDRLEN);
+	struct nlattr *a = (struct nlattr *)(buf + NLMSG_HDRLEN + GENL_HDRLEN);
+	size_t n = NLMSG_HDRLEN + GENL_HDRLEN + align4(NLA_HDRLEN + len);
+
+	if (n > cap)
+		return 0;
+	memset(buf, 0, n);
+	nh->nlmsg_len = n;
+	nh->nlmsg_type = type;
+	nh->nlmsg_flags = NLM_F_REQUEST;
+	nh->nlmsg_seq = ++tp_seq;
+	gh->cmd = cmd;
+	gh->version = version;
+	a->nla_len = NLA_HDRLEN + len;
+	a->nla_type = attr;
+	memcpy(a + 1, val, len);
+	return n;
+}
+
+static int tp_sendto_kernel(int fd, const void *buf, size_t len)
+{
+	struct sockaddr_nl to = { .nl_family = AF_NETLINK };	/* port 0: the kernel */
+
+	return sendto(fd, buf, len, 0, (struct sockaddr *)&to, sizeof(to)) < 0 ? -errno : 0;
+}
+
+/*
+ * The ids of family "ccp" and of its group "datapath" (controller's answer
+ * to CTRL_CMD_GETFAMILY): 0, or -errno.
+ */
+static int tp_resolve(int fd, uint16_t *id, uint32_t *gid)
+{
+	static uint8_t buf[16384];
+	uint32_t seq;
+	size_t n;
+	int tries, r;
+
+	n = tp_build(buf, sizeof(buf), GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 1,
+		     CTRL_ATTR_FAMILY_NAME, CCP_GENL_NAME, strlen(CCP_GENL_NAME) + 1);
+	seq = tp_seq;
+	r = tp_sendto_kernel(fd, buf, n);
+	if (r)
+		return r;
+	*id = 0;
+	*gid = 0;
+	for (tries = 0; tries < 64; tries++) {
+		struct nlmsghdr *nh = (struct nlmsghdr *)buf;
+		struct sockaddr_nl from;
+		socklen_t al = sizeof(from);
+		ssize_t got = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &al);
+		size_t at;
+
+		if (got < 0)
+			return -errno;
+		if (al < sizeof(from) || from.nl_pid != 0 ||
+		    got < (ssize_t)(NLMSG_HDRLEN + GENL_HDRLEN) || nh->nlmsg_seq != seq ||
+		    nh->nlmsg_len > (size_t)got)
+			continue;
+		if (nh->nlmsg_type == NLMSG_ERROR) {
+			int32_t e;
+
+			memcpy(&e, buf + NLMSG_HDRLEN, 4);
+			return e ? e : -EPROTO;
+		}
+		if (nh->nlmsg_type != GENL_ID_CTRL)
+			continue;
+		for (at = NLMSG_HDRLEN + GENL_HDRLEN; at + NLA_HDRLEN <= nh->nlmsg_len;) {
+			struct nlattr *a = (struct nlattr *)(buf + at);
+			size_t g;
+
+			if (a->nla_len < NLA_HDRLEN || at + a->nla_len > nh->nlmsg_len)
+				break;
+			if ((a->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_FAMILY_ID)
+				memcpy(id, a + 1, 2);
+			if ((a->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_MCAST_GROUPS) {
+				/* nested: one nest per group, holding its name and id */
+				for (g = at + NLA_HDRLEN; g + NLA_HDRLEN <= at + a->nla_len;) {
+					struct nlattr *ga = (struct nlattr *)(buf + g);
+					const char *gname = NULL;
+					uint32_t gval = 0;
+					size_t k;
+
+					if (ga->nla_len < NLA_HDRLEN || g + ga->nla_len > at + a->nla_len)
+						break;
+					for (k = g + NLA_HDRLEN; k + NLA_HDRLEN <= g + ga->nla_len;) {
+						struct nlattr *x = (struct nlattr *)(buf + k);
+
+						if (x->nla_len < NLA_HDRLEN || k + x->nla_len > g + ga->nla_len)
+							break;
+						if ((x->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_MCAST_GRP_NAME)
+							gname = (const char *)(x + 1);
+						if ((x->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_MCAST_GRP_ID)
+							memcpy(&gval, x + 1, 4);
+						k += align4(x->nla_len);
+					}
+					if (gname && !strncmp(gname, CCP_GENL_MCGRP, sizeof(CCP_GENL_MCGRP)))
+						*gid = gval;
+					g += align4(ga->nla_len);
+				}
+			}
+			at += align4(a->nla_len);
+		}
+		return *id && *gid ? 0 : -ENOENT;
+	}
+	return -ETIMEDOUT;
+}
 
 /* Open the agent's socket and join the datapath's group; -1 on error. */
 static int tp_open(void)
 {
 	struct sockaddr_nl a = { .nl_family = AF_NETLINK };
-	struct timeval tv = { .tv_sec = 0, .tv_usec = 100000 };
-	int fd = socket(AF_NETLINK, SOCK_RAW, NETLINK_USERSOCK);
-	int group = TP_GROUP, rcvbuf = 4 << 20;
+	struct timeval tv = { .tv_sec = 1 };
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+	int one = 1, rcvbuf = 4 << 20, r;
+	uint32_t group;
 
 	if (fd < 0)
 		return -1;
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof(group)) < 0) {
-		close(fd);
-		return -1;
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0)
+		goto fail;
+	r = tp_resolve(fd, &tp_family, &group);
+	if (r) {
+		fprintf(stderr, "fakeagent: family \"%s\": %s\n", CCP_GENL_NAME, strerror(-r));
+		errno = -r;
+		goto fail;
 	}
+	if (setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof(group)) < 0)
+		goto fail;
+	/* a full buffer: the datapath's send fails with -ENOBUFS, not -ESRCH */
+	if (setsockopt(fd, SOL_NETLINK, NETLINK_BROADCAST_ERROR, &one, sizeof(one)) < 0)
+		goto fail;
+	setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	tv.tv_sec = 0;
+	tv.tv_usec = 100000;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
+fail:
+	r = errno;
+	close(fd);
+	errno = r;
+	return -1;
 }
 
 /* Send one CCP message to the datapath; 0 or -errno. */
 static int tp_send(int fd, const uint8_t *msg, size_t len)
 {
 	static uint8_t buf[65536];
-	struct sockaddr_nl to = { .nl_family = AF_NETLINK };	/* port 0: the kernel */
-	uint32_t n = TP_HDR + len;
+	size_t n = tp_build(buf, sizeof(buf), tp_family, CCP_CMD_AGENT_MSG,
+			    CCP_GENL_VERSION, CCP_ATTR_MSG, msg, len);
 
-	if (n > sizeof(buf))
-		return -EMSGSIZE;
-	memset(buf, 0, TP_HDR);
-	memcpy(buf, &n, 4);
-	memcpy(buf + TP_HDR, msg, len);
-	return sendto(fd, buf, n, 0, (struct sockaddr *)&to, sizeof(to)) < 0 ? -errno : 0;
+	return n ? tp_sendto_kernel(fd, buf, n) : -EMSGSIZE;
 }
 
 /*
  * Receive one CCP message from the datapath into @msg (at most @cap bytes):
- * its length, 0 on timeout or for anything not from the kernel, -errno.
+ * its length, 0 on timeout or for anything not a datapath message from
+ * the kernel, -errno.
  */
 static int tp_recv(int fd, uint8_t *msg, size_t cap)
 {
 	static uint8_t buf[65536];
+	struct nlmsghdr *nh = (struct nlmsghdr *)buf;
+	struct genlmsghdr *gh = (struct genlmsghdr *)(buf + NLMSG_HDRLEN);
 	struct sockaddr_nl from;
 	socklen_t al = sizeof(from);
 	ssize_t r = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &al);
-	uint32_t n;
+	size_t at;
 
 	if (r < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
-	if (al < sizeof(from) || from.nl_pid != 0 || r < TP_HDR)
+	if (al < sizeof(from) || from.nl_pid != 0 || r < NLMSG_HDRLEN ||
+	    nh->nlmsg_len < NLMSG_HDRLEN || nh->nlmsg_len > (size_t)r)
 		return 0;
-	memcpy(&n, buf, 4);
-	if (n < TP_HDR || n > (uint32_t)r || n - TP_HDR > cap)
+	if (nh->nlmsg_type == NLMSG_ERROR && nh->nlmsg_len >= NLMSG_HDRLEN + 4) {
+		int32_t e;
+
+		memcpy(&e, buf + NLMSG_HDRLEN, 4);
+		if (e)
+			fprintf(logf, "%lld error %d\n", now_ms(), -e);
 		return 0;
-	memcpy(msg, buf + TP_HDR, n - TP_HDR);
-	return (int)(n - TP_HDR);
+	}
+	if (nh->nlmsg_type != tp_family || nh->nlmsg_len < NLMSG_HDRLEN + GENL_HDRLEN ||
+	    gh->cmd != CCP_CMD_DATAPATH_MSG)
+		return 0;
+	for (at = NLMSG_HDRLEN + GENL_HDRLEN; at + NLA_HDRLEN <= nh->nlmsg_len;) {
+		struct nlattr *a = (struct nlattr *)(buf + at);
+
+		if (a->nla_len < NLA_HDRLEN || at + a->nla_len > nh->nlmsg_len)
+			return 0;
+		if ((a->nla_type & NLA_TYPE_MASK) == CCP_ATTR_MSG) {
+			size_t n = a->nla_len - NLA_HDRLEN;
+
+			if (n > cap)
+				return 0;
+			memcpy(msg, a + 1, n);
+			return (int)n;
+		}
+		at += align4(a->nla_len);
+	}
+	return 0;
 }
 
 /* ---- CCP messages ----------------------------------------------------------- */
@@ -162,7 +325,6 @@ static void change_prog(struct msg *m, uint32_t sid, uint32_t uid)
 /* ---- the agent ------------------------------------------------------------ */
 
 static volatile sig_atomic_t stop;
-static FILE *logf;
 
 static void on_stop(int sig)
 {
@@ -217,7 +379,7 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_stop);
 	fd = tp_open();
 	if (fd < 0) {
-		perror("fakeagent: netlink socket");
+		perror("fakeagent: generic netlink socket (family \"" CCP_GENL_NAME "\")");
 		return 2;
 	}
 	if (readypath) {
