@@ -59,9 +59,11 @@ static inline u32 ccpk_retry_ms(u32 tmo_ms, u32 tries)
  * agent is there, only busy, and drains its buffer (a few hundred
  * messages) in a fraction of a second; waiting a whole timeout let only a
  * bufferful in per second (2,000 flows took 7.6 s to re-attach in the
- * guest).  Not at once: NETLINK_USERSOCK lets any user join the group with
- * NETLINK_BROADCAST_ERROR set and a full buffer, which makes every send
- * fail while the agent gets it, so each retry may duplicate a CREATE.
+ * guest).  Not at once: -ENOBUFS says that some member of the group that
+ * set NETLINK_BROADCAST_ERROR missed the message, not that the agent did;
+ * another such member (only CAP_NET_ADMIN may join the genl group) with a
+ * full buffer makes every send fail while the agent gets it, so each
+ * retry may duplicate a CREATE.
  */
 #define CCPK_NOBUFS_WAIT_MIN_MS	20U
 
