@@ -83,6 +83,7 @@ static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 	X(rej_unknown_prog)	/* CHANGE_PROG to a program not installed */ \
 	X(rej_not_agent)	/* update/change from a socket that is not the agent */ \
 	X(rej_libccp)		/* libccp refused it (e.g. program table full) */ \
+	X(rej_displaced)	/* INSTALL from a socket another agent replaced meanwhile */ \
 	X(rx_stale)		/* answer meant for an earlier agent generation */ \
 	X(invoke_errors)	/* ccp_invoke() < 0 (program fault) */	\
 	X(fault_fallbacks)	/* fault_limit faults in a row: Reno, new CREATE */ \
@@ -210,7 +211,7 @@ enum ccpk_lost {
 
 /* tcp_ccp.c */
 void ccpk_agent_lost(enum ccpk_lost why);	/* lock held */
-void ccpk_install_lock(u32 portid, u32 program_uid);	/* takes ccpk->lock */
+int ccpk_install_lock(u32 portid, u32 program_uid);	/* 0: ccpk->lock taken */
 void ccpk_agent_closed(u32 portid);		/* lock held */
 u32 ccpk_programs_installed(void);		/* any context */
 void ccpk_flow_attach(struct ccpk_flow *fl);	/* flow lock held */

@@ -296,10 +296,16 @@ static int ccpk_handle(u8 *buf, int len, u32 portid,
 		return -EINVAL;
 	}
 
-	if (mi.type == INSTALL_EXPR)	/* a new agent's programs replace the old one's */
-		ccpk_install_lock(portid, mi.program_uid);
-	else
+	if (mi.type == INSTALL_EXPR) {	/* a new agent's programs replace the old one's */
+		if (ccpk_install_lock(portid, mi.program_uid)) {
+			ccpk_reject(CCPK_CTR_rej_displaced,
+				    "another agent installed its programs meanwhile", &mi, portid);
+			ccpk_ext_msg(extack, "another agent installed its programs meanwhile");
+			return -EBUSY;
+		}
+	} else {
 		spin_lock_bh(&ccpk->lock);
+	}
 	if (mi.type != INSTALL_EXPR) {
 		conn = ccp_connection_lookup(&ccpk->dp, mi.sid);
 		fl = &ccpk->flows[mi.sid - 1];

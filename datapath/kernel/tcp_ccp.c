@@ -228,6 +228,9 @@
 #define CCPK_SWEEP_PAUSE_MS	5
 #define CCPK_SWEEP_PAUSE_MAX_MS	100
 
+/* grace periods an INSTALL waits for the program table at most */
+#define CCPK_INSTALL_WAITS	4
+
 unsigned int ccpk_agent_timeout_ms = 1000;
 module_param_named(agent_timeout_ms, ccpk_agent_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(agent_timeout_ms,
@@ -751,30 +754,44 @@ static bool ccpk_epoch_after(u32 a, u32 b)
  * agent's send), with libccp's program table safe to write: the agent
  * rules above applied (a new agent empties the table), and no ACK still
  * running a program installed before the table was last emptied (an RCU
- * grace period has passed since).  Returns with the lock held.
+ * grace period has passed since).  Returns 0 with the lock held, or
+ * -EBUSY without it when another socket became the agent while this one
+ * waited (or the table kept being emptied): the newest installer is the
+ * agent, and a displaced one must not write into its table.  Without
+ * that rule, sockets installing at once (agents racing, or a root
+ * flood of INSTALLs from many sockets) emptied the table for each other
+ * after every grace period and never got through; a handler looping here
+ * holds the genl core's cb_lock for reading, so rmmod waited on them.
  */
-void ccpk_install_lock(u32 portid, u32 program_uid)
+int ccpk_install_lock(u32 portid, u32 program_uid)
 {
-	u32 ep;
+	u32 ep, waits = 0;
 
 	might_sleep();
+	spin_lock_bh(&ccpk->lock);
 	for (;;) {
-		ep = READ_ONCE(ccpk->prog_epoch);
-		if (ep != READ_ONCE(ccpk->prog_synced)) {
-			/* ACKs run programs under rcu_read_lock() */
-			synchronize_rcu();
-			spin_lock_bh(&ccpk->lock);
-			if (ccpk_epoch_after(ep, ccpk->prog_synced))
-				ccpk->prog_synced = ep;
+		if (waits && ccpk->agent_known && ccpk->agent_portid != portid) {
 			spin_unlock_bh(&ccpk->lock);
+			return -EBUSY;
 		}
-		spin_lock_bh(&ccpk->lock);
-		/* idempotent once applied: same agent, table not emptied again */
+		/*
+		 * First pass: a new agent empties the table.  Later passes:
+		 * claims a table emptied meanwhile (agent gone), else nothing.
+		 */
 		ccpk_agent_install(portid, program_uid);
 		if (ccpk->prog_epoch == ccpk->prog_synced)
-			return;
-		/* emptied just now (a new agent), or meanwhile: wait again */
+			return 0;
+		if (waits++ == CCPK_INSTALL_WAITS) {
+			spin_unlock_bh(&ccpk->lock);
+			return -EBUSY;
+		}
+		ep = ccpk->prog_epoch;
 		spin_unlock_bh(&ccpk->lock);
+		/* ACKs run programs under rcu_read_lock() */
+		synchronize_rcu();
+		spin_lock_bh(&ccpk->lock);
+		if (ccpk_epoch_after(ep, ccpk->prog_synced))
+			ccpk->prog_synced = ep;
 	}
 }
 
