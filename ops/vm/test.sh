@@ -271,7 +271,7 @@ fi
 
 if [ $ok612 = 0 ]; then
 	mkinitrd "$KV612"
-	boot "$KV612" tests.sh 900
+	boot "$KV612" tests.sh 1500
 fi
 if [ $ok61 = 0 ]; then
 	mkinitrd "$KV61"
