@@ -6,6 +6,7 @@
 #ifndef CCP_KERNEL_H
 #define CCP_KERNEL_H
 
+#include <linux/percpu.h>
 #include <linux/spinlock.h>
 #include <linux/version.h>
 #include <linux/workqueue.h>
@@ -31,21 +32,15 @@ static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 
 #include "ccp.h"		/* libccp public API */
 #include "ccp_validate.h"
+#include "ccp_policy.h"	/* enum ccpk_mode, retry and admission rules */
 
 #define CCPK_LAT_RING		4096	/* latency samples kept for /proc */
-
-/* per-flow control mode (slot->mode) */
-enum ccpk_mode {
-	CCPK_FREE = 0,		/* slot unused */
-	CCPK_PENDING,		/* CREATE sent, waiting for the agent: Reno */
-	CCPK_ATTACHED,		/* agent in control: libccp drives cwnd/rate */
-	CCPK_FALLBACK,		/* agent gone: in-kernel Reno, re-CREATE later */
-};
 
 /* counters, exported in /proc/net/ccp */
 #define CCPK_COUNTERS(X)						\
 	X(flows_started)	/* sockets that selected a ccp* algorithm */ \
 	X(flows_no_slot)	/* no connection slot / no memory: Reno only */ \
+	X(flows_netns_refused)	/* namespace policy: no slot, Reno only */ \
 	X(flows_closed)							\
 	X(attaches)		/* PENDING -> ATTACHED, first time */	\
 	X(reattaches)		/* PENDING -> ATTACHED, had been before */ \
@@ -63,6 +58,8 @@ enum ccpk_mode {
 	X(probes_sent)		/* READY probes attempted */		\
 	X(creates_sent)							\
 	X(recreates)		/* CREATE re-sent for an existing flow */ \
+	X(create_retries)	/* ... because the last one went unanswered */ \
+	X(sweeps)		/* passes over the flows after an agent event */ \
 	X(reports_sent)							\
 	X(closes_sent)							\
 	X(tx_errors)		/* sends failed (other than no listener) */ \
@@ -78,6 +75,7 @@ enum ccpk_mode {
 	X(rej_bad_type)							\
 	X(rej_bad_len)							\
 	X(rej_prog_too_big)						\
+	X(rej_prog_work)	/* too much interpreter work per ACK */	\
 	X(rej_bad_prog)							\
 	X(rej_bad_fields)						\
 	X(rej_bad_sid)		/* sid out of range */			\
@@ -85,7 +83,10 @@ enum ccpk_mode {
 	X(rej_unknown_prog)	/* CHANGE_PROG to a program not installed */ \
 	X(rej_not_agent)	/* update/change from a socket that is not the agent */ \
 	X(rej_libccp)		/* libccp refused it (e.g. program table full) */ \
+	X(rej_displaced)	/* INSTALL from a socket another agent replaced meanwhile */ \
+	X(rx_stale)		/* answer meant for an earlier agent generation */ \
 	X(invoke_errors)	/* ccp_invoke() < 0 (program fault) */	\
+	X(fault_fallbacks)	/* fault_limit faults in a row: Reno, new CREATE */ \
 	X(cwnd_updates)		/* agent cwnd/rate updates applied */	\
 	X(libccp_warnings)
 
@@ -93,29 +94,82 @@ enum ccpk_mode {
 enum ccpk_counter { CCPK_COUNTERS(CCPK_CTR_ENUM) CCPK_CTR_MAX };
 #undef CCPK_CTR_ENUM
 
+/*
+ * One connection slot.  Its lock protects the fields below and the slot's
+ * libccp state (ccpk->conns[slot] and its ccp_priv_state) against the
+ * flow's own ACK path, agent messages for it, the sweep, /proc and
+ * release().  Lockless readers (the ACK path's fast check, the sweep's
+ * scan, /proc/net/ccp) read only sk, mode, gen and retry_at, with
+ * READ_ONCE; those are written with WRITE_ONCE under the lock.  sk is
+ * set and cleared under ccpk->lock as well (slot allocation).
+ */
 struct ccpk_flow {
+	spinlock_t lock;
 	struct sock *sk;	/* owner; NULL when free */
+	u32 gen;		/* the ccpk->gen its agent state belongs to */
 	u8 mode;		/* enum ccpk_mode */
-	u8 ever_attached;	/* was under agent control before */
-	u8 update_pending;	/* agent update staged, not yet applied */
+	u8 ever_attached:1,	/* was under agent control before */
+	   announced:1,		/* a CREATE went out for it (ever) */
+	   update_pending:1,	/* agent update staged, not yet applied */
+	   reported:1,		/* the current invoke sent a report */
+	   other_netns:1;	/* counted against its namespace's quota */
+	u8 tries;		/* CREATEs sent since the last answer */
+	u8 fault_streak;	/* fault fallbacks since the last clean report */
+	u16 faults;		/* consecutive faulting ACKs */
+	unsigned long retry_at;	/* jiffies: when FALLBACK/PENDING (re)announces */
 	u64 report_ns;		/* first report not yet answered */
 	u64 reply_ns;		/* when the answer to it arrived */
+} ____cacheline_aligned_in_smp;
+
+struct ccpk_pcpu {
+	u64 ctr[CCPK_CTR_MAX];
+};
+
+/* event_work's bits (ccpk->events) */
+enum {
+	CCPK_EV_NOLISTENER,	/* a send found nobody on the group */
+	CCPK_EV_TIMEOUT,	/* the agent watchdog expired */
 };
 
 struct ccpk_datapath {
-	spinlock_t lock;	/* serializes libccp: recv vs. invoke */
-	struct ccp_datapath dp;	/* libccp state */
-	struct ccp_connection *conns;
+	/* read on every ACK, written rarely (under lock, WRITE_ONCE) */
 	struct ccpk_flow *flows;
+	struct ccp_connection *conns;
+	struct ccpk_pcpu __percpu *pcpu;	/* counters */
 	u32 max_flows;
-	u32 nflows;
-	u32 hint;		/* next slot to try */
-	u32 id;			/* datapath id in READY */
+	/*
+	 * Agent generation: bumped (under lock) whenever flows must leave the
+	 * agent they were announced to: it was lost, found again, replaced,
+	 * or its program table emptied.  A flow whose gen differs catches up
+	 * on its next ACK (or in the sweep): see tcp_ccp.c.
+	 */
+	u32 gen;
+	bool agent_up;		/* a listener exists and answers */
 	bool ready;		/* IPC up: libccp's sends go out */
 	bool nl_up;		/* the genl family is registered */
-	bool agent_up;		/* a listener exists and answers */
 	bool shutting_down;
-	bool pending;		/* a CREATE or report waits for the agent */
+
+	/* written once per report or answer */
+	unsigned long pending_since ____cacheline_aligned_in_smp;
+				/* jiffies of the oldest send waiting for an answer; 0: none */
+	unsigned long events;	/* CCPK_EV_* for event_work */
+	u32 nolistener_gen;	/* gen when a send found no listener */
+	atomic64_t lat_count;
+	u64 last_rx_ns;
+
+	/*
+	 * The datapath lock: slot allocation, libccp's program table, the
+	 * agent's identity and state transitions.  Never taken on the ACK
+	 * path.  Order: ccpk->lock before a flow's lock.
+	 */
+	spinlock_t lock ____cacheline_aligned_in_smp;
+	struct ccp_datapath dp;	/* libccp state */
+	u32 nflows;
+	u32 nflows_other_netns;	/* slots held by other namespaces */
+	u32 *free_slots;	/* ring of free slot numbers, FIFO */
+	u32 free_head;
+	u32 nfree;
+	u32 id;			/* datapath id in READY */
 	/*
 	 * The agent whose programs are in libccp's table: the netlink port id
 	 * of the socket that installed them.  agent_known is false exactly
@@ -123,14 +177,20 @@ struct ccpk_datapath {
 	 */
 	bool agent_known;
 	u32 agent_portid;
-	unsigned long pending_since;	/* jiffies: the oldest such send */
-	u64 last_rx_ns;
+	/*
+	 * Program table epochs: prog_epoch counts the times the table was
+	 * emptied; prog_synced is the latest epoch known to have no ACK still
+	 * running a program installed before it (an RCU grace period passed).
+	 * libccp may only write the table while they are equal.
+	 */
+	u32 prog_epoch;
+	u32 prog_synced;
 	struct delayed_work probe_work;
-	u64 ctr[CCPK_CTR_MAX];
+	struct delayed_work sweep_work;
+	struct work_struct event_work;
 	/* latency ring: report sent -> reply received -> cwnd applied */
 	u32 lat_reply_ns[CCPK_LAT_RING];
 	u32 lat_apply_ns[CCPK_LAT_RING];
-	u64 lat_count;
 };
 
 extern struct ccpk_datapath *ccpk;
@@ -138,7 +198,9 @@ extern unsigned int ccpk_agent_timeout_ms;
 extern unsigned int ccpk_probe_interval_ms;
 extern bool ccpk_debug;
 
-#define ccpk_inc(c)	(ccpk->ctr[CCPK_CTR_##c]++)
+/* per-CPU counters: any context, no lock */
+#define ccpk_inc(c)	this_cpu_inc(ccpk->pcpu->ctr[CCPK_CTR_##c])
+#define ccpk_inc_ctr(i)	this_cpu_inc(ccpk->pcpu->ctr[(i)])
 
 /* why the agent is declared gone */
 enum ccpk_lost {
@@ -149,19 +211,23 @@ enum ccpk_lost {
 
 /* tcp_ccp.c */
 void ccpk_agent_lost(enum ccpk_lost why);	/* lock held */
-void ccpk_agent_install(u32 portid, u32 program_uid);	/* lock held */
+int ccpk_install_lock(u32 portid, u32 program_uid);	/* 0: ccpk->lock taken */
 void ccpk_agent_closed(u32 portid);		/* lock held */
-u32 ccpk_programs_installed(void);		/* lock held */
-void ccpk_flow_attach(struct ccpk_flow *fl);	/* lock held */
+u32 ccpk_programs_installed(void);		/* any context */
+void ccpk_flow_attach(struct ccpk_flow *fl);	/* flow lock held */
+bool ccpk_flow_current(const struct ccpk_flow *fl);
+u8 ccpk_flow_mode(const struct ccpk_flow *fl);	/* as /proc shows it */
 struct ccp_connection *ccpk_conn(u32 sid);
+void ccpk_tx_done(u16 type, u32 sid, u32 nfields, u32 gen, int ret);
+void ccpk_ctr_read(u64 *out);			/* CCPK_CTR_MAX sums */
 
 /* ccp_nl.c */
 int ccpk_nl_init(void);
 void ccpk_nl_exit(void);
-int ccpk_nl_send(const char *msg, int len);	/* raw, lock held */
+int ccpk_nl_send(const char *msg, int len);	/* raw, any context (GFP_ATOMIC) */
 int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len);
-u32 ccpk_nl_family_id(void);			/* lock held; 0: none */
-u32 ccpk_nl_group_id(void);			/* lock held; 0: none */
+u32 ccpk_nl_family_id(void);			/* any context; 0: none */
+u32 ccpk_nl_group_id(void);			/* any context; 0: none */
 
 /* ccp_proc.c */
 int ccpk_proc_init(void);

@@ -129,77 +129,79 @@ static int ccpk_genl_multicast(u8 cmd, const char *msg, int len)
 		return -EMSGSIZE;
 	}
 	genlmsg_end(skb, hdr);
-	/* -ESRCH: nobody is subscribed; -ENOBUFS: a listener's buffer is full */
+	/*
+	 * genlmsg_multicast() is netlink_broadcast() from init_net's genl
+	 * socket to the group's members in init_net (net/netlink/af_netlink.c,
+	 * the same in 6.1 and 6.12).  Per member, a delivery that finds its
+	 * receive buffer full (or the socket congested since its last
+	 * overrun) is dropped; then the call returns:
+	 *  - -ENOBUFS if such a drop hit a member that set
+	 *    NETLINK_BROADCAST_ERROR (whatever the others got);
+	 *  - 0 if at least one member got the message;
+	 *  - -ESRCH otherwise: no member at all, or only members without
+	 *    NETLINK_BROADCAST_ERROR whose buffers were full.
+	 * ccp-agent (and ops/vm/fakeagent) set NETLINK_BROADCAST_ERROR, so
+	 * their full buffer is -ENOBUFS, "retry soon" (ccpk_tx_done()), and
+	 * -ESRCH means no agent listens.  An agent without it whose buffer
+	 * is full looks gone: the READY probe finds it again once it reads.
+	 * Not netlink_has_listeners(): its bitmap is per protocol, across all
+	 * network namespaces, and genl_bind() lets the owner of any user and
+	 * network namespace join our group id there (GENL_MCAST_CAP_NET_ADMIN
+	 * asks for CAP_NET_ADMIN over the socket's own namespace), so any
+	 * user could make a gone agent look merely busy.
+	 */
 	return genlmsg_multicast(&ccpk_genl_family, skb, 0, 0, GFP_ATOMIC);
 }
 
 /* The family's and its group's ids (for /proc/net/ccp: tools and tests). */
 u32 ccpk_nl_family_id(void)
 {
-	return ccpk->nl_up ? ccpk_genl_family.id : 0;
+	return READ_ONCE(ccpk->nl_up) ? ccpk_genl_family.id : 0;
 }
 
 u32 ccpk_nl_group_id(void)
 {
-	return ccpk->nl_up ? ccpk_genl_family.mcgrp_offset : 0;
+	return READ_ONCE(ccpk->nl_up) ? ccpk_genl_family.mcgrp_offset : 0;
 }
 
-/* One CCP message to the agent's group (lock held: GFP_ATOMIC, no sleep). */
+/*
+ * One CCP message to the agent's group: any context (GFP_ATOMIC, no
+ * sleep); under a flow's lock or ccpk->lock, or none.  Once nl_up is
+ * false (ccpk_nl_exit()) every send fails with -ENOTCONN.
+ */
 int ccpk_nl_send(const char *msg, int len)
 {
-	if (!ccpk->nl_up)
+	if (!READ_ONCE(ccpk->nl_up))
 		return -ENOTCONN;
 	return ccpk_genl_multicast(CCP_CMD_DATAPATH_MSG, msg, len);
 }
 
-/* libccp's send_msg: every datapath -> agent message passes here (lock held). */
+/*
+ * libccp's send_msg: every datapath -> agent message passes here (under
+ * the flow's lock, or ccpk->lock; bookkeeping in ccpk_tx_done()).
+ */
 int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len)
 {
-	u32 sid, nfields = 0;
+	u32 sid, nfields = 0, gen;
 	u16 type;
 	int ret;
 
 	/* ccp_init()'s READY: dropped, the datapath sends one when IPC is up */
-	if (!ccpk->ready)
+	if (!READ_ONCE(ccpk->ready))
 		return 0;
 	if (len < CCPK_HDR_LEN)
 		return -EINVAL;
 	/* while the agent is away only the probe talks (READY, then CREATEs) */
-	if (!ccpk->agent_up)
+	if (!READ_ONCE(ccpk->agent_up))
 		return -ENOTCONN;
 	type = get_unaligned_le16(msg);
 	sid = get_unaligned_le32(msg + 4);
 	if (type == MEASURE && len >= CCPK_HDR_LEN + 8)
 		nfields = get_unaligned_le32(msg + CCPK_HDR_LEN + 4);
 
+	gen = READ_ONCE(ccpk->gen);
 	ret = ccpk_nl_send(msg, len);
-	if (ret == 0) {
-		u64 now = ktime_get_ns();
-		bool wants_answer = type == CREATE || (type == MEASURE && nfields);
-
-		if (type == CREATE)
-			ccpk_inc(creates_sent);
-		else if (type == MEASURE && nfields)
-			ccpk_inc(reports_sent);
-		else if (type == MEASURE)
-			ccpk_inc(closes_sent);
-		if (wants_answer && !ccpk->pending) {
-			ccpk->pending = true;
-			ccpk->pending_since = jiffies;
-		}
-		if (type == MEASURE && nfields && sid && sid <= ccpk->max_flows) {
-			struct ccpk_flow *fl = &ccpk->flows[sid - 1];
-
-			if (!fl->report_ns)
-				fl->report_ns = now;
-		}
-	} else if (ret == -ESRCH) {
-		ccpk_agent_lost(CCPK_LOST_NOLISTENER);
-	} else if (ret == -ENOBUFS) {
-		ccpk_inc(tx_nobufs);
-	} else {
-		ccpk_inc(tx_errors);
-	}
+	ccpk_tx_done(type, sid, nfields, gen, ret);
 	return ret;
 }
 
@@ -214,6 +216,7 @@ static const enum ccpk_counter ccpk_verdict_ctr[CCPK_VERDICT_MAX] = {
 	[CCPK_REJ_PROG]		= CCPK_CTR_rej_bad_prog,
 	[CCPK_REJ_FIELDS]	= CCPK_CTR_rej_bad_fields,
 	[CCPK_REJ_SID]		= CCPK_CTR_rej_bad_sid,
+	[CCPK_REJ_PROG_WORK]	= CCPK_CTR_rej_prog_work,
 };
 
 static DEFINE_RATELIMIT_STATE(ccpk_rej_rs, 5 * HZ, 5);
@@ -229,11 +232,11 @@ static void ccpk_ext_msg(struct netlink_ext_ack *extack, const char *why)
 		extack->_msg = why;
 }
 
-/* Count (and log, rate-limited) a rejected message; lock held. */
+/* Count (and log, rate-limited) a rejected message; any context, no lock. */
 static void ccpk_reject(enum ccpk_counter c, const char *why,
 			const struct ccpk_msg_info *mi, u32 portid)
 {
-	ccpk->ctr[c]++;
+	ccpk_inc_ctr(c);
 	ccpk_inc(rej_total);
 	if (__ratelimit(&ccpk_rej_rs))
 		pr_warn("rejected agent message (%s): type %u len %u sid %u from port %u\n",
@@ -244,9 +247,7 @@ static void ccpk_reject(enum ccpk_counter c, const char *why,
 static void ccpk_reject_unlocked(enum ccpk_counter c, const char *why,
 				 const struct ccpk_msg_info *mi, u32 portid)
 {
-	spin_lock_bh(&ccpk->lock);
 	ccpk_reject(c, why, mi, portid);
-	spin_unlock_bh(&ccpk->lock);
 }
 
 /* Index (1-based) of the installed program with this uid, or 0. */
@@ -284,6 +285,7 @@ static int ccpk_handle(u8 *buf, int len, u32 portid,
 	struct ccpk_flow *fl = NULL;
 	struct ccpk_msg_info mi;
 	enum ccpk_verdict v;
+	bool fl_locked = false;
 	int ret;
 
 	v = ccpk_validate(buf, len, ccpk->max_flows, &mi);
@@ -294,7 +296,16 @@ static int ccpk_handle(u8 *buf, int len, u32 portid,
 		return -EINVAL;
 	}
 
-	spin_lock_bh(&ccpk->lock);
+	if (mi.type == INSTALL_EXPR) {	/* a new agent's programs replace the old one's */
+		if (ccpk_install_lock(portid, mi.program_uid)) {
+			ccpk_reject(CCPK_CTR_rej_displaced,
+				    "another agent installed its programs meanwhile", &mi, portid);
+			ccpk_ext_msg(extack, "another agent installed its programs meanwhile");
+			return -EBUSY;
+		}
+	} else {
+		spin_lock_bh(&ccpk->lock);
+	}
 	if (mi.type != INSTALL_EXPR) {
 		conn = ccp_connection_lookup(&ccpk->dp, mi.sid);
 		fl = &ccpk->flows[mi.sid - 1];
@@ -323,14 +334,21 @@ static int ccpk_handle(u8 *buf, int len, u32 portid,
 			ret = -EBUSY;
 			goto out;
 		}
-	} else {
-		/* a new agent's programs replace the old one's (tcp_ccp.c) */
-		ccpk_agent_install(portid, mi.program_uid);
+		spin_lock(&fl->lock);	/* the flow's libccp state */
+		fl_locked = true;
+		if (!ccpk_flow_current(fl)) {
+			/*
+			 * an answer to an earlier agent generation's CREATE or
+			 * report: normal after a re-announcement, dropped
+			 * without an error answer
+			 */
+			ccpk_inc(rx_stale);
+			ret = 0;
+			goto out;
+		}
 	}
 
 	ret = ccp_read_msg(&ccpk->dp, (char *)buf, len);
-	/* ccp_read_msg() clears libccp's fallback flag; keep it = agent state */
-	ccpk->dp._in_fallback = !ccpk->agent_up;
 	if (ret < 0) {
 		ccpk_reject(CCPK_CTR_rej_libccp, "libccp refused", &mi, portid);
 		ccpk_ext_msg(extack, "libccp refused the message (program table full?)");
@@ -341,7 +359,7 @@ static int ccpk_handle(u8 *buf, int len, u32 portid,
 
 	ccpk_inc(rx_ok);
 	ccpk->last_rx_ns = ktime_get_ns();
-	ccpk->pending = false;		/* the agent is answering */
+	WRITE_ONCE(ccpk->pending_since, 0);	/* the agent is answering */
 
 	switch (mi.type) {
 	case INSTALL_EXPR:
@@ -364,6 +382,8 @@ static int ccpk_handle(u8 *buf, int len, u32 portid,
 		break;
 	}
 out:
+	if (fl_locked)
+		spin_unlock(&fl->lock);
 	spin_unlock_bh(&ccpk->lock);
 	return ret;
 }
@@ -448,10 +468,11 @@ static int ccpk_genl_register(void)
 			       CCP_GENL_NAME, ret);
 			return ret;
 		}
-		/* delivered (0), or a member's buffer is full (-ENOBUFS) */
-		spin_lock_bh(&ccpk->lock);
+		/*
+		 * delivered (0), or a member that set NETLINK_BROADCAST_ERROR
+		 * has a full buffer (-ENOBUFS; see ccpk_genl_multicast())
+		 */
 		ccpk_inc(mcast_prejoined);
-		spin_unlock_bh(&ccpk->lock);
 		genl_unregister_family(&ccpk_genl_family);	/* clears members */
 		if (tries == 3) {
 			pr_err("the multicast group of family \"%s\" had members before it was registered (joined in advance, %d tries): not loading; see /proc/net/netlink\n",
@@ -483,19 +504,19 @@ int ccpk_nl_init(void)
 		return ret;
 	}
 	spin_lock_bh(&ccpk->lock);
-	ccpk->nl_up = true;
+	WRITE_ONCE(ccpk->nl_up, true);
 	spin_unlock_bh(&ccpk->lock);
 	return 0;
 }
 
 /*
- * First step of unloading (and of a failed load after ccpk_nl_init()):
- * after this returns no agent message is being handled or will be, no
- * release notification runs, and nothing is sent.
+ * Unloading (and a failed load after ccpk_nl_init()), once the work items
+ * are stopped (tcp_ccp.c): after this returns no agent message is being
+ * handled or will be, no release notification runs, and nothing is sent.
  *
- *  - nl_up = false under the lock: every later send (the probe work, a
- *    handler's re-announce) fails with -ENOTCONN instead of using the
- *    family; shutting_down makes handlers that still start return at once.
+ *  - nl_up = false under the lock: every later send (from a handler or
+ *    the notifier) fails with -ENOTCONN instead of using the family;
+ *    shutting_down makes handlers that still start return at once.
  *  - genl_unregister_family() closes the rmmod race of the USERSOCK
  *    design (where a sender could enter the input callback after exit had
  *    found it idle): genl_rcv() runs every doit callback, from the lookup
@@ -511,9 +532,9 @@ int ccpk_nl_init(void)
 void ccpk_nl_exit(void)
 {
 	spin_lock_bh(&ccpk->lock);
-	ccpk->shutting_down = true;
-	ccpk->nl_up = false;
-	ccpk->ready = false;
+	WRITE_ONCE(ccpk->shutting_down, true);
+	WRITE_ONCE(ccpk->nl_up, false);
+	WRITE_ONCE(ccpk->ready, false);
 	spin_unlock_bh(&ccpk->lock);
 	genl_unregister_family(&ccpk_genl_family);
 	netlink_unregister_notifier(&ccpk_nl_notifier);

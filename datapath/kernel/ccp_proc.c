@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * /proc/net/ccp          state and counters, one "name value" per line
- * /proc/net/ccp_flows    one line per flow with a libccp slot
+ * /proc/net/ccp_flows    one line per flow with a libccp slot (CAP_NET_ADMIN)
  * /proc/net/ccp_latency  recent report -> reply -> cwnd-applied latencies
  */
+#include <linux/capability.h>
 #include <linux/proc_fs.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
@@ -27,28 +28,44 @@ static const char *const ccpk_mode_names[] = {
 	[CCPK_FALLBACK] = "fallback",
 };
 
+/*
+ * World-readable, so it takes no lock: counters are per-CPU sums, the
+ * modes a lockless snapshot of the slots.
+ */
 static int ccpk_stats_show(struct seq_file *m, void *v)
 {
-	u64 ctr[CCPK_CTR_MAX];
+	u64 *ctr;
 	u64 now = ktime_get_ns(), last_rx;
-	u32 nflows, modes[4] = {}, portid, nprogs, family, group;
+	u32 nflows = 0, modes[4] = {}, nprogs, other = 0, family, group;
 	bool up, known;
+	u32 portid;
 	int i;
 
-	spin_lock_bh(&ccpk->lock);
-	memcpy(ctr, ccpk->ctr, sizeof(ctr));
-	up = ccpk->agent_up;
-	nflows = ccpk->nflows;
-	last_rx = ccpk->last_rx_ns;
-	known = ccpk->agent_known;
-	portid = ccpk->agent_portid;
+	ctr = kmalloc_array(CCPK_CTR_MAX, sizeof(*ctr), GFP_KERNEL);
+	if (!ctr)
+		return -ENOMEM;
+	ccpk_ctr_read(ctr);
+	up = READ_ONCE(ccpk->agent_up);
+	last_rx = READ_ONCE(ccpk->last_rx_ns);
+	known = READ_ONCE(ccpk->agent_known);
+	portid = READ_ONCE(ccpk->agent_portid);
 	nprogs = ccpk_programs_installed();
 	family = ccpk_nl_family_id();
 	group = ccpk_nl_group_id();
-	for (i = 0; i < ccpk->max_flows; i++)
-		if (ccpk->flows[i].sk && ccpk->flows[i].mode < 4)
-			modes[ccpk->flows[i].mode]++;
-	spin_unlock_bh(&ccpk->lock);
+	for (i = 0; i < ccpk->max_flows; i++) {
+		const struct ccpk_flow *fl = &ccpk->flows[i];
+		u8 mode;
+
+		if (!READ_ONCE(fl->sk))
+			continue;
+		nflows++;
+		mode = ccpk_flow_mode(fl);
+		if (mode < 4)
+			modes[mode]++;
+		if ((i & 4095) == 4095)
+			cond_resched();
+	}
+	other = READ_ONCE(ccpk->nflows_other_netns);
 
 	seq_printf(m, "agent_up %u\n", up);
 	seq_printf(m, "agent_last_msg_ms_ago %lld\n",
@@ -60,12 +77,14 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "flows_pending %u\n", modes[CCPK_PENDING]);
 	seq_printf(m, "flows_ccp %u\n", modes[CCPK_ATTACHED]);
 	seq_printf(m, "flows_fallback %u\n", modes[CCPK_FALLBACK]);
+	seq_printf(m, "flows_other_netns %u\n", other);
 	seq_printf(m, "max_flows %u\n", ccpk->max_flows);
 	/* the generic netlink family "ccp" and its group "datapath" (0: none) */
 	seq_printf(m, "genl_family_id %u\n", family);
 	seq_printf(m, "genl_group_id %u\n", group);
 	for (i = 0; i < CCPK_CTR_MAX; i++)
 		seq_printf(m, "%s %llu\n", ccpk_ctr_names[i], ctr[i]);
+	kfree(ctr);
 	return 0;
 }
 
@@ -86,33 +105,99 @@ static void ccpk_show_end(struct seq_file *m, const struct sock *sk, bool local)
 		   port);
 }
 
+/*
+ * /proc/net/ccp_flows: every flow of every namespace with its addresses,
+ * for CAP_NET_ADMIN only (checked at open).  A seq_file over the slots:
+ * each line is read under that flow's lock only (which keeps its socket
+ * from going away), so a listing never holds a lock across slots and
+ * bottom halves are off for one line at a time.  Positions: 0 the header,
+ * then slot + 1.
+ */
+static void *ccpk_flows_seek(loff_t *pos)
+{
+	loff_t i;
+
+	if (*pos == 0)
+		return SEQ_START_TOKEN;
+	for (i = *pos - 1; i < ccpk->max_flows; i++) {
+		if (READ_ONCE(ccpk->flows[i].sk)) {
+			*pos = i + 1;
+			return &ccpk->flows[i];
+		}
+	}
+	*pos = ccpk->max_flows + 1;
+	return NULL;
+}
+
+static void *ccpk_flows_start(struct seq_file *m, loff_t *pos)
+{
+	return ccpk_flows_seek(pos);
+}
+
+static void *ccpk_flows_next(struct seq_file *m, void *v, loff_t *pos)
+{
+	++*pos;
+	return ccpk_flows_seek(pos);
+}
+
+static void ccpk_flows_stop(struct seq_file *m, void *v)
+{
+}
+
 static int ccpk_flows_show(struct seq_file *m, void *v)
 {
+	struct ccpk_flow *fl = v;
+	const struct tcp_sock *tp;
+	const struct sock *sk;
 	u32 i;
+	u8 mode;
 
-	seq_puts(m, "sid alg mode cwnd ssthresh srtt_us pacing_Bps src dst\n");
-	spin_lock_bh(&ccpk->lock);
-	for (i = 0; i < ccpk->max_flows; i++) {
-		struct ccpk_flow *fl = &ccpk->flows[i];
-		const struct tcp_sock *tp;
-
-		if (!fl->sk)
-			continue;
-		tp = tcp_sk(fl->sk);
-		seq_printf(m, "%u %s %s %u %u %u %lu", i + 1,
-			   ccpk->conns[i].flow_info.congAlg,
-			   fl->mode < ARRAY_SIZE(ccpk_mode_names) ?
-			   ccpk_mode_names[fl->mode] : "?",
-			   READ_ONCE(tp->snd_cwnd), READ_ONCE(tp->snd_ssthresh),
-			   READ_ONCE(tp->srtt_us) >> 3,
-			   READ_ONCE(fl->sk->sk_pacing_rate));
-		ccpk_show_end(m, fl->sk, true);
-		ccpk_show_end(m, fl->sk, false);
-		seq_putc(m, '\n');
+	if (v == SEQ_START_TOKEN) {
+		seq_puts(m, "sid alg mode cwnd ssthresh srtt_us pacing_Bps src dst\n");
+		return 0;
 	}
-	spin_unlock_bh(&ccpk->lock);
+	i = fl - ccpk->flows;
+	spin_lock_bh(&fl->lock);
+	sk = fl->sk;
+	if (!sk)		/* ended since */
+		goto out;
+	tp = tcp_sk(sk);
+	mode = ccpk_flow_mode(fl);
+	seq_printf(m, "%u %s %s %u %u %u %lu", i + 1,
+		   ccpk->conns[i].flow_info.congAlg,
+		   mode < ARRAY_SIZE(ccpk_mode_names) ? ccpk_mode_names[mode] : "?",
+		   READ_ONCE(tp->snd_cwnd), READ_ONCE(tp->snd_ssthresh),
+		   READ_ONCE(tp->srtt_us) >> 3,
+		   READ_ONCE(sk->sk_pacing_rate));
+	ccpk_show_end(m, sk, true);
+	ccpk_show_end(m, sk, false);
+	seq_putc(m, '\n');
+out:
+	spin_unlock_bh(&fl->lock);
 	return 0;
 }
+
+static const struct seq_operations ccpk_flows_seq_ops = {
+	.start = ccpk_flows_start,
+	.next = ccpk_flows_next,
+	.stop = ccpk_flows_stop,
+	.show = ccpk_flows_show,
+};
+
+static int ccpk_flows_open(struct inode *inode, struct file *file)
+{
+	/* flows of every namespace, with their addresses */
+	if (!capable(CAP_NET_ADMIN))
+		return -EPERM;
+	return seq_open(file, &ccpk_flows_seq_ops);
+}
+
+static const struct proc_ops ccpk_flows_proc_ops = {
+	.proc_open = ccpk_flows_open,
+	.proc_read = seq_read,
+	.proc_lseek = seq_lseek,
+	.proc_release = seq_release,
+};
 
 static int ccpk_latency_show(struct seq_file *m, void *v)
 {
@@ -123,11 +208,12 @@ static int ccpk_latency_show(struct seq_file *m, void *v)
 	if (!reply)
 		return -ENOMEM;
 	apply = reply + CCPK_LAT_RING;
-	spin_lock_bh(&ccpk->lock);
-	count = ccpk->lat_count;
-	memcpy(reply, ccpk->lat_reply_ns, sizeof(ccpk->lat_reply_ns));
-	memcpy(apply, ccpk->lat_apply_ns, sizeof(ccpk->lat_apply_ns));
-	spin_unlock_bh(&ccpk->lock);
+	/* no lock: samples written meanwhile may show up mixed */
+	count = atomic64_read(&ccpk->lat_count);
+	for (i = 0; i < CCPK_LAT_RING; i++) {
+		reply[i] = READ_ONCE(ccpk->lat_reply_ns[i]);
+		apply[i] = READ_ONCE(ccpk->lat_apply_ns[i]);
+	}
 
 	n = count < CCPK_LAT_RING ? (u32)count : CCPK_LAT_RING;
 	start = count < CCPK_LAT_RING ? 0 : (u32)(count % CCPK_LAT_RING);
@@ -146,8 +232,8 @@ int ccpk_proc_init(void)
 {
 	if (!proc_create_single("ccp", 0444, init_net.proc_net, ccpk_stats_show))
 		goto err;
-	/* flows of every namespace, with their addresses: root only */
-	if (!proc_create_single("ccp_flows", 0400, init_net.proc_net, ccpk_flows_show))
+	/* CAP_NET_ADMIN only: checked at open */
+	if (!proc_create("ccp_flows", 0444, init_net.proc_net, &ccpk_flows_proc_ops))
 		goto err_stats;
 	if (!proc_create_single("ccp_latency", 0444, init_net.proc_net, ccpk_latency_show))
 		goto err_flows;

@@ -12,7 +12,8 @@
  *  - register indices are used unchecked when read (report, control, tmp,
  *    local, implicit arrays) and control indices of staged updates are used
  *    unchecked when written;
- *  - expression ranges are not checked against the instruction count;
+ *  - expression ranges are not checked against the instruction count, and
+ *    may overlap: the work of one ACK is bounded here (CCPK_MAX_PROG_WORK);
  *  - more than MAX_REPORT_REG leading report DEFs overflow the MEASURE
  *    message buffer on the ACK path;
  *  - UPDATE_FIELDS/CHANGE_PROG updates are read by count, not by length.
@@ -66,7 +67,7 @@ static bool reg_ok(u8 type, u32 idx, bool dst)
 static enum ccpk_verdict check_install(const u8 *p, size_t len,
 				       struct ccpk_msg_info *info)
 {
-	u32 i, nexpr, ninstr, nreport = 0;
+	u32 i, nexpr, ninstr, nreport = 0, work = 0;
 	bool in_defs = true;
 	const u8 *ex, *in;
 	u64 want;
@@ -92,7 +93,10 @@ static enum ccpk_verdict check_install(const u8 *p, size_t len,
 
 		if (cond_end > ninstr || body_end > ninstr)
 			return CCPK_REJ_PROG;
+		/* both counts <= ninstr <= 255 here: no overflow */
+		work += 1 + rd32(ex + 4) + rd32(ex + 12);
 	}
+	info->work = work;
 
 	in = ex;
 	for (i = 0; i < ninstr; i++, in += CCPK_INSTR_LEN) {
@@ -115,6 +119,8 @@ static enum ccpk_verdict check_install(const u8 *p, size_t len,
 	}
 	if (nreport > MAX_REPORT_REG)
 		return CCPK_REJ_PROG;
+	if (work > CCPK_MAX_PROG_WORK)
+		return CCPK_REJ_PROG_WORK;
 	return CCPK_OK;
 }
 
@@ -214,6 +220,7 @@ const char *ccpk_verdict_name(enum ccpk_verdict v)
 		[CCPK_REJ_PROG]		= "bad_prog",
 		[CCPK_REJ_FIELDS]	= "bad_fields",
 		[CCPK_REJ_SID]		= "bad_sid",
+		[CCPK_REJ_PROG_WORK]	= "prog_too_costly",
 	};
 
 	if ((unsigned int)v >= CCPK_VERDICT_MAX)

@@ -38,6 +38,18 @@
  */
 #define CCPK_MAX_PROG_INSTR	255
 #define CCPK_MAX_PROG_EXPR	256
+/*
+ * Interpreter work per ACK.  libccp evaluates every expression in turn
+ * (until one whose condition holds does not fall through) and runs its
+ * condition's and its body's instructions, ranges that may overlap: 256
+ * expressions each spanning all 255 instructions made 65,280 instructions
+ * on every ACK.  A program's work is the most one ACK can cost: one step
+ * per expression plus every instruction of its condition and body,
+ * summed over all expressions.  Programs whose expressions do not share
+ * instructions (portus never shares them) stay below 256 + 255 = 511;
+ * the bound leaves twice that.
+ */
+#define CCPK_MAX_PROG_WORK	1024
 #define CCPK_MAX_UPDATES	127
 #define CCPK_NUM_PRIMITIVES	16
 
@@ -50,6 +62,7 @@ enum ccpk_verdict {
 	CCPK_REJ_PROG,		/* bad opcode, register, expression range, #reports */
 	CCPK_REJ_FIELDS,	/* too many or invalid update fields */
 	CCPK_REJ_SID,		/* socket id out of range */
+	CCPK_REJ_PROG_WORK,	/* more than CCPK_MAX_PROG_WORK steps per ACK */
 	CCPK_VERDICT_MAX
 };
 
@@ -60,6 +73,7 @@ struct ccpk_msg_info {
 	u32 program_uid;	/* INSTALL, CHANGE_PROG */
 	u32 num_expr;		/* INSTALL */
 	u32 num_instr;		/* INSTALL */
+	u32 work;		/* INSTALL: steps per ACK at most (see above) */
 	u32 num_updates;	/* UPDATE_FIELDS, CHANGE_PROG */
 	bool sets_cwnd;		/* an update writes the Cwnd register */
 	bool sets_rate;		/* an update writes the Rate register */

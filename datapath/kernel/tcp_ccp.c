@@ -23,25 +23,31 @@
  * registers (UPDATE_FIELDS) or switching programs (CHANGE_PROG).
  *
  * On every ACK (cong_control, softirq or socket-backlog context):
- *  - if the flow is under agent control (ATTACHED), the libccp primitives
- *    are loaded from the kernel's rate sample and the socket: bytes/packets
- *    newly acked (tp->bytes_acked delta), SACKed-out-of-order packets
- *    (rs->acked_sacked beyond the cumulative ack), CE-marked packets
- *    (tp->delivered_ce delta), packets marked lost (rs->losses), whether an
- *    RTO happened (CA_EVENT_LOSS or TCP_CA_Loss), the RTT sample (rs->rtt_us,
- *    else srtt), send and receive rates (rs->delivered over the send and ack
- *    intervals), bytes/packets in flight, bytes not yet sent, the current
- *    cwnd in bytes and the agent-set pacing rate (0 if none);
- *    then ccp_invoke() runs the flow's program.  Feeding the current cwnd
- *    back is essential: libccp rewrites cwnd from this primitive on every
- *    invoke, so an agent-set window stays in place.  The program's Cwnd (in
- *    bytes) becomes snd_cwnd = Cwnd / mss, clamped to [2, snd_cwnd_clamp];
- *    a non-zero Rate becomes sk_pacing_rate (capped by sk_max_pacing_rate)
- *    (both whole u64 values: libccp passes them truncated to u32, see
- *    ccp_values.h; byte counts in primitives and CREATE saturate at u32)
- *    and switches sk_pacing_status to SK_PACING_NEEDED, so TCP's internal
- *    pacing (or fq) enforces it.  Without an agent rate, sk_pacing_rate is
- *    kept as the stack would (200%/120% of cwnd/srtt) for TSO autosizing.
+ *  - a lockless check decides whether the flow needs anything beyond the
+ *    in-kernel Reno (ccpk_flow_due(): its agent state is stale, it is
+ *    attached, or a CREATE is due); a flow in fallback or waiting for an
+ *    answer takes no lock at all;
+ *  - if the flow is under agent control (ATTACHED), under the flow's own
+ *    lock (and an RCU read section, see "program table" below) the libccp
+ *    primitives are loaded from the kernel's rate sample and the socket:
+ *    bytes/packets newly acked (tp->bytes_acked delta), SACKed-out-of-order
+ *    packets (rs->acked_sacked beyond the cumulative ack), CE-marked
+ *    packets (tp->delivered_ce delta), packets marked lost (rs->losses),
+ *    whether an RTO happened (CA_EVENT_LOSS or TCP_CA_Loss), the RTT
+ *    sample (rs->rtt_us, else srtt), send and receive rates (rs->delivered
+ *    over the send and ack intervals), bytes/packets in flight, bytes not
+ *    yet sent, the current cwnd in bytes and the agent-set pacing rate (0
+ *    if none); then ccp_invoke() runs the flow's program.  Feeding the
+ *    current cwnd back is essential: libccp rewrites cwnd from this
+ *    primitive on every invoke, so an agent-set window stays in place.
+ *    The program's Cwnd (in bytes) becomes snd_cwnd = Cwnd / mss, clamped
+ *    to [2, snd_cwnd_clamp]; a non-zero Rate becomes sk_pacing_rate
+ *    (capped by sk_max_pacing_rate) (both whole u64 values: libccp passes
+ *    them truncated to u32, see ccp_values.h; byte counts in primitives
+ *    and CREATE saturate at u32) and switches sk_pacing_status to
+ *    SK_PACING_NEEDED, so TCP's internal pacing (or fq) enforces it.
+ *    Without an agent rate, sk_pacing_rate is kept as the stack would
+ *    (200%/120% of cwnd/srtt) for TSO autosizing;
  *  - otherwise (PENDING, FALLBACK, or no libccp slot) the flow runs the
  *    in-kernel Reno below: slow start and AIMD through tcp_slow_start() and
  *    tcp_cong_avoid_ai() in Open/Disorder/Loss, proportional rate reduction
@@ -51,28 +57,65 @@
  *    all of the stack's cwnd logic, this fallback is complete on its own:
  *    a flow never stalls, whatever the agent does.
  *
- * Flow and agent state machine (all transitions under the datapath lock):
+ * Flow state machine (per flow, under the flow's lock):
  *
  *   init ──agent up──> PENDING ──first CHANGE_PROG/UPDATE──> ATTACHED
- *     │                  │  ^                                   │
- *     │ agent down       │  └── READY probe reaches a listener, │
- *     v                  v      CREATE re-sent                  │
- *   FALLBACK <───────────┴──────── agent lost ──────────────────┘
+ *     │                 │  ^ │ unanswered for                  │
+ *     │ agent down      │  │ └ agent_timeout_ms x 2^tries:     │ fault_limit
+ *     v                 v  │   CREATE re-sent (ACK path)       │ faults in
+ *   FALLBACK <──────────┴──┴── agent lost or replaced ─────────┤ a row
+ *      │  ^                                                    │
+ *      │  └────────────────────────────────────────────────────┘
+ *      └── agent up and retry_at reached: CREATE (re-)sent ──> PENDING
  *
- *  - The agent is "lost" when a send finds no listener on the netlink group
- *    (-ESRCH; immediate after the agent dies) or when nothing at all has
+ *  - Agent events (lost, found, replaced, program table emptied) do not
+ *    walk the flows under a lock.  They bump the agent generation
+ *    ccpk->gen (under ccpk->lock) and queue the sweep.  A flow whose gen
+ *    differs belongs to an agent that is gone: on its next ACK, or when
+ *    the sweep reaches it, whichever comes first, it drops its program
+ *    state and falls back (counted in "fallbacks" if it was attached), and
+ *    if an agent is up it announces itself (CREATE with its current cwnd
+ *    as init_cwnd).  So every flow leaves a lost agent on its very next
+ *    ACK, and no agent message can act on a flow of an older generation
+ *    (such answers are dropped, rx_stale).
+ *  - The sweep (a work item, process context) walks the slots and brings
+ *    every due flow in line, one flow lock at a time, with cond_resched()
+ *    after every CCPK_SWEEP_BATCH flows and a short sleep after every
+ *    CCPK_SWEEP_BATCH CREATEs sent, so a re-announcement of thousands of
+ *    flows neither holds a lock nor keeps bottom halves off for long, and
+ *    gives the agent time to read.  A CREATE that fails with -ENOBUFS (the
+ *    agent's receive buffer is full: the agent asks for that error with
+ *    NETLINK_BROADCAST_ERROR, ccp_nl.c) pauses the sweep for 5 ms, doubled up
+ *    to 100 ms while the buffer is still full after a pause; the flow stays
+ *    PENDING (below).  Busy flows do not wait for the sweep: each
+ *    announces itself on its next ACK.
+ *  - No flow stays stuck: a PENDING flow whose CREATE was not answered
+ *    sends it again from its own ACK path after agent_timeout_ms, then
+ *    after twice that, and so on up to 64 times (ccpk_retry_ms()); one
+ *    whose CREATE found the agent's buffer full, after an eighth of
+ *    agent_timeout_ms, without backing off (ccpk_create_wait_ms()).  Such
+ *    retries come from the flow's ACKs and from the sweep's passes.
+ *  - The agent is "lost" when a send finds no listener on the genl group
+ *    (-ESRCH; immediate after the agent dies), when nothing at all has
  *    come back from it for agent_timeout_ms while a CREATE or a report is
- *    waiting for an answer (a hung agent).  libccp's own fallback timer is
- *    disabled (it only logs); every flow leaves agent control at once.
+ *    waiting for an answer (a hung agent), or when its netlink socket is
+ *    released (it exited or was killed; the kernel's NETLINK_URELEASE
+ *    notification).  The first two are noticed where a lock cannot be
+ *    taken (the ACK path) and handled by event_work.  libccp's own
+ *    fallback timer is disabled (it only logs).
  *  - While the agent is lost and flows exist, a delayed work item sends a
  *    READY message every probe_interval_ms.  When one is delivered (a
- *    listener exists again) the agent is "found": the CREATE of every flow
- *    is re-sent, carrying the flow's current cwnd as init_cwnd (libccp never
- *    retries a CREATE by itself).  portus answers READY by re-installing its
- *    programs and CREATE with a CHANGE_PROG; the flow is ATTACHED again when
- *    that first message for it arrives.
- *  - The agent is also lost when its netlink socket is released (it exited
- *    or was killed; the kernel's NETLINK_URELEASE notification), at once.
+ *    listener exists again) the agent is "found": the generation is bumped
+ *    and the sweep announces every flow.  portus answers READY by
+ *    re-installing its programs and CREATE with a CHANGE_PROG; the flow is
+ *    ATTACHED again when that first message for it arrives.
+ *  - Program faults: ccp_invoke() < 0 (division by zero, overflow or
+ *    underflow, a program slot gone) leaves the ACK to the program's
+ *    last window.  After fault_limit faulting ACKs in a row the flow falls
+ *    back at once (logged, counted in fault_fallbacks) and sends a fresh
+ *    CREATE; if the agent hands it a faulting program again, the next
+ *    fresh CREATE waits 1, 2, 4 ... 64 agent timeouts (the flow runs Reno
+ *    meanwhile) until the program reports without a fault.
  *  - libccp's program table belongs to one agent, the socket that installed
  *    the programs: it is emptied when that socket goes away, when a probe
  *    finds a listener again, and when another socket installs programs
@@ -88,45 +131,87 @@
  * only from senders with CAP_NET_ADMIN (UPDATE_FIELDS and CHANGE_PROG only
  * from the agent's socket) and only after ccpk_validate() checked
  * type (INSTALL, UPDATE_FIELDS, CHANGE_PROG), declared against received
- * length, program size (< 256 instructions: 256 hangs libccp's interpreter),
- * expression ranges, register types and indices, update counts and fields,
- * and socket id; a CHANGE_PROG must name an installed program.  Rejected
- * messages are counted by reason and logged rate-limited.
+ * length, program size (< 256 instructions: 256 hangs libccp's interpreter)
+ * and work per ACK (CCPK_MAX_PROG_WORK), expression ranges, register types
+ * and indices, update counts and fields, and socket id; a CHANGE_PROG must
+ * name an installed program.  Rejected messages are counted by reason
+ * (per-CPU counters, no lock) and logged rate-limited.
  *
- * Locking: libccp is not thread safe.  One spinlock per datapath
- * (ccpk->lock, always taken with spin_lock_bh since ACKs are processed in
- * softirq and in process context) serializes ccp_invoke() on the ACK path,
- * ccp_read_msg() from netlink, connection start/free, and the probe work.
- * Sends to the agent happen under it with GFP_ATOMIC; nothing sleeps under
- * it.  A socket's fields are written only from its own callbacks (the ACK
- * path applies agent updates, which netlink merely stages), which the
- * socket lock serializes; the probe and /proc only read a few of them
- * (READ_ONCE), reaching the socket through the slot table under the
- * datapath lock, which release() takes before the slot (and later the
- * socket) goes away.
+ * Locking.  libccp is not thread safe; its state is of two kinds:
+ *  - per flow (struct ccp_connection and its ccp_priv_state: registers,
+ *    staged updates, the program it runs): protected by the flow's lock
+ *    (ccpk_flow.lock), taken by the flow's ACK path (attached flows, or
+ *    when a CREATE is due), by agent messages for that flow, by the
+ *    sweep, by /proc/net/ccp_flows and by release();
+ *  - shared (the program table, the connection table's allocation, the
+ *    agent's identity and state): protected by the datapath lock
+ *    (ccpk->lock), taken by netlink input, agent events, the probe,
+ *    connection start and release, never on the ACK path.
+ *  Order: ccpk->lock, then one flow's lock; never two flow locks.  Both
+ *  are taken with bottom halves off (ACKs are processed in softirq and in
+ *  process context).  Nothing sleeps under them; sends to the agent use
+ *  GFP_ATOMIC.  The ACK path reads the shared agent state (gen, agent_up)
+ *  with READ_ONCE and counts in per-CPU counters.
+ *
+ *  The program table is read by ccp_invoke() under the flow lock only,
+ *  while INSTALL writes it under ccpk->lock.  Safe because: a slot is
+ *  written only while it is free (index 0); an attached flow of the
+ *  current generation only points at installed slots; a slot becomes free
+ *  only when the whole table is emptied, which bumps the generation (so
+ *  no ACK that starts afterwards runs an old program) and the program
+ *  epoch; and before libccp writes the table again, ccpk_install_lock()
+ *  waits for an RCU grace period (ACKs run programs inside
+ *  rcu_read_lock()), so an ACK that started before the table was emptied
+ *  has finished.  INSTALL comes from the agent's send (process context),
+ *  where that wait may sleep.
+ *
+ *  A socket's fields are written only from its own callbacks (the ACK
+ *  path applies agent updates, which netlink merely stages), which the
+ *  socket lock serializes; the sweep, the probe and /proc read a few of
+ *  them (READ_ONCE) under the flow's lock, which release() takes before
+ *  the slot (and later the socket) goes away.  libccp's global fallback
+ *  timer fields (last_msg_sent, _in_fallback) are touched by libccp
+ *  without a lock; with the timer disabled and _in_fallback kept false
+ *  they carry no meaning.
+ *
+ * Namespaces: the agent runs in the initial network namespace, and so, by
+ * default, must the flows it controls.  Inside an unprivileged user and
+ * network namespace any user may select a ccp algorithm (TCP_CONGESTION
+ * needs CAP_NET_ADMIN over the socket's namespace only), so a socket of
+ * another namespace gets a slot only while its namespace holds fewer than
+ * netns_quota slots (default 0: none) and all other namespaces together
+ * fewer than netns_total.  A socket refused a slot works normally on the
+ * in-kernel Reno, and the agent never hears of it (flows_netns_refused).
  *
  * Limits: max_flows connection slots (default 1024; more flows run the
  * in-kernel Reno); about 3 KiB of libccp state per flow, allocated with
  * GFP_ATOMIC when the flow starts; max_programs program slots shared by all
  * algorithms (libccp's table keeps one slot unusable); programs of at most
- * 255 instructions, 8 temporaries, 110 report/control registers.
+ * 255 instructions and CCPK_MAX_PROG_WORK steps per ACK, 8 temporaries,
+ * 110 report/control registers.
  *
  * Module lifetime: each socket using one of these algorithms holds a
  * reference on the module through tcp_congestion_ops.owner, so the module
  * cannot be unloaded while any flow uses it (rmmod reports it in use);
- * switch the sysctl back and let the flows end first.  Unloading removes
- * the genl family first, which waits for agent messages being handled and
- * lets no more in (ccp_nl.c), then the probe work, /proc and the state.
+ * switch the sysctl back and let the flows end first.  Unloading stops the
+ * work items (the sweep, the probe, agent events) first, so that nothing
+ * sends while the family goes away, then removes the genl family, which
+ * waits for agent messages being handled and lets no more in (ccp_nl.c),
+ * then the state.
  */
 #define pr_fmt(fmt) "ccp: " fmt
 
 #include <linux/module.h>
 #include <linux/version.h>
+#include <linux/delay.h>
 #include <linux/math64.h>
 #include <linux/ratelimit.h>
 #include <linux/random.h>
+#include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/mm.h>
+#include <net/net_namespace.h>
+#include <net/netns/generic.h>
 #include <net/tcp.h>
 
 #include "ccp_kernel.h"
@@ -135,10 +220,21 @@
 
 #define CCPK_VERSION "0.1.0"
 
+/*
+ * The sweep: flows per batch, and its pause after a CREATE hit a full
+ * buffer (doubled while the buffer is found full at once after a pause)
+ */
+#define CCPK_SWEEP_BATCH	64
+#define CCPK_SWEEP_PAUSE_MS	5
+#define CCPK_SWEEP_PAUSE_MAX_MS	100
+
+/* grace periods an INSTALL waits for the program table at most */
+#define CCPK_INSTALL_WAITS	4
+
 unsigned int ccpk_agent_timeout_ms = 1000;
 module_param_named(agent_timeout_ms, ccpk_agent_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(agent_timeout_ms,
-		 "fall back to in-kernel Reno when the agent has not answered a CREATE or report for this long (ms, 0 = only on send failure)");
+		 "fall back to in-kernel Reno when the agent has not answered a CREATE or report for this long (ms, 0 = only on send failure); an unanswered CREATE is re-sent after this long (doubling)");
 
 unsigned int ccpk_probe_interval_ms = 100;
 module_param_named(probe_interval_ms, ccpk_probe_interval_ms, uint, 0644);
@@ -154,11 +250,33 @@ module_param(max_programs, uint, 0444);
 MODULE_PARM_DESC(max_programs,
 		 "libccp program slots shared by all algorithms (2..64; one is unusable)");
 
+static unsigned int netns_quota;
+module_param(netns_quota, uint, 0644);
+MODULE_PARM_DESC(netns_quota,
+		 "connection slots each network namespace other than the initial one may hold (0 = none: their flows run the in-kernel Reno)");
+
+static unsigned int netns_total = 512;
+module_param(netns_total, uint, 0644);
+MODULE_PARM_DESC(netns_total,
+		 "connection slots all namespaces other than the initial one may hold together");
+
+static unsigned int fault_limit = 8;
+module_param(fault_limit, uint, 0644);
+MODULE_PARM_DESC(fault_limit,
+		 "consecutive ACKs on which a flow's program faults before the flow falls back and is announced afresh (0 = never)");
+
 bool ccpk_debug;
 module_param_named(debug, ccpk_debug, bool, 0644);
 MODULE_PARM_DESC(debug, "log libccp info messages too (rate-limited)");
 
 struct ccpk_datapath *ccpk;
+
+/* per-namespace state: slots held by the namespace's sockets (ccpk->lock) */
+struct ccpk_net {
+	u32 flows;
+};
+
+static unsigned int ccpk_net_id __read_mostly;
 
 /* per-socket state, in icsk_ca_priv */
 struct ccpk_ca {
@@ -247,6 +365,47 @@ static void ccpk_set_rate(struct ccp_connection *conn, u32 rate)
 		ca->pacing_set = 1;
 }
 
+
+/* ---- counters -------------------------------------------------------------- */
+
+void ccpk_ctr_read(u64 *out)
+{
+	int cpu, i;
+
+	memset(out, 0, sizeof(u64) * CCPK_CTR_MAX);
+	for_each_possible_cpu(cpu) {
+		const struct ccpk_pcpu *p = per_cpu_ptr(ccpk->pcpu, cpu);
+
+		for (i = 0; i < CCPK_CTR_MAX; i++)
+			out[i] += READ_ONCE(p->ctr[i]);
+	}
+}
+
+/* ---- work items -------------------------------------------------------------- */
+
+static void ccpk_queue_sweep(unsigned long delay)
+{
+	if (READ_ONCE(ccpk->shutting_down))
+		return;
+	if (delay)
+		queue_delayed_work(system_wq, &ccpk->sweep_work, delay);
+	else
+		mod_delayed_work(system_wq, &ccpk->sweep_work, 0);
+}
+
+static void ccpk_queue_probe(unsigned long delay)
+{
+	if (!READ_ONCE(ccpk->shutting_down))
+		queue_delayed_work(system_wq, &ccpk->probe_work, delay);
+}
+
+/* Flows must leave the agent they were announced to (lock held). */
+static void ccpk_gen_bump(void)
+{
+	WRITE_ONCE(ccpk->gen, ccpk->gen + 1);
+	ccpk_queue_sweep(0);
+}
+
 /* ---- connection table ---------------------------------------------------- */
 
 struct ccp_connection *ccpk_conn(u32 sid)
@@ -254,32 +413,138 @@ struct ccp_connection *ccpk_conn(u32 sid)
 	return &ccpk->conns[sid - 1];
 }
 
-/* Take a slot and announce the flow (lock held).  Returns the sid or 0. */
-static u16 ccpk_conn_start(struct sock *sk, const struct ccp_datapath_info *info)
+bool ccpk_flow_current(const struct ccpk_flow *fl)
 {
-	struct ccp_connection *conn;
-	struct ccp_priv_state *st;
-	struct ccpk_flow *fl;
-	u32 i, slot = 0;
+	return READ_ONCE(fl->gen) == READ_ONCE(ccpk->gen);
+}
 
-	ccpk_inc(flows_started);
-	if (ccpk->shutting_down || ccpk->nflows >= ccpk->max_flows)
-		goto noslot;
-	for (i = 0; i < ccpk->max_flows; i++) {
-		slot = (ccpk->hint + i) % ccpk->max_flows;
-		if (!ccpk->conns[slot].index && !ccpk->flows[slot].sk)
-			break;
+u8 ccpk_flow_mode(const struct ccpk_flow *fl)
+{
+	return ccpk_mode_shown(READ_ONCE(fl->mode), !ccpk_flow_current(fl),
+			       READ_ONCE(ccpk->agent_up));
+}
+
+/* Forget the flow's program, staged program and updates (flow lock held). */
+static void ccpk_flow_detach(u32 slot, struct ccpk_flow *fl)
+{
+	struct ccp_priv_state *st = ccpk->conns[slot].state;
+
+	if (st) {
+		st->program_index = 0;
+		st->staged_program_index = -1;
+		memset(&st->pending_update, 0, sizeof(st->pending_update));
 	}
-	if (i == ccpk->max_flows)
+	fl->update_pending = 0;
+	fl->report_ns = 0;
+	fl->reply_ns = 0;
+	fl->faults = 0;
+}
+
+/*
+ * Send (again) the CREATE of the flow in @slot with its current window
+ * (flow lock held): PENDING until the agent answers, or until
+ * ccpk_retry_ms() passes and it is sent again.
+ */
+static int ccpk_announce(u32 slot, struct ccpk_flow *fl)
+{
+	struct ccp_connection *conn = &ccpk->conns[slot];
+	const struct tcp_sock *tp = tcp_sk(fl->sk);
+	u32 mss = max_t(u32, READ_ONCE(tp->mss_cache), 1);
+	bool count_try;
+	u32 wait;
+	int ret;
+
+	if (fl->mode == CCPK_PENDING)
+		ccpk_inc(create_retries);
+	else if (fl->announced)
+		ccpk_inc(recreates);
+	/* a fresh CREATE starts over: nothing staged for the flow survives */
+	ccpk_flow_detach(slot, fl);
+	conn->flow_info.mss = mss;
+	conn->flow_info.init_cwnd = ccpk_pkts_bytes(READ_ONCE(tp->snd_cwnd), mss);
+	conn->last_create_msg_sent = 0;	/* libccp's own 100 ms throttle */
+	WRITE_ONCE(fl->mode, CCPK_PENDING);
+	ret = send_conn_create(&ccpk->dp, conn);
+	if (ret == 0 || ret == -ENOBUFS)
+		fl->announced = 1;
+	wait = ccpk_create_wait_ms(READ_ONCE(ccpk_agent_timeout_ms), fl->tries,
+				   ret == -ENOBUFS, &count_try);
+	WRITE_ONCE(fl->retry_at, jiffies + msecs_to_jiffies(wait));
+	if (count_try && fl->tries < U8_MAX)
+		fl->tries++;
+	return ret;
+}
+
+/*
+ * Bring the flow in @slot in line with the agent's state (flow lock held):
+ * leave an agent that is gone or replaced, (re-)announce when due.
+ * Returns the result of the CREATE sent, or 1 when none was sent.
+ */
+static int ccpk_flow_sync(u32 slot, struct ccpk_flow *fl)
+{
+	u32 gen = READ_ONCE(ccpk->gen);
+	bool up = READ_ONCE(ccpk->agent_up);
+
+	if (fl->gen != gen) {
+		if (fl->mode == CCPK_ATTACHED)
+			ccpk_inc(fallbacks);
+		ccpk_flow_detach(slot, fl);
+		WRITE_ONCE(fl->mode, CCPK_FALLBACK);
+		WRITE_ONCE(fl->gen, gen);
+		WRITE_ONCE(fl->retry_at, jiffies);
+		fl->tries = 0;
+		fl->fault_streak = 0;
+	}
+	if (!ccpk_flow_due(fl->mode, false, up, jiffies, fl->retry_at, false))
+		return 1;
+	return ccpk_announce(slot, fl);
+}
+
+void ccpk_flow_attach(struct ccpk_flow *fl)
+{
+	WRITE_ONCE(fl->mode, CCPK_ATTACHED);
+	if (fl->ever_attached)
+		ccpk_inc(reattaches);
+	else
+		ccpk_inc(attaches);
+	fl->ever_attached = 1;
+	fl->tries = 0;
+	fl->faults = 0;
+	fl->report_ns = 0;
+	fl->reply_ns = 0;
+}
+
+/*
+ * Take a slot for @sk (lock held): the namespace policy, then the oldest
+ * free slot (FIFO, so a socket id is reused as late as possible and a late
+ * answer for an ended flow rarely finds a new one).  @st is the flow's
+ * libccp state, owned by the slot on success.  Returns the sid or 0.
+ */
+static u16 ccpk_slot_take(struct sock *sk, const struct ccp_datapath_info *info,
+			  struct ccp_priv_state *st)
+{
+	struct net *net = sock_net(sk);
+	bool other = !net_eq(net, &init_net);
+	struct ccpk_net *cn = NULL;
+	struct ccp_connection *conn;
+	struct ccpk_flow *fl;
+	u32 slot;
+
+	if (ccpk->shutting_down || !ccpk->nfree)
 		goto noslot;
-	/*
-	 * libccp's ccp_connection_start() allocates with GFP_KERNEL, but
-	 * init() runs in softirq for active opens: set the slot up here.
-	 */
-	st = kzalloc(sizeof(*st), GFP_ATOMIC);
-	if (!st)
-		goto noslot;
-	st->sent_create = false;
+	if (other) {
+		cn = net_generic(net, ccpk_net_id);
+		if (!ccpk_netns_admit(false, cn->flows, READ_ONCE(netns_quota),
+				      ccpk->nflows_other_netns, READ_ONCE(netns_total))) {
+			ccpk_inc(flows_netns_refused);
+			return 0;
+		}
+	}
+	slot = ccpk->free_slots[ccpk->free_head];
+	ccpk->free_head = (ccpk->free_head + 1) % ccpk->max_flows;
+	ccpk->nfree--;
+
+	st->sent_create = true;	/* CREATEs are ours: libccp must not send any */
 	st->implicit_time_zero = ccpk->dp.time_zero;
 	st->program_index = 0;
 	st->staged_program_index = -1;
@@ -293,19 +558,23 @@ static u16 ccpk_conn_start(struct sock *sk, const struct ccp_datapath_info *info
 	conn->datapath = &ccpk->dp;
 
 	fl = &ccpk->flows[slot];
-	memset(fl, 0, sizeof(*fl));
-	fl->sk = sk;
-	ccpk->nflows++;
-	ccpk->hint = slot + 1;
+	spin_lock(&fl->lock);
+	fl->ever_attached = 0;
+	fl->announced = 0;
+	fl->other_netns = other;
+	fl->tries = 0;
+	fl->fault_streak = 0;
+	ccpk_flow_detach(slot, fl);
+	WRITE_ONCE(fl->gen, ccpk->gen);
+	WRITE_ONCE(fl->mode, CCPK_FALLBACK);
+	WRITE_ONCE(fl->retry_at, jiffies);
+	WRITE_ONCE(fl->sk, sk);
+	spin_unlock(&fl->lock);
 
-	if (ccpk->agent_up) {
-		fl->mode = CCPK_PENDING;
-		if (send_conn_create(&ccpk->dp, conn) == 0)
-			st->sent_create = true;
-		/* a failed send moved the flow to FALLBACK already */
-	} else {
-		fl->mode = CCPK_FALLBACK;
-		queue_delayed_work(system_wq, &ccpk->probe_work, 0);
+	ccpk->nflows++;
+	if (other) {
+		cn->flows++;
+		ccpk->nflows_other_netns++;
 	}
 	return slot + 1;
 
@@ -314,41 +583,38 @@ noslot:
 	return 0;
 }
 
-/* Re-send a flow's CREATE with its current window (lock held). */
-static int ccpk_recreate(u32 slot)
+/* Release the slot of the flow in @slot (lock and flow lock held). */
+static void ccpk_slot_free(u32 slot, struct ccpk_flow *fl)
 {
 	struct ccp_connection *conn = &ccpk->conns[slot];
-	struct ccpk_flow *fl = &ccpk->flows[slot];
-	const struct tcp_sock *tp = tcp_sk(fl->sk);
-	struct ccp_priv_state *st = conn->state;
-	u32 mss = max_t(u32, READ_ONCE(tp->mss_cache), 1);
-	int ret;
 
-	conn->flow_info.mss = mss;
-	conn->flow_info.init_cwnd = ccpk_pkts_bytes(READ_ONCE(tp->snd_cwnd), mss);
-	conn->last_create_msg_sent = 0;
-	fl->mode = CCPK_PENDING;
-	fl->update_pending = 0;
-	fl->report_ns = 0;
-	fl->reply_ns = 0;
-	ret = send_conn_create(&ccpk->dp, conn);
-	if (ret == 0) {
-		st->sent_create = true;
-		ccpk_inc(recreates);
+	/* the close: a MEASURE with no fields, as libccp sends it */
+	if (fl->announced && READ_ONCE(ccpk->agent_up)) {
+		char msg[CCPK_HDR_LEN + 8] = {};
+
+		msg[0] = MEASURE;
+		msg[2] = sizeof(msg);
+		msg[4] = (slot + 1) & 0xff;	/* socket id, little endian */
+		msg[5] = ((slot + 1) >> 8) & 0xff;
+		ccpk_dp_send(&ccpk->dp, msg, sizeof(msg));
 	}
-	return ret;
-}
+	if (fl->other_netns) {
+		struct ccpk_net *cn = net_generic(sock_net(fl->sk), ccpk_net_id);
 
-void ccpk_flow_attach(struct ccpk_flow *fl)
-{
-	fl->mode = CCPK_ATTACHED;
-	if (fl->ever_attached)
-		ccpk_inc(reattaches);
-	else
-		ccpk_inc(attaches);
-	fl->ever_attached = 1;
-	fl->report_ns = 0;
-	fl->reply_ns = 0;
+		cn->flows--;
+		ccpk->nflows_other_netns--;
+	}
+	kfree(conn->state);
+	conn->state = NULL;
+	conn->impl = NULL;
+	conn->index = 0;
+	ccpk_flow_detach(slot, fl);
+	WRITE_ONCE(fl->mode, CCPK_FREE);
+	WRITE_ONCE(fl->sk, NULL);
+	ccpk->free_slots[(ccpk->free_head + ccpk->nfree) % ccpk->max_flows] = slot;
+	ccpk->nfree++;
+	ccpk->nflows--;
+	ccpk_inc(flows_closed);
 }
 
 /* The agent is gone or hung: every flow falls back (lock held). */
@@ -359,13 +625,11 @@ void ccpk_agent_lost(enum ccpk_lost why)
 		[CCPK_LOST_TIMEOUT] = "stopped answering",
 		[CCPK_LOST_CLOSED] = "closed its socket",
 	};
-	u32 i, n = 0;
 
 	if (!ccpk->agent_up)
 		return;
-	ccpk->agent_up = false;
-	ccpk->dp._in_fallback = true;	/* quiets libccp's send warnings */
-	ccpk->pending = false;
+	WRITE_ONCE(ccpk->agent_up, false);
+	WRITE_ONCE(ccpk->pending_since, 0);
 	ccpk_inc(agent_lost);
 	if (why == CCPK_LOST_TIMEOUT)
 		ccpk_inc(agent_lost_timeout);
@@ -373,25 +637,11 @@ void ccpk_agent_lost(enum ccpk_lost why)
 		ccpk_inc(agent_lost_closed);
 	else
 		ccpk_inc(agent_lost_nolistener);
-
-	for (i = 0; i < ccpk->max_flows; i++) {
-		struct ccpk_flow *fl = &ccpk->flows[i];
-
-		if (!fl->sk || fl->mode == CCPK_FALLBACK)
-			continue;
-		if (fl->mode == CCPK_ATTACHED) {
-			ccpk_inc(fallbacks);
-			n++;
-		}
-		fl->mode = CCPK_FALLBACK;
-		fl->update_pending = 0;
-		fl->report_ns = 0;
-	}
+	/* each flow leaves the agent on its next ACK, or in the sweep */
+	ccpk_gen_bump();
 	pr_warn_ratelimited("agent %s: %u flows fall back to in-kernel Reno\n",
-			    what[why], n);
-	if (!ccpk->shutting_down)
-		queue_delayed_work(system_wq, &ccpk->probe_work,
-				   msecs_to_jiffies(ccpk_probe_interval_ms));
+			    what[why], ccpk->nflows);
+	ccpk_queue_probe(msecs_to_jiffies(ccpk_probe_interval_ms));
 }
 
 /*
@@ -423,13 +673,15 @@ void ccpk_agent_lost(enum ccpk_lost why)
  *    exited, or was killed), or when a READY probe finds a listener after
  *    the agent was lost, the table is emptied and the agent forgotten;
  *  - program uid 1 from the agent itself (libccp then empties the table)
- *    re-announces the flows as well;
+ *    re-announces the flows as well, unless the table is empty already;
  *  - UPDATE_FIELDS and CHANGE_PROG are accepted only from the agent's
  *    socket (rej_not_agent otherwise).
  *
- * Emptying the table also clears every flow's program index, staged
- * program and staged updates, so that no flow can run, or be attached to,
- * a slot that the next agent will fill with another program.
+ * Emptying the table bumps the agent generation: no flow runs, or can be
+ * attached to, a slot that the next agent will fill with another program;
+ * each flow drops its program, staged program and staged updates when it
+ * catches up.  And it bumps the program epoch: libccp writes the table
+ * again only after an RCU grace period (ccpk_install_lock()).
  */
 
 /* Empty libccp's program table and forget the agent (lock held). */
@@ -438,54 +690,31 @@ static void ccpk_programs_reset(void)
 	struct DatapathProgram *progs = ccpk->dp.programs;
 	u32 i;
 
-	/* a slot is free when its index is 0; lookups skip free slots */
+	/*
+	 * A slot is free when its index is 0; lookups skip free slots.  An
+	 * ACK still running one of these programs reads at most fewer
+	 * expressions and instructions; the instructions themselves stay
+	 * until the next INSTALL, which waits for such ACKs to end.
+	 */
 	for (i = 0; i < ccpk->dp.max_programs; i++) {
-		progs[i].index = 0;
+		WRITE_ONCE(progs[i].index, 0);
 		progs[i].program_uid = 0;
-		progs[i].num_expressions = 0;
-		progs[i].num_instructions = 0;
+		WRITE_ONCE(progs[i].num_expressions, 0);
+		WRITE_ONCE(progs[i].num_instructions, 0);
 	}
-	for (i = 0; i < ccpk->max_flows; i++) {
-		struct ccp_priv_state *st = ccpk->conns[i].state;
-
-		if (!ccpk->conns[i].index || !st)
-			continue;
-		st->program_index = 0;
-		st->staged_program_index = -1;
-		memset(&st->pending_update, 0, sizeof(st->pending_update));
-		ccpk->flows[i].update_pending = 0;
-	}
+	ccpk->prog_epoch++;
 	ccpk->agent_known = false;
 	ccpk->agent_portid = 0;
 	ccpk_inc(program_resets);
-}
-
-/* Announce every flow under or waiting for the agent again (lock held). */
-static u32 ccpk_reannounce(void)
-{
-	u32 i, n = 0;
-
-	for (i = 0; i < ccpk->max_flows && ccpk->agent_up; i++) {
-		struct ccpk_flow *fl = &ccpk->flows[i];
-
-		if (!fl->sk || fl->mode == CCPK_FALLBACK)
-			continue;
-		if (fl->mode == CCPK_ATTACHED)
-			ccpk_inc(fallbacks);
-		ccpk_recreate(i);
-		n++;
-	}
-	return n;
+	ccpk_gen_bump();
 }
 
 /*
  * An INSTALL from the socket with @portid passed every check and goes to
  * libccp next (lock held): see above.
  */
-void ccpk_agent_install(u32 portid, u32 program_uid)
+static void ccpk_agent_install(u32 portid, u32 program_uid)
 {
-	u32 n;
-
 	if (!ccpk->agent_known) {
 		/* the table holds no agent's programs: this is the agent */
 		ccpk->agent_known = true;
@@ -499,21 +728,70 @@ void ccpk_agent_install(u32 portid, u32 program_uid)
 		ccpk_programs_reset();
 		ccpk->agent_known = true;
 		ccpk->agent_portid = portid;
-		n = ccpk_reannounce();
-		pr_info_ratelimited("new agent (netlink port %u, was %u): program table emptied, re-announced %u flows\n",
-				    portid, old, n);
+		pr_info_ratelimited("new agent (netlink port %u, was %u): program table emptied, re-announcing %u flows\n",
+				    portid, old, ccpk->nflows);
 		return;
 	}
-	if (program_uid == 1) {
+	if (program_uid == 1 && ccpk_programs_installed()) {
 		/* libccp empties its table for uid 1: nothing a flow ran is left */
 		ccpk_programs_reset();
 		ccpk->agent_known = true;
 		ccpk->agent_portid = portid;
-		n = ccpk_reannounce();
 		ccpk_inc(agent_restarts);
-		if (n)
-			pr_info_ratelimited("agent installs program uid 1 again: re-announced %u flows\n",
-					    n);
+		pr_info_ratelimited("agent installs program uid 1 again: re-announcing %u flows\n",
+				    ccpk->nflows);
+	}
+}
+
+/* a is later than b, wrap-safe */
+static bool ccpk_epoch_after(u32 a, u32 b)
+{
+	return (s32)(a - b) > 0;
+}
+
+/*
+ * Take ccpk->lock for an INSTALL from @portid (process context: the
+ * agent's send), with libccp's program table safe to write: the agent
+ * rules above applied (a new agent empties the table), and no ACK still
+ * running a program installed before the table was last emptied (an RCU
+ * grace period has passed since).  Returns 0 with the lock held, or
+ * -EBUSY without it when another socket became the agent while this one
+ * waited (or the table kept being emptied): the newest installer is the
+ * agent, and a displaced one must not write into its table.  Without
+ * that rule, sockets installing at once (agents racing, or a root
+ * flood of INSTALLs from many sockets) emptied the table for each other
+ * after every grace period and never got through; a handler looping here
+ * holds the genl core's cb_lock for reading, so rmmod waited on them.
+ */
+int ccpk_install_lock(u32 portid, u32 program_uid)
+{
+	u32 ep, waits = 0;
+
+	might_sleep();
+	spin_lock_bh(&ccpk->lock);
+	for (;;) {
+		if (waits && ccpk->agent_known && ccpk->agent_portid != portid) {
+			spin_unlock_bh(&ccpk->lock);
+			return -EBUSY;
+		}
+		/*
+		 * First pass: a new agent empties the table.  Later passes:
+		 * claims a table emptied meanwhile (agent gone), else nothing.
+		 */
+		ccpk_agent_install(portid, program_uid);
+		if (ccpk->prog_epoch == ccpk->prog_synced)
+			return 0;
+		if (waits++ == CCPK_INSTALL_WAITS) {
+			spin_unlock_bh(&ccpk->lock);
+			return -EBUSY;
+		}
+		ep = ccpk->prog_epoch;
+		spin_unlock_bh(&ccpk->lock);
+		/* ACKs run programs under rcu_read_lock() */
+		synchronize_rcu();
+		spin_lock_bh(&ccpk->lock);
+		if (ccpk_epoch_after(ep, ccpk->prog_synced))
+			ccpk->prog_synced = ep;
 	}
 }
 
@@ -527,14 +805,14 @@ void ccpk_agent_closed(u32 portid)
 	ccpk_programs_reset();
 }
 
-/* Programs in libccp's table (lock held). */
+/* Programs in libccp's table (a snapshot; any context). */
 u32 ccpk_programs_installed(void)
 {
 	const struct DatapathProgram *progs = ccpk->dp.programs;
 	u32 i, n = 0;
 
 	for (i = 0; i < ccpk->dp.max_programs; i++)
-		n += progs[i].index != 0;
+		n += READ_ONCE(progs[i].index) != 0;
 	return n;
 }
 
@@ -542,7 +820,6 @@ static void ccpk_probe_fn(struct work_struct *work)
 {
 	char msg[READY_MSG_SIZE];
 	bool again = false;
-	u32 i, n = 0;
 
 	spin_lock_bh(&ccpk->lock);
 	if (ccpk->agent_up || ccpk->shutting_down || !ccpk->nflows)
@@ -553,37 +830,148 @@ static void ccpk_probe_fn(struct work_struct *work)
 		again = true;
 		goto out;
 	}
-	ccpk->agent_up = true;
-	ccpk->dp._in_fallback = false;
-	ccpk->pending = false;
+	WRITE_ONCE(ccpk->agent_up, true);
+	WRITE_ONCE(ccpk->pending_since, 0);
 	ccpk_inc(agent_found);
 	/*
 	 * Whoever answers the READY installs its programs afresh (portus
 	 * does on every READY), be it a new agent or the one that hung.
+	 * Emptying the table bumps the generation: the sweep announces
+	 * every flow.
 	 */
 	ccpk_programs_reset();
-	for (i = 0; i < ccpk->max_flows && ccpk->agent_up; i++) {
-		if (ccpk->flows[i].sk && ccpk->flows[i].mode == CCPK_FALLBACK) {
-			ccpk_recreate(i);
-			n++;
-		}
-	}
-	pr_info_ratelimited("agent found: re-announced %u flows\n", n);
+	pr_info_ratelimited("agent found: re-announcing %u flows\n", ccpk->nflows);
 out:
 	spin_unlock_bh(&ccpk->lock);
 	if (again)
-		queue_delayed_work(system_wq, &ccpk->probe_work,
-				   msecs_to_jiffies(max(ccpk_probe_interval_ms, 10U)));
+		ccpk_queue_probe(msecs_to_jiffies(max(ccpk_probe_interval_ms, 10U)));
 }
 
-/* A CREATE or report has waited too long for any answer (lock held). */
-static void ccpk_watchdog(void)
+/*
+ * The sweep: bring every flow that is due in line with the agent's state,
+ * one flow lock at a time (see the top of this file).
+ */
+static void ccpk_sweep_fn(struct work_struct *work)
 {
+	/* only this work item touches these */
+	static u32 pause_ms = CCPK_SWEEP_PAUSE_MS;
+	static bool nobufs_seen;
+	u32 i, seen = 0, sent = 0;
+	bool paused = false;
+
+	ccpk_inc(sweeps);
+	for (i = 0; i < ccpk->max_flows; i++) {
+		struct ccpk_flow *fl = &ccpk->flows[i];
+		int ret = 1;
+
+		if ((i & 1023) == 1023)
+			cond_resched();
+		if (!READ_ONCE(fl->sk) ||
+		    !ccpk_flow_due(READ_ONCE(fl->mode), !ccpk_flow_current(fl),
+				   READ_ONCE(ccpk->agent_up), jiffies,
+				   READ_ONCE(fl->retry_at), false))
+			continue;
+		spin_lock_bh(&fl->lock);
+		if (fl->sk)
+			ret = ccpk_flow_sync(i, fl);
+		spin_unlock_bh(&fl->lock);
+		if (ret == -ENOBUFS) {
+			/* the agent's buffer is full: let it read */
+			paused = true;
+			break;
+		}
+		/* batches: give the agent time to read, and the CPU back */
+		if (ret <= 0 && ++sent % CCPK_SWEEP_BATCH == 0)
+			usleep_range(1000, 2000);
+		if (++seen % CCPK_SWEEP_BATCH == 0)
+			cond_resched();
+	}
+	if (!paused) {
+		pause_ms = CCPK_SWEEP_PAUSE_MS;
+		if (nobufs_seen) {
+			bool unused;
+
+			/* one more pass for the CREATEs that found the buffer full */
+			nobufs_seen = false;
+			ccpk_queue_sweep(msecs_to_jiffies(ccpk_create_wait_ms(
+				READ_ONCE(ccpk_agent_timeout_ms), 0, true, &unused)) + 1);
+		}
+		return;
+	}
+	nobufs_seen = true;
+	/* full again right after a pause: wait longer, up to 100 ms */
+	ccpk_queue_sweep(max(msecs_to_jiffies(pause_ms), 1UL));
+	if (!sent)
+		pause_ms = min(pause_ms * 2, CCPK_SWEEP_PAUSE_MAX_MS);
+}
+
+/* Did the agent leave a CREATE or report unanswered for too long? */
+static bool ccpk_watchdog_expired(void)
+{
+	unsigned long since = READ_ONCE(ccpk->pending_since);
 	unsigned int tmo = READ_ONCE(ccpk_agent_timeout_ms);
 
-	if (ccpk->pending && tmo && ccpk->agent_up &&
-	    time_after(jiffies, ccpk->pending_since + msecs_to_jiffies(tmo)))
+	return since && tmo && READ_ONCE(ccpk->agent_up) &&
+	       time_after(jiffies, since + msecs_to_jiffies(tmo));
+}
+
+/* ACK path: no lock; event_work declares the agent lost */
+static void ccpk_watchdog(void)
+{
+	if (likely(!READ_ONCE(ccpk->pending_since)))
+		return;
+	if (ccpk_watchdog_expired() &&
+	    !test_and_set_bit(CCPK_EV_TIMEOUT, &ccpk->events))
+		queue_work(system_wq, &ccpk->event_work);
+}
+
+/* Agent events noticed where ccpk->lock cannot be taken. */
+static void ccpk_event_fn(struct work_struct *work)
+{
+	spin_lock_bh(&ccpk->lock);
+	if (test_and_clear_bit(CCPK_EV_NOLISTENER, &ccpk->events) &&
+	    READ_ONCE(ccpk->nolistener_gen) == ccpk->gen)
+		ccpk_agent_lost(CCPK_LOST_NOLISTENER);
+	if (test_and_clear_bit(CCPK_EV_TIMEOUT, &ccpk->events) &&
+	    ccpk_watchdog_expired())
 		ccpk_agent_lost(CCPK_LOST_TIMEOUT);
+	spin_unlock_bh(&ccpk->lock);
+}
+
+/*
+ * Bookkeeping of a message sent to the agent (ccpk_dp_send(); any
+ * context; for a report, the flow's lock is held).  @gen: the generation
+ * when it was sent.
+ */
+void ccpk_tx_done(u16 type, u32 sid, u32 nfields, u32 gen, int ret)
+{
+	if (ret == 0) {
+		bool wants_answer = type == CREATE || (type == MEASURE && nfields);
+
+		if (type == CREATE)
+			ccpk_inc(creates_sent);
+		else if (type == MEASURE && nfields)
+			ccpk_inc(reports_sent);
+		else if (type == MEASURE)
+			ccpk_inc(closes_sent);
+		if (wants_answer && !READ_ONCE(ccpk->pending_since))
+			cmpxchg(&ccpk->pending_since, 0, jiffies ?: 1);
+		if (type == MEASURE && nfields && sid && sid <= ccpk->max_flows) {
+			struct ccpk_flow *fl = &ccpk->flows[sid - 1];
+
+			if (!fl->report_ns)
+				fl->report_ns = ktime_get_ns();
+			fl->reported = 1;
+		}
+	} else if (ret == -ESRCH) {
+		WRITE_ONCE(ccpk->nolistener_gen, gen);
+		if (!test_and_set_bit(CCPK_EV_NOLISTENER, &ccpk->events))
+			queue_work(system_wq, &ccpk->event_work);
+	} else if (ret == -ENOBUFS) {
+		ccpk_inc(tx_nobufs);
+	} else {
+		ccpk_inc(tx_errors);
+	}
 }
 
 /* ---- per-ACK work --------------------------------------------------------- */
@@ -704,14 +1092,17 @@ static void ccpk_load_prims(struct sock *sk, struct ccpk_ca *ca,
 	p->bytes_pending = tp->write_seq - tp->snd_nxt;
 }
 
+
 static void ccpk_lat_record(struct ccpk_flow *fl, u64 now)
 {
 	if (fl->report_ns && fl->reply_ns && now >= fl->report_ns) {
-		u32 i = ccpk->lat_count % CCPK_LAT_RING;
+		u64 n = atomic64_inc_return(&ccpk->lat_count) - 1;
+		u32 i = (u32)n & (CCPK_LAT_RING - 1);
 
-		ccpk->lat_reply_ns[i] = min_t(u64, fl->reply_ns - fl->report_ns, U32_MAX);
-		ccpk->lat_apply_ns[i] = min_t(u64, now - fl->report_ns, U32_MAX);
-		ccpk->lat_count++;
+		WRITE_ONCE(ccpk->lat_reply_ns[i],
+			   min_t(u64, fl->reply_ns - fl->report_ns, U32_MAX));
+		WRITE_ONCE(ccpk->lat_apply_ns[i],
+			   min_t(u64, now - fl->report_ns, U32_MAX));
 	}
 	fl->report_ns = 0;
 	fl->reply_ns = 0;
@@ -719,22 +1110,91 @@ static void ccpk_lat_record(struct ccpk_flow *fl, u64 now)
 	ccpk_inc(cwnd_updates);
 }
 
-/* Returns true when the agent's program handled this ACK (lock held). */
-static bool ccpk_invoke(struct sock *sk, struct ccpk_ca *ca,
+/*
+ * The program of the flow in @slot faulted on fault_limit ACKs in a row
+ * (flow lock held, in an RCU read section): fall back, and announce the
+ * flow afresh, at once the first time, later after a growing pause.
+ */
+static void ccpk_fault_fallback(u32 slot, struct ccpk_flow *fl, int err)
+{
+	const struct ccp_priv_state *st = ccpk->conns[slot].state;
+	const struct DatapathProgram *progs = ccpk->dp.programs;
+	u32 uid = 0, streak, wait;
+	u16 idx = st ? st->program_index : 0;
+
+	if (idx && idx <= ccpk->dp.max_programs)
+		uid = READ_ONCE(progs[idx - 1].program_uid);
+	ccpk_inc(fault_fallbacks);
+	if (fl->fault_streak < U8_MAX)
+		fl->fault_streak++;
+	streak = fl->fault_streak;
+	wait = ccpk_fault_backoff_ms(READ_ONCE(ccpk_agent_timeout_ms), streak);
+	pr_warn_ratelimited("flow %u (%s): program uid %u faulted on %u ACKs in a row (libccp error %d): in-kernel Reno, new CREATE %s%u ms\n",
+			    slot + 1, ccpk->conns[slot].flow_info.congAlg, uid,
+			    fl->faults, err, wait ? "in " : "now, ", wait);
+	ccpk_flow_detach(slot, fl);
+	WRITE_ONCE(fl->mode, CCPK_FALLBACK);
+	WRITE_ONCE(fl->retry_at, jiffies + msecs_to_jiffies(wait));
+	fl->tries = 0;
+}
+
+/*
+ * Run the flow's program on this ACK (flow lock held, RCU read section).
+ * Returns true when the program handled the ACK, false when the in-kernel
+ * Reno must (the flow just fell back).
+ */
+static bool ccpk_invoke(struct sock *sk, struct ccpk_ca *ca, u32 slot,
 			struct ccpk_flow *fl, const struct rate_sample *rs)
 {
-	struct ccp_connection *conn = ccpk_conn(ca->sid);
+	struct ccp_connection *conn = &ccpk->conns[slot];
 	int ret;
 
 	ccpk_load_prims(sk, ca, rs, &conn->prims);
 	/* a staged agent update is applied by this invoke */
 	if (fl->update_pending)
 		ccpk_lat_record(fl, ktime_get_ns());
+	fl->reported = 0;
 	ret = ccp_invoke(conn);
 	ca->timeout = 0;
-	if (unlikely(ret < 0))
-		ccpk_inc(invoke_errors);
-	return true;
+	if (likely(ret >= 0)) {
+		fl->faults = 0;
+		if (fl->reported)
+			fl->fault_streak = 0;
+		return true;
+	}
+	ccpk_inc(invoke_errors);
+	if (fl->faults < U16_MAX)
+		fl->faults++;
+	if (!ccpk_fault_exceeded(fl->faults, READ_ONCE(fault_limit)))
+		return true;
+	ccpk_fault_fallback(slot, fl, ret);
+	return false;
+}
+
+/* The locked part of an ACK of a flow with a slot; true: the agent's. */
+static bool ccpk_flow_ack(struct sock *sk, struct ccpk_ca *ca,
+			  const struct rate_sample *rs)
+{
+	u32 slot = ca->sid - 1;
+	struct ccpk_flow *fl = &ccpk->flows[slot];
+	bool ctl = false;
+
+	rcu_read_lock();	/* programs: see ccpk_install_lock() */
+	spin_lock_bh(&fl->lock);
+	if (unlikely(fl->sk != sk)) {
+		ca->sid = 0;
+		goto out;
+	}
+	ccpk_flow_sync(slot, fl);
+	if (fl->mode == CCPK_ATTACHED) {
+		ctl = ccpk_invoke(sk, ca, slot, fl, rs);
+		if (!ctl)	/* fell back: a fresh CREATE when due */
+			ccpk_flow_sync(slot, fl);
+	}
+out:
+	spin_unlock_bh(&fl->lock);
+	rcu_read_unlock();
+	return ctl;
 }
 
 static void ccpk_cong_control_common(struct sock *sk, const struct rate_sample *rs)
@@ -744,17 +1204,14 @@ static void ccpk_cong_control_common(struct sock *sk, const struct rate_sample *
 	bool ctl = false;
 
 	if (ca->sid) {
-		struct ccpk_flow *fl = &ccpk->flows[ca->sid - 1];
+		const struct ccpk_flow *fl = &ccpk->flows[ca->sid - 1];
 
-		spin_lock_bh(&ccpk->lock);
-		if (unlikely(fl->sk != sk)) {
-			ca->sid = 0;
-		} else {
-			ccpk_watchdog();
-			if (fl->mode == CCPK_ATTACHED)
-				ctl = ccpk_invoke(sk, ca, fl, rs);
-		}
-		spin_unlock_bh(&ccpk->lock);
+		ccpk_watchdog();
+		/* in fallback, or waiting for the agent: no lock at all */
+		if (ccpk_flow_due(READ_ONCE(fl->mode), !ccpk_flow_current(fl),
+				  READ_ONCE(ccpk->agent_up), jiffies,
+				  READ_ONCE(fl->retry_at), true))
+			ctl = ccpk_flow_ack(sk, ca, rs);
 	}
 	if (!ctl) {
 		if (ca->rate_set)
@@ -791,6 +1248,9 @@ static void ccpk_init(struct sock *sk)
 	const struct inet_sock *inet = inet_sk(sk);
 	struct ccp_datapath_info info = {};
 	u32 mss = max_t(u32, tp->mss_cache, 1);
+	struct ccp_priv_state *st;
+	struct ccpk_flow *fl;
+	u16 sid;
 
 	memset(ca, 0, sizeof(*ca));
 	ca->last_bytes_acked = tp->bytes_acked;
@@ -817,27 +1277,50 @@ static void ccpk_init(struct sock *sk)
 	strscpy(info.congAlg, inet_csk(sk)->icsk_ca_ops->name,
 		sizeof(info.congAlg));
 
+	ccpk_inc(flows_started);
+	/*
+	 * libccp's ccp_connection_start() allocates with GFP_KERNEL, but
+	 * init() runs in softirq for active opens: set the slot up here.
+	 */
+	st = kzalloc(sizeof(*st), GFP_ATOMIC);
+	if (!st) {
+		ccpk_inc(flows_no_slot);
+		return;
+	}
 	spin_lock_bh(&ccpk->lock);
-	ca->sid = ccpk_conn_start(sk, &info);
+	sid = ccpk_slot_take(sk, &info, st);
+	if (sid && !ccpk->agent_up)
+		ccpk_queue_probe(0);
 	spin_unlock_bh(&ccpk->lock);
+	if (!sid) {
+		kfree(st);
+		return;
+	}
+	ca->sid = sid;
+	/* announce it now if an agent is up */
+	fl = &ccpk->flows[sid - 1];
+	spin_lock_bh(&fl->lock);
+	if (fl->sk == sk)
+		ccpk_flow_sync(sid - 1, fl);
+	spin_unlock_bh(&fl->lock);
 }
 
 static void ccpk_release(struct sock *sk)
 {
 	struct ccpk_ca *ca = inet_csk_ca(sk);
 	u32 sid = ca->sid;
+	struct ccpk_flow *fl;
 
 	ccpk_drop_agent_rate(sk, ca);
 	ca->sid = 0;
 	if (!sid || sid > ccpk->max_flows)
 		return;
+	fl = &ccpk->flows[sid - 1];
 	spin_lock_bh(&ccpk->lock);
-	if (ccpk->flows[sid - 1].sk == sk) {
-		ccp_connection_free(&ccpk->dp, sid);	/* sends the close */
-		memset(&ccpk->flows[sid - 1], 0, sizeof(struct ccpk_flow));
-		ccpk->nflows--;
-		ccpk_inc(flows_closed);
-	}
+	spin_lock(&fl->lock);
+	if (fl->sk == sk)
+		ccpk_slot_free(sid - 1, fl);	/* sends the close */
+	spin_unlock(&fl->lock);
 	spin_unlock_bh(&ccpk->lock);
 }
 
@@ -888,13 +1371,42 @@ static struct tcp_congestion_ops ccpk_ops[] __read_mostly = {
 	CCPK_OPS("ccp_auto"),	/* the agent chooses by the flow's preference */
 };
 
+
 /* ---- module ------------------------------------------------------------- */
+
+static struct pernet_operations ccpk_net_ops = {
+	.id = &ccpk_net_id,
+	.size = sizeof(struct ccpk_net),
+};
+
+static void ccpk_free_all(void)
+{
+	free_percpu(ccpk->pcpu);
+	kvfree(ccpk->free_slots);
+	kvfree(ccpk->flows);
+	kvfree(ccpk->conns);
+	kvfree(ccpk);
+	ccpk = NULL;
+}
+
+/* no new work after this; wait for what runs */
+static void ccpk_stop_work(void)
+{
+	spin_lock_bh(&ccpk->lock);
+	WRITE_ONCE(ccpk->shutting_down, true);
+	spin_unlock_bh(&ccpk->lock);
+	cancel_work_sync(&ccpk->event_work);
+	cancel_delayed_work_sync(&ccpk->sweep_work);
+	cancel_delayed_work_sync(&ccpk->probe_work);
+}
 
 static int __init ccpk_module_init(void)
 {
 	int i, ret;
+	u32 s;
 
 	BUILD_BUG_ON(sizeof(struct ccpk_ca) > ICSK_CA_PRIV_SIZE);
+	BUILD_BUG_ON(CCPK_LAT_RING & (CCPK_LAT_RING - 1));
 	if (!max_flows || max_flows > 65535 || max_programs < 2 ||
 	    max_programs > 64)
 		return -EINVAL;
@@ -904,13 +1416,25 @@ static int __init ccpk_module_init(void)
 		return -ENOMEM;
 	spin_lock_init(&ccpk->lock);
 	INIT_DELAYED_WORK(&ccpk->probe_work, ccpk_probe_fn);
+	INIT_DELAYED_WORK(&ccpk->sweep_work, ccpk_sweep_fn);
+	INIT_WORK(&ccpk->event_work, ccpk_event_fn);
+	atomic64_set(&ccpk->lat_count, 0);
 	ccpk->max_flows = max_flows;
 	ccpk->id = get_random_u32();
 	ccpk->conns = kvcalloc(max_flows, sizeof(*ccpk->conns), GFP_KERNEL);
 	ccpk->flows = kvcalloc(max_flows, sizeof(*ccpk->flows), GFP_KERNEL);
+	ccpk->free_slots = kvcalloc(max_flows, sizeof(*ccpk->free_slots), GFP_KERNEL);
+	ccpk->pcpu = alloc_percpu(struct ccpk_pcpu);
 	ret = -ENOMEM;
-	if (!ccpk->conns || !ccpk->flows)
-		goto err_free;
+	if (!ccpk->conns || !ccpk->flows || !ccpk->free_slots || !ccpk->pcpu) {
+		ccpk_free_all();
+		return ret;
+	}
+	for (s = 0; s < max_flows; s++) {
+		spin_lock_init(&ccpk->flows[s].lock);
+		ccpk->free_slots[s] = s;
+	}
+	ccpk->nfree = max_flows;
 
 	ccpk->dp.set_cwnd = ccpk_set_cwnd;
 	ccpk->dp.set_rate_abs = ccpk_set_rate;
@@ -929,13 +1453,19 @@ static int __init ccpk_module_init(void)
 	/* the READY inside ccp_init() is not sent: IPC is not up yet */
 	ret = ccp_init(&ccpk->dp, ccpk->id);
 	if (ret < 0 || !ccpk->dp.programs) {
-		ret = -ENOMEM;
-		goto err_free;
+		ccpk_free_all();
+		return -ENOMEM;
 	}
+	/* never set: it only quiets libccp's warnings, and a data race */
+	ccpk->dp._in_fallback = false;
+
+	ret = register_pernet_subsys(&ccpk_net_ops);
+	if (ret)
+		goto err_ccp;
 
 	ret = ccpk_nl_init();
 	if (ret)
-		goto err_ccp;
+		goto err_pernet;
 
 	/*
 	 * No agent can listen yet: the group did not exist a moment ago (and
@@ -944,9 +1474,8 @@ static int __init ccpk_module_init(void)
 	 * family and joins its group, and the probe finds it.
 	 */
 	spin_lock_bh(&ccpk->lock);
-	ccpk->ready = true;
-	ccpk->agent_up = false;
-	ccpk->dp._in_fallback = true;
+	WRITE_ONCE(ccpk->ready, true);
+	WRITE_ONCE(ccpk->agent_up, false);
 	spin_unlock_bh(&ccpk->lock);
 
 	ret = ccpk_proc_init();
@@ -962,23 +1491,22 @@ static int __init ccpk_module_init(void)
 			goto err_proc;
 		}
 	}
-	pr_info("datapath %s loaded: %u flow slots, %u program slots, agent %s\n",
-		CCPK_VERSION, max_flows, max_programs,
+	pr_info("datapath %s loaded: %u flow slots (%u per other namespace, %u in all), %u program slots, agent %s\n",
+		CCPK_VERSION, max_flows, netns_quota, netns_total, max_programs,
 		ccpk->agent_up ? "listening" : "not running (in-kernel Reno until it is)");
 	return 0;
 
 err_proc:
 	ccpk_proc_exit();
 err_nl:
-	ccpk_nl_exit();		/* sets shutting_down: no work is queued again */
-	cancel_delayed_work_sync(&ccpk->probe_work);
+	ccpk_stop_work();	/* shutting_down: no work is queued again */
+	ccpk_nl_exit();		/* waits for agent messages being handled */
+	cancel_work_sync(&ccpk->event_work);
+err_pernet:
+	unregister_pernet_subsys(&ccpk_net_ops);
 err_ccp:
 	ccp_free(&ccpk->dp);
-err_free:
-	kvfree(ccpk->flows);
-	kvfree(ccpk->conns);
-	kvfree(ccpk);
-	ccpk = NULL;
+	ccpk_free_all();
 	return ret;
 }
 
@@ -990,19 +1518,22 @@ static void __exit ccpk_module_exit(void)
 	for (i = ARRAY_SIZE(ccpk_ops) - 1; i >= 0; i--)
 		tcp_unregister_congestion_control(&ccpk_ops[i]);
 	/*
-	 * The family goes first: once ccpk_nl_exit() returns no agent message
-	 * is handled or will be, no release notification runs, nothing is
-	 * sent, and shutting_down keeps the probe work from being queued
-	 * again (see ccp_nl.c).  Then the work, /proc, and the state.
+	 * First the work items (shutting_down: none is queued again), so
+	 * that nothing sends while the family goes away; then the family:
+	 * once ccpk_nl_exit() returns no agent message is handled or will
+	 * be, no release notification runs, and nothing is sent (see
+	 * ccp_nl.c).  An agent message or notification handled until then
+	 * may have queued event_work (the others check shutting_down).
 	 */
-	ccpk_nl_exit();
-	cancel_delayed_work_sync(&ccpk->probe_work);
+	ccpk_stop_work();
 	ccpk_proc_exit();
+	ccpk_nl_exit();
+	cancel_work_sync(&ccpk->event_work);
+	cancel_delayed_work_sync(&ccpk->sweep_work);
+	cancel_delayed_work_sync(&ccpk->probe_work);
+	unregister_pernet_subsys(&ccpk_net_ops);
 	ccp_free(&ccpk->dp);
-	kvfree(ccpk->flows);
-	kvfree(ccpk->conns);
-	kvfree(ccpk);
-	ccpk = NULL;
+	ccpk_free_all();
 	pr_info("datapath unloaded\n");
 }
 

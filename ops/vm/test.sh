@@ -20,8 +20,9 @@
 # 2. builds ccp-kernel.ko for Debian's 6.12 and 6.1 kernels (warning-free),
 #    runs the validator unit test, builds the agent
 #    (cargo build --release -p ccp-agent; from another CARGO_TARGET_DIR it
-#    is copied to target/release, where the guest runs it) and the netlink
-#    fuzzer (nlfuzz: the ccp genl family),
+#    is copied to target/release, where the guest runs it), the netlink
+#    fuzzer (nlfuzz: the ccp genl family) and the guest tools ccpflows and
+#    fakeagent,
 # 3. boots Debian's 6.12 kernel under QEMU (TCG unless real KVM) with a
 #    busybox initramfs; the guest mounts this machine's / read-only over 9p,
 #    chroots into it and runs ops/vm/guest/tests.sh (the agent and tools
@@ -171,6 +172,11 @@ if gcc -O2 -Wall -Wextra -Werror -o "$BIN/nlfuzz" "$HERE/nlfuzz.c" > "$WORK/nlfu
 else
 	hres FAIL nlfuzz_build "see $WORK/nlfuzz-build.log"
 fi
+# many connections at once (ccpflows.c), a fake agent whose program faults (fakeagent.c)
+for t in ccpflows fakeagent; do
+	gcc -O2 -Wall -Wextra -Werror -o "$BIN/$t" "$HERE/$t.c" > "$WORK/$t-build.log" 2>&1 ||
+		hres FAIL ${t}_build "see $WORK/$t-build.log"
+done
 fi
 
 # ------------------------------------------------------------------ initramfs
@@ -259,13 +265,13 @@ if [ "$MODE" = eval ]; then
 	finish
 fi
 if [ "$MODE" = bench ]; then
-	[ $ok612 = 0 ] && { mkinitrd "$KV612"; boot "$KV612" bench.sh 900; }
+	[ $ok612 = 0 ] && { mkinitrd "$KV612"; boot "$KV612" bench.sh 1500; }
 	finish
 fi
 
 if [ $ok612 = 0 ]; then
 	mkinitrd "$KV612"
-	boot "$KV612" tests.sh 900
+	boot "$KV612" tests.sh 1500
 fi
 if [ $ok61 = 0 ]; then
 	mkinitrd "$KV61"

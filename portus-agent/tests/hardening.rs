@@ -290,8 +290,8 @@ fn closed_flows_leave_the_tables() {
     );
 }
 
-/// Item 5: live flows are capped (libccp holds 1024 per datapath); the CREATEs beyond are
-/// refused and counted, and closing flows makes room again.
+/// Item 5: live flows are capped (libccp's socket ids are 16-bit: 65,535 per datapath); the
+/// CREATEs beyond are refused and counted, and closing flows makes room again.
 #[test]
 fn live_flows_are_capped() {
     let a = ChanAgent::start(AgentOptions::default());

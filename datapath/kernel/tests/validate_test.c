@@ -82,6 +82,37 @@ static void changeprog(struct buf *m, u32 sid, u32 uid, u32 n)
 	fix_len(m);
 }
 
+/* @nexpr expressions, each: condition [0, @ncond), body [@ncond, @ncond + @nbody) */
+static void prog_exprs(struct buf *m, u32 nexpr, u32 ncond, u32 nbody, u32 ninstr)
+{
+	u32 i;
+
+	hdr(m, 2, 0);
+	put32(m, 9); put32(m, nexpr); put32(m, ninstr);
+	for (i = 0; i < nexpr; i++) {
+		put32(m, 0); put32(m, ncond); put32(m, ncond); put32(m, nbody);
+	}
+	for (i = 0; i < ninstr; i++)
+		instr(m, 1, 7, 0, 7, 0, 1, 1);
+	fix_len(m);
+}
+
+/* 255 one-instruction expressions and an empty one: 256 + 255 steps */
+static void prog_disjoint(struct buf *m)
+{
+	u32 i;
+
+	hdr(m, 2, 0);
+	put32(m, 9); put32(m, 256); put32(m, 255);
+	for (i = 0; i < 256; i++) {
+		put32(m, i < 255 ? i : 0); put32(m, i < 255);
+		put32(m, i < 255 ? i + 1 : 0); put32(m, 0);
+	}
+	for (i = 0; i < 255; i++)
+		instr(m, 1, 7, 0, 7, 0, 1, 1);
+	fix_len(m);
+}
+
 static void expect(const char *what, struct buf *m, enum ccpk_verdict want)
 {
 	struct ccpk_msg_info mi;
@@ -143,6 +174,38 @@ int main(void)
 	instr(&m, 1, 2, 0, 2, 0, 1, 1);
 	fix_len(&m);
 	expect("111 report fields", &m, CCPK_REJ_PROG);
+
+	/*
+	 * Work per ACK: expressions may share instructions.  256 expressions
+	 * each running all 255 instructions: 65,536 steps on every ACK.
+	 */
+	prog_exprs(&m, 256, 1, 254, 255);
+	expect("256 x 255 overlapping expressions", &m, CCPK_REJ_PROG_WORK);
+	/* 4 x (1 + 1 + 254) = 1024 steps: the bound */
+	prog_exprs(&m, 4, 1, 254, 255);
+	expect("1024 steps per ACK", &m, CCPK_OK);
+	ccpk_validate(m.b, m.n, MAX_SID, &mi);
+	checks++;
+	if (mi.work != 1024) {
+		failures++;
+		printf("FAIL work of 4 x 256 steps: %u\n", mi.work);
+	}
+	prog_exprs(&m, 5, 1, 254, 255);
+	expect("1280 steps per ACK", &m, CCPK_REJ_PROG_WORK);
+	/* 4 of them and an empty expression: 1025 */
+	prog_exprs(&m, 5, 1, 254, 255);
+	m.b[20 + 16 * 4 + 4] = 0;			/* expression 4: no condition */
+	m.b[20 + 16 * 4 + 12] = 0;			/* and no body */
+	expect("1025 steps per ACK", &m, CCPK_REJ_PROG_WORK);
+	/* the most a program without shared instructions can do: 511 */
+	prog_disjoint(&m);
+	expect("256 disjoint expressions", &m, CCPK_OK);
+	ccpk_validate(m.b, m.n, MAX_SID, &mi);
+	checks++;
+	if (mi.work != 511) {
+		failures++;
+		printf("FAIL work of 256 disjoint expressions: %u\n", mi.work);
+	}
 
 	install(&m, 1);
 	m.b[20 + 16 + 16 * 2 + 1] = 7;			/* instr 2 result: tmp 8 */

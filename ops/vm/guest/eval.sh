@@ -28,7 +28,7 @@ RES=$OUT/eval.jsonl
 plan eval_done
 log "eval on $(uname -r): ${EVAL_SECONDS}s transfers, algorithms: $EVAL_ALGS"
 [ -r "$LIST" ] || { fail eval_done "no scenario list at $LIST"; exit 0; }
-insmod $KO || { fail eval_done "insmod $KO failed"; exit 0; }
+insmod $KO $KO_PARAMS || { fail eval_done "insmod $KO failed"; exit 0; }
 
 FL=$T/flows-eval.jsonl
 rm -f $FL

@@ -5,6 +5,9 @@
 # helpers), MODE.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 PY=/usr/bin/python3
+# insmod $KO $KO_PARAMS: the tests' flows live in the namespaces snd and rcv,
+# which get no connection slots by default (the module's namespace policy)
+KO_PARAMS="netns_quota=1024 netns_total=2048"
 CHECK="$PY $REPO/ops/vm/guest/check.py"
 AGENT=$REPO/target/release/ccp-agent
 T=/tmp/ccp
@@ -154,23 +157,32 @@ agent_available() { [ -x $AGENT ]; }
 # protocol 16) are subscribed to the group "datapath" (its id is in
 # /proc/net/ccp), GS_PORT is the first one's port id (0: none).  No
 # subshell: forks are slow in a TCG guest.  /proc/net/netlink shows a
-# socket's first 32 groups only: a larger id fails loudly.
+# socket's first 32 groups only: a larger id fails loudly.  Each file is
+# read whole with mapfile first: bash's read builtin reads a seekable file
+# ahead and seeks back after every line, and a seek makes a seq_file in
+# /proc generate its text again, which has changed meanwhile (counters,
+# agent_last_msg_ms_ago, sockets), so lines came out garbled now and then
+# (under load a genl_group_id was not found).
 group_scan() {
-	local g= k v sk eth pid groups rest
+	local g= line
+	local -a lines f
 	GS_N=0 GS_PORT=0
-	while read -r k v; do
-		[ "$k" = genl_group_id ] && { g=$v; break; }
-	done 2>/dev/null < /proc/net/ccp
+	mapfile -t lines 2>/dev/null < /proc/net/ccp
+	for line in "${lines[@]}"; do
+		[ "${line%% *}" = genl_group_id ] && { g=${line#* }; break; }
+	done
 	if ! [[ $g =~ ^[0-9]+$ ]] || [ "$g" -lt 1 ] || [ "$g" -gt 32 ]; then
 		log "group_scan: genl group id '${g}' not in 1..32 (module not loaded?)"
 		return 1
 	fi
-	while read -r sk eth pid groups rest; do
-		if [ "$eth" = 16 ] && [[ $groups =~ ^[0-9a-f]+$ ]] && (( 0x$groups & (1 << (g - 1)) )); then
+	mapfile -t lines < /proc/net/netlink
+	for line in "${lines[@]}"; do
+		f=($line)	# sk Eth Pid Groups ...: no glob characters
+		if [ "${f[1]}" = 16 ] && [[ ${f[3]} =~ ^[0-9a-f]+$ ]] && (( 0x${f[3]} & (1 << (g - 1)) )); then
 			GS_N=$((GS_N + 1))
-			[ $GS_PORT = 0 ] && GS_PORT=$pid
+			[ $GS_PORT = 0 ] && GS_PORT=${f[2]}
 		fi
-	done < /proc/net/netlink
+	done
 	return 0
 }
 

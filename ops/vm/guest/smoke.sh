@@ -9,7 +9,7 @@ set -u
 . "$REPO/ops/vm/guest/lib.sh"
 K=$(uname -r)
 plan smoke_$K
-if ! insmod $KO; then
+if ! insmod $KO $KO_PARAMS; then
 	fail smoke_$K "insmod $KO failed"
 	exit 0
 fi

@@ -78,8 +78,9 @@ pub const MAX_MSS: u32 = 65_535;
 pub const MAX_PORT: u32 = 65_535;
 /// A CREATE's initial window is clamped to at most this many bytes (1 GiB).
 pub const MAX_INIT_CWND_BYTES: u32 = 1 << 30;
-/// Live flows per datapath (libccp's connection table holds 1024).
-pub const MAX_FLOWS_PER_DATAPATH: usize = 1024;
+/// Live flows per datapath: libccp's socket ids are 16-bit, so no datapath holds more
+/// (ccp-kernel's table has `max_flows` slots, 1024 by default, up to 65,535).
+pub const MAX_FLOWS_PER_DATAPATH: usize = 65_535;
 /// Live flows over all datapaths.
 pub const MAX_FLOWS: usize = 4 * MAX_FLOWS_PER_DATAPATH;
 /// Datapaths tracked at once.

@@ -28,7 +28,11 @@
 //!   Every drop is counted and logged at most every [`LOG_EVERY`] with the number held back,
 //!   so a flood cannot fill the log; nothing here panics on what a datagram holds.
 //! - A receive that finds the socket's buffer overflowed (`ENOBUFS`: datapath messages were
-//!   lost) is counted ([`GuardStats::rx_overruns`]) and logged the same way.
+//!   lost) is counted ([`GuardStats::rx_overruns`]) and logged the same way. The socket sets
+//!   `NETLINK_BROADCAST_ERROR`, so that the datapath's multicast fails with `ENOBUFS` when
+//!   this buffer is full: without it the kernel reports `ESRCH` (nobody took the message),
+//!   which the datapath must read as "no agent" and so declares the agent lost, drops every
+//!   flow to its fallback and re-announces them all once a probe gets through.
 //! - Sends go to the kernel (port id 0) with `NLM_F_REQUEST` and no `NLM_F_ACK`: the kernel
 //!   answers only a refused message. The datapath's handler runs in the sending thread, so a
 //!   send never waits for a queue.
@@ -82,6 +86,7 @@ const NLM_F_ACK_TLVS: u16 = 0x200;
 const NLM_F_CAPPED: u16 = 0x100;
 const NLMSGERR_ATTR_MSG: u16 = 1;
 const NLA_TYPE_MASK: u16 = !(0x8000 | 0x4000);
+const NETLINK_BROADCAST_ERROR: libc::c_int = 4;
 const NETLINK_CAP_ACK: libc::c_int = 10;
 const NETLINK_EXT_ACK: libc::c_int = 11;
 const GENL_ID_CTRL: u16 = 0x10;
@@ -682,6 +687,11 @@ impl KernelSocket {
                     err,
                 }
             });
+        }
+        // a full receive buffer must read as such to the datapath (-ENOBUFS: it sends again
+        // soon), not as "no listener" (-ESRCH: it declares the agent lost)
+        if let Err(e) = setsockopt(&fd, libc::SOL_NETLINK, NETLINK_BROADCAST_ERROR, &one) {
+            warn!(error = %e, "NETLINK_BROADCAST_ERROR: when this socket's buffer is full the datapath will take the agent for gone");
         }
         // the controller's notifications tell us when the family goes away (rmmod): without
         // them the socket would silently hear nothing more

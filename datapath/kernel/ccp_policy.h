@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Decisions of the CCP datapath that do not need kernel state: when a flow
+ * announces itself (again) to the agent, how long it waits for an answer,
+ * when faults of its program make it fall back, and whether a socket of a
+ * network namespace other than the initial one gets a connection slot.
+ * Pure functions: the same header is compiled into the module and into a
+ * user-space unit test (tests/policy_test.c).  Times are in jiffies or
+ * milliseconds as named; jiffies comparisons are wrap-safe like the
+ * kernel's time_after_eq().
+ */
+#ifndef CCPK_POLICY_H
+#define CCPK_POLICY_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#else
+#include <stdbool.h>
+#include <stdint.h>
+#endif
+
+#include "types.h"	/* libccp: u8/u16/u32/u64 */
+
+/* per-flow control mode (ccpk_flow.mode) */
+enum ccpk_mode {
+	CCPK_FREE = 0,		/* slot unused */
+	CCPK_PENDING,		/* CREATE sent, waiting for the agent: Reno */
+	CCPK_ATTACHED,		/* agent in control: libccp drives cwnd/rate */
+	CCPK_FALLBACK,		/* in-kernel Reno; CREATE (again) when due */
+};
+
+/* CREATE retries back off up to this many times agent_timeout_ms */
+#define CCPK_RETRY_MAX_SHIFT	6
+/* agent_timeout_ms 0 ("only on send failure") still retries CREATEs */
+#define CCPK_RETRY_DEFAULT_MS	1000U
+
+/*
+ * How long a flow waits for the answer to its CREATE before sending it
+ * again (ms): agent_timeout_ms, doubled for every try that went
+ * unanswered, at most 64 times as long.
+ */
+static inline u32 ccpk_retry_ms(u32 tmo_ms, u32 tries)
+{
+	u32 shift = tries < CCPK_RETRY_MAX_SHIFT ? tries : CCPK_RETRY_MAX_SHIFT;
+
+	if (!tmo_ms)
+		tmo_ms = CCPK_RETRY_DEFAULT_MS;
+	if (tmo_ms > (0xffffffffU >> CCPK_RETRY_MAX_SHIFT))
+		tmo_ms = 0xffffffffU >> CCPK_RETRY_MAX_SHIFT;
+	return tmo_ms << shift;
+}
+
+/*
+ * How long a flow that just sent (or tried to send) its CREATE waits for
+ * the answer before sending it again (ms), and whether that counts as a
+ * try.  A CREATE that went out backs off with every try.  One that found
+ * the agent's buffer full (@nobufs: -ENOBUFS) is tried again after an
+ * eighth of agent_timeout_ms (at least 20 ms), without backing off: the
+ * agent is there, only busy, and drains its buffer (a few hundred
+ * messages) in a fraction of a second; waiting a whole timeout let only a
+ * bufferful in per second (2,000 flows took 7.6 s to re-attach in the
+ * guest).  Not at once: -ENOBUFS says that some member of the group that
+ * set NETLINK_BROADCAST_ERROR missed the message, not that the agent did;
+ * another such member (only CAP_NET_ADMIN may join the genl group) with a
+ * full buffer makes every send fail while the agent gets it, so each
+ * retry may duplicate a CREATE.
+ */
+#define CCPK_NOBUFS_WAIT_MIN_MS	20U
+
+static inline u32 ccpk_create_wait_ms(u32 tmo_ms, u32 tries, bool nobufs,
+				      bool *count_try)
+{
+	u32 ms = ccpk_retry_ms(tmo_ms, 0) / 8;
+
+	*count_try = !nobufs;
+	if (!nobufs)
+		return ccpk_retry_ms(tmo_ms, tries);
+	return ms > CCPK_NOBUFS_WAIT_MIN_MS ? ms : CCPK_NOBUFS_WAIT_MIN_MS;
+}
+
+/*
+ * A flow whose program faulted on fault_limit ACKs in a row falls back
+ * and announces itself afresh.  @streak counts such fallbacks since the
+ * program last reported cleanly (1 = the first): the first CREATE goes out
+ * at once, later ones wait retry_ms(streak - 2), so an agent that keeps
+ * handing out a faulting program is asked again after 1, 2, 4 ... 64
+ * agent timeouts, and the flow runs Reno in between.
+ */
+static inline u32 ccpk_fault_backoff_ms(u32 tmo_ms, u32 streak)
+{
+	return streak <= 1 ? 0 : ccpk_retry_ms(tmo_ms, streak - 2);
+}
+
+/*
+ * Has a flow's program faulted long enough to fall back?  @faults is the
+ * number of consecutive faulting ACKs including this one; @limit the
+ * fault_limit parameter (0: never).
+ */
+static inline bool ccpk_fault_exceeded(u32 faults, u32 limit)
+{
+	return limit && faults >= limit;
+}
+
+/* wrap-safe "now is at or after then" for jiffies */
+static inline bool ccpk_time_reached(unsigned long now, unsigned long then)
+{
+	return (long)(now - then) >= 0;
+}
+
+/*
+ * Does a flow need its lock on this ACK (or the sweep's attention)?  A
+ * flow whose state belongs to an earlier agent generation (@stale) must be
+ * brought in line; an attached one runs its program; a pending one
+ * re-sends its CREATE when @retry_at has come; one in fallback announces
+ * itself when an agent is up and @retry_at has come.  Everything else runs
+ * the in-kernel Reno without any lock.  @ack: for the ACK path (attached
+ * flows run their program); the sweep passes false.
+ */
+static inline bool ccpk_flow_due(u8 mode, bool stale, bool agent_up,
+				 unsigned long now, unsigned long retry_at,
+				 bool ack)
+{
+	if (stale)
+		return true;
+	switch (mode) {
+	case CCPK_ATTACHED:
+		return ack;
+	case CCPK_PENDING:
+		return agent_up && ccpk_time_reached(now, retry_at);
+	case CCPK_FALLBACK:
+		return agent_up && ccpk_time_reached(now, retry_at);
+	default:
+		return false;
+	}
+}
+
+/*
+ * The mode /proc shows for a flow: the stored one, unless the agent it
+ * belongs to is gone or replaced (@stale) and the flow has not caught up
+ * yet: then fallback, or pending when another agent is up (it is being
+ * announced to it).
+ */
+static inline u8 ccpk_mode_shown(u8 mode, bool stale, bool agent_up)
+{
+	if (!stale || mode == CCPK_FREE)
+		return mode;
+	return agent_up ? CCPK_PENDING : CCPK_FALLBACK;
+}
+
+/*
+ * The namespace policy: may a socket take a connection slot?  Sockets of
+ * the initial network namespace may (up to max_flows, checked elsewhere);
+ * a socket of any other namespace only while its namespace holds fewer
+ * than @quota slots (netns_quota; 0: none) and all other namespaces
+ * together fewer than @total (netns_total).
+ */
+static inline bool ccpk_netns_admit(bool init_ns, u32 ns_flows, u32 quota,
+				    u32 other_flows, u32 total)
+{
+	if (init_ns)
+		return true;
+	return ns_flows < quota && other_flows < total;
+}
+
+#endif /* CCPK_POLICY_H */
