@@ -14,7 +14,13 @@
 #                                  ALGS (default reno,cubic,bbr,iris,mocc),
 #                                  SECONDS (default 10) a transfer; one JSON
 #                                  line per run in ops/vm/work/out/eval.jsonl
-#                                  (train/ccp_train/harness/vm.py drives it)
+#                                  (train/ccp_train/harness/vm.py drives it);
+#                                  CCP_VM_EVAL_MODELS=DIR runs the agent
+#                                  on DIR's models instead of models/,
+#                                  CCP_VM_EVAL_NETSTATS=1 runs every ccp
+#                                  algorithm without and with
+#                                  ccp-netstats-exporter in the router
+#                                  namespace (ops/vm/guest/eval.sh)
 #
 # 1. installs the packages it needs (apt; Debian 12),
 # 2. builds ccp-kernel.ko for Debian's 6.12 and 6.1 kernels (warning-free),
@@ -90,7 +96,17 @@ if [ "$MODE" = eval ]; then
 	rm -rf "$WORK/eval"
 	mkdir -p "$WORK/eval"
 	cp "$EVAL_LIST" "$WORK/eval/list.txt"
-	printf 'EVAL_SECONDS=%s\nEVAL_ALGS="%s"\n' "$EVAL_SECONDS" "${EVAL_ALGS//,/ }" > "$WORK/eval/params"
+	EVAL_NETSTATS=${CCP_VM_EVAL_NETSTATS:-0}
+	[[ $EVAL_NETSTATS =~ ^[01]$ ]] ||
+		{ echo "$0: CCP_VM_EVAL_NETSTATS is '$EVAL_NETSTATS': give 0 or 1" >&2; exit 2; }
+	printf 'EVAL_SECONDS=%s\nEVAL_ALGS="%s"\nEVAL_NETSTATS=%s\n' "$EVAL_SECONDS" "${EVAL_ALGS//,/ }" \
+		"$EVAL_NETSTATS" > "$WORK/eval/params"
+	if [ -n "${CCP_VM_EVAL_MODELS:-}" ]; then
+		# the guest covers /tmp with a tmpfs: the models travel in the work share
+		[ -d "$CCP_VM_EVAL_MODELS" ] && ls "$CCP_VM_EVAL_MODELS"/*.json > /dev/null 2>&1 ||
+			{ echo "$0: CCP_VM_EVAL_MODELS=$CCP_VM_EVAL_MODELS is not a folder of models and cards" >&2; exit 2; }
+		cp -r "$CCP_VM_EVAL_MODELS" "$WORK/eval/models"
+	fi
 	EVAL_N=$(grep -cvE '^[[:space:]]*(#|$)' "$WORK/eval/list.txt")
 fi
 rm -rf "${OUTD:?}"/*
@@ -165,6 +181,16 @@ if (cd "$REPO" && cargo build --release -p ccp-agent) > "$WORK/agent-build.log" 
 	hres PASS agent_build "target/release/ccp-agent"
 else
 	hres FAIL agent_build "see $WORK/agent-build.log: $(grep -m1 -E '^error' "$WORK/agent-build.log")"
+fi
+
+if [ "$MODE" = eval ] && [ "$EVAL_NETSTATS" = 1 ]; then
+	# the router's statistics endpoint (Owl), run in the guest's router namespace
+	if (cd "$REPO" && cargo build --release -p ccp-netstats-exporter) > "$WORK/exporter-build.log" 2>&1 &&
+	   cp -f "$tgt/release/ccp-netstats-exporter" "$BIN/"; then
+		:
+	else
+		hres FAIL exporter_build "see $WORK/exporter-build.log"
+	fi
 fi
 
 if gcc -O2 -Wall -Wextra -Werror -o "$BIN/nlfuzz" "$HERE/nlfuzz.c" > "$WORK/nlfuzz-build.log" 2>&1; then

@@ -213,3 +213,43 @@ def test_main_rejects_bad_flags(tmp_path: Path, capsys):
     assert main(["--out", str(tmp_path), "--seconds", "0"]) == 2
     assert main(["--out", str(tmp_path), "--algs", "Reno;rm"]) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_netstats_runs_are_labelled_and_checked():
+    base = [rec("a", "cubic", 40.0, 50.0), rec("a", "bbr", 50.0, 40.0)]
+    off = rec("a", "ccp_owl", 30.0, 30.0, netstats="off", polls_ok=0, fresh_paths=0)
+    on = rec("a", "ccp_owl", 35.0, 25.0, netstats="on", polls_ok=6, fresh_paths=1)
+    # the exporter ran but the agent never held its sample: a problem, as is a fresh path
+    # with no exporter (the masked run would not be masked)
+    stale_on = rec("a", "ccp_owl", 35.0, 25.0, netstats="on", polls_ok=0, fresh_paths=0)
+    leaky_off = rec("a", "ccp_owl", 35.0, 25.0, netstats="off", fresh_paths=1)
+    assert problem(off) is None and problem(on) is None
+    assert "no fresh path" in str(problem(stale_on))
+    assert "held 1 fresh paths" in str(problem(leaky_off))
+    rows = with_ratios(base + [off, on])
+    md = markdown(rows, [], {"split": "tune", "seconds": 10, "algs": ["owl"], "scenarios": 1,
+                             "runs": 4, "wall_s": 1.0, "models": "/tmp/cand",
+                             "netstats": True})
+    assert "| ccp_owl (stats off) | 30.0 | 0.75 |" in md
+    assert "| ccp_owl (stats on) | 35.0 | 0.88 |" in md
+    # one summary row per (algorithm, stats) pair
+    assert "| ccp_owl (stats off) | 1 |" in md and "| ccp_owl (stats on) | 1 |" in md
+    assert "/tmp/cand" in md and "ccp-netstats-exporter" in md
+
+
+def test_run_vm_passes_models_and_netstats_to_the_guest(tmp_path: Path):
+    sh = fake_test_sh(tmp_path, [rec("s", "cubic", 40.0, 12.0)])
+    with sh.open("a") as fh:
+        fh.write(f"echo \"$CCP_VM_EVAL_MODELS $CCP_VM_EVAL_NETSTATS\" > {tmp_path}/env.txt\n")
+    models = tmp_path / "cand"
+    models.mkdir()
+    run_vm(tmp_path / "o", [scen("s", {"rate_mbps": 50})], 10, ["owl"], test_sh=sh,
+           models=models, netstats=True)
+    assert (tmp_path / "env.txt").read_text().split() == [str(models.resolve()), "1"]
+    run_vm(tmp_path / "o2", [scen("s", {"rate_mbps": 50})], 10, ["owl"], test_sh=sh)
+    assert (tmp_path / "env.txt").read_text().split() == ["0"]
+
+
+def test_main_rejects_a_models_folder_without_cards(tmp_path: Path, capsys):
+    assert main(["--out", str(tmp_path / "o"), "--models", str(tmp_path)]) == 2
+    assert "no model cards" in capsys.readouterr().err

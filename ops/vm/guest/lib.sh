@@ -153,6 +153,18 @@ iperf_run() {
 
 agent_available() { [ -x $AGENT ]; }
 
+# scrape FILE: GET /metrics from an agent started with --metrics
+# 127.0.0.1:9464 (bash's /dev/tcp: no curl); mval FILE NAME: a metric's
+# value in FILE ("none" if absent)
+scrape() {
+	local fd
+	exec {fd}<>/dev/tcp/127.0.0.1/9464 || return 1
+	printf 'GET /metrics HTTP/1.0\r\n\r\n' >&$fd
+	cat <&$fd > $1
+	exec {fd}>&-
+}
+mval() { awk -v n="$2" '$1==n {print $2; f=1} END {if (!f) print "none"}' $1; }
+
 # the datapath's generic netlink group scan: GS_N sockets (NETLINK_GENERIC,
 # protocol 16) are subscribed to the group "datapath" (its id is in
 # /proc/net/ccp), GS_PORT is the first one's port id (0: none).  No

@@ -814,14 +814,6 @@ fi
 # live, /proc/net/ccp's counters are there.
 PSECS=20
 PF="$PY $REPO/ops/vm/guest/prefflow.py"
-scrape() { # scrape FILE: GET /metrics from the agent (bash's /dev/tcp, no curl)
-	local fd
-	exec {fd}<>/dev/tcp/127.0.0.1/9464 || return 1
-	printf 'GET /metrics HTTP/1.0\r\n\r\n' >&$fd
-	cat <&$fd > $1
-	exec {fd}>&-
-}
-mval() { awk -v n="$2" '$1==n {print $2; f=1} END {if (!f) print "none"}' $1; }
 if ! agent_available; then
 	fail pref_two_sockets "no agent binary at $AGENT"
 	fail metrics_endpoint "no agent binary at $AGENT"

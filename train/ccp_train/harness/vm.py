@@ -11,7 +11,12 @@ agent control.
 ```
 python -m ccp_train.harness.vm --out /tmp/vm --quick            # the quick eval scenarios
 python -m ccp_train.harness.vm --out /tmp/vm --algs mocc,bbr --seconds 20
+python -m ccp_train.harness.vm --out /tmp/vm --algs owl --models DIR --netstats
 ```
+``--models DIR`` runs the agent on a candidate's models and cards instead of ``models/``;
+``--netstats`` runs each ``ccp_<alg>`` twice, without and with ``ccp-netstats-exporter``
+serving the guest router's PNC/PNA to the agent (Owl's in-network statistics; ``off`` is the
+masked case), and the report compares the two.
 Exit codes: 0 every run measured and every ccp flow attached to the algorithm it asked for,
 1 otherwise (the report says which), 2 bad input.
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import shlex
 import subprocess
@@ -116,15 +122,23 @@ def write_list(path: Path, scenarios: Iterable[VmScenario]) -> None:
 
 
 def run_guest(list_path: Path, seconds: int, algs: list[str], log: Path,
-              test_sh: Path = TEST_SH, timeout_s: float | None = None) -> Path:
+              test_sh: Path = TEST_SH, timeout_s: float | None = None, *,
+              models: Path | None = None, netstats: bool = False) -> Path:
     """Boot the guest on ``list_path`` (``test.sh --eval``), its output into ``log``; returns
-    the results file the guest wrote. Raises RuntimeError when the guest gave none."""
+    the results file the guest wrote. Raises RuntimeError when the guest gave none.
+    ``models``: the agent's models folder (default ``models/``); ``netstats``: each ccp run
+    without and with the router's statistics exporter."""
     cmd = ["bash", str(test_sh), "--eval", str(list_path), str(seconds), ",".join(algs)]
+    env = dict(os.environ)
+    env.pop("CCP_VM_EVAL_MODELS", None)
+    if models is not None:
+        env["CCP_VM_EVAL_MODELS"] = str(models.resolve())
+    env["CCP_VM_EVAL_NETSTATS"] = "1" if netstats else "0"
     with log.open("w") as fh:
         fh.write("$ " + shlex.join(cmd) + "\n")
         fh.flush()
         p = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s,
-                           check=False)
+                           check=False, env=env)
     text = log.read_text()
     found = re.findall(r"^EVAL_RESULTS (\S+)$", text, re.MULTILINE)
     if not found or not Path(found[-1]).is_file():
@@ -167,6 +181,11 @@ def problem(rec: dict) -> str | None:
             return f"not under agent control ({k} of {n} snapshots)"
         if rec.get("agent_algs") != [rec.get("alg")]:
             return f"the agent ran {rec.get('agent_algs')} for {rec.get('cc')}"
+        fresh = rec.get("fresh_paths")
+        if rec.get("netstats") == "on" and not (isinstance(fresh, int) and fresh >= 1):
+            return f"the exporter ran but the agent held no fresh path (fresh_paths {fresh})"
+        if rec.get("netstats") == "off" and fresh not in (0, None):
+            return f"no exporter ran but the agent held {fresh} fresh paths"
     return None
 
 
@@ -200,7 +219,10 @@ def _f(x: float | None, fmt: str) -> str:
 
 
 def _label(r: dict) -> str:
-    return f"native {r.get('cc')}" if r.get("kind") == "native" else str(r.get("cc"))
+    if r.get("kind") == "native":
+        return f"native {r.get('cc')}"
+    ns = r.get("netstats")
+    return f"{r.get('cc')} (stats {ns})" if ns else str(r.get("cc"))
 
 
 def _attach(r: dict) -> str:
@@ -228,7 +250,10 @@ def markdown(rows: list[dict], skipped: list[tuple[str, str]], meta: dict) -> st
                f"{', quick' if meta.get('quick') else ''}), {meta.get('seconds')} s per "
                f"transfer, algorithms {', '.join(meta.get('algs', []))}; "
                f"{meta.get('runs', 0)} runs in {meta.get('wall_s', 0.0):.0f} s wall, "
-               f"guest kernel {meta.get('kernel') or '?'}.")
+               f"guest kernel {meta.get('kernel') or '?'}; models {meta.get('models', 'models/')}"
+               + ("; each ccp run without (stats off: masked) and with (stats on) "
+                  "ccp-netstats-exporter in the router namespace" if meta.get("netstats") else "")
+               + ".")
     out.append("")
     out.append("The guest is emulated: absolute speeds are low and follow the host's load, so "
                "compare the ratios, each to a native run on the same link minutes apart. "
@@ -278,7 +303,7 @@ def markdown(rows: list[dict], skipped: list[tuple[str, str]], meta: dict) -> st
         out.append("|---|---:|" + "---:|" * 6 + "---|")
         by: dict[str, list[dict]] = {}
         for r in ccp:
-            by.setdefault(str(r.get("cc")), []).append(r)
+            by.setdefault(_label(r), []).append(r)
         for cc, rs in by.items():
             cols = [_f(_geomean([r.get(k) for r in rs]), ".2f")
                     for k in ("thr_vs_cubic", "thr_vs_bbr", "rtt_vs_cubic", "rtt_vs_bbr",
@@ -297,7 +322,8 @@ def markdown(rows: list[dict], skipped: list[tuple[str, str]], meta: dict) -> st
 
 
 def run_vm(out: Path, scenarios: Iterable[Scenario], seconds: int, algs: list[str], *,
-           split: str = "eval", quick: bool = False, test_sh: Path = TEST_SH) -> list[dict]:
+           split: str = "eval", quick: bool = False, test_sh: Path = TEST_SH,
+           models: Path | None = None, netstats: bool = False) -> list[dict]:
     """Run ``scenarios`` (``links``-suite :class:`Scenario` objects) in the guest and write
     ``OUT/vm_list.txt`` (what the guest got), ``OUT/vm_test.log`` (test.sh's output),
     ``OUT/vm_results.jsonl`` (one line per run, with its ratios) and ``OUT/vm_report.md``.
@@ -312,7 +338,8 @@ def run_vm(out: Path, scenarios: Iterable[Scenario], seconds: int, algs: list[st
     lst = out / "vm_list.txt"
     write_list(lst, vms)
     t0 = time.monotonic()
-    res = run_guest(lst, seconds, algs, out / "vm_test.log", test_sh)
+    res = run_guest(lst, seconds, algs, out / "vm_test.log", test_sh, models=models,
+                    netstats=netstats)
     wall = time.monotonic() - t0
     kv = re.findall(r"kernels: (\S+) and", (out / "vm_test.log").read_text())
     rows = with_ratios(read_results(res))
@@ -321,6 +348,7 @@ def run_vm(out: Path, scenarios: Iterable[Scenario], seconds: int, algs: list[st
             fh.write(json.dumps(r) + "\n")
     meta = {"split": split, "quick": quick, "seconds": seconds, "algs": algs,
             "scenarios": len(vms), "runs": len(rows), "wall_s": wall,
+            "models": str(models) if models is not None else "models/", "netstats": netstats,
             "kernel": kv[0] if kv else None,
             "skipped": [list(s) for s in skipped]}
     (out / "vm_report.md").write_text(markdown(rows, skipped, meta))
@@ -343,6 +371,11 @@ def parser() -> argparse.ArgumentParser:
                    help="length of each transfer (default 10)")
     p.add_argument("--algs", type=comma_list, default=list(DEFAULT_ALGS),
                    help=f"the agent's algorithms (default: {','.join(DEFAULT_ALGS)})")
+    p.add_argument("--models", type=Path, default=None,
+                   help="the agent's models and cards (default: the repository's models/)")
+    p.add_argument("--netstats", action="store_true",
+                   help="run each ccp_<alg> without and with ccp-netstats-exporter in the "
+                        "guest's router namespace (Owl's in-network statistics)")
     return p
 
 
@@ -359,8 +392,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         scen = select(load_matrix(suites=["links"]), args.split, quick=args.quick,
                       purpose="report")
+        if args.models is not None and not sorted(args.models.glob("*.json")):
+            print(f"error: --models {args.models}: no model cards (*.json) there; give the "
+                  "folder a training run wrote (owl.onnx + owl.json)", file=sys.stderr)
+            return 2
         rows = run_vm(args.out, scen, args.seconds, args.algs, split=args.split,
-                      quick=args.quick)
+                      quick=args.quick, models=args.models, netstats=args.netstats)
     except MatrixError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
