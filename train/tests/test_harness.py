@@ -127,6 +127,28 @@ def test_run_metrics_of_a_friendliness_run_by_hand():
     assert m2["utility_by_w"] == {"1,0,0": pytest.approx(0.3), "0,0,1": pytest.approx(0.99)}
 
 
+def test_owl_nash_distance_is_eq9_by_hand():
+    from ccp_train.harness.metrics import owl_nash_distance, owl_nash_rate
+
+    # eq. 9 with n senders and every δ = 0.5: λ* = C/(δ(n + 1)); one sender gets C
+    assert owl_nash_rate(1) == pytest.approx(1.0)
+    assert owl_nash_rate(2) == pytest.approx(2 / 3) and owl_nash_rate(3) == pytest.approx(0.5)
+    # sum of eq. 9's rates solves 2λ_i + Σ_{j≠i} λ_j = C/δ for n = 4
+    n, lam = 4, owl_nash_rate(4)
+    assert 2 * lam + (n - 1) * lam == pytest.approx(1 / 0.5)
+    assert owl_nash_distance([2 / 3, 2 / 3]) == pytest.approx(0.0)
+    assert owl_nash_distance([1 / 3, 1.0]) == pytest.approx(0.5)
+    # in run_metrics: two flows each delivering 8 of 20 Mbit/s at 20 % loss send 0.5 C each
+    summary = {"utilization": 0.8, "flows": [_flow(0, 8.0, loss_rate=0.2),
+                                             _flow(1, 8.0, loss_rate=0.2, start_s=2.0)]}
+    t, x = flat(0, 20, 8.0)
+    m = run_metrics(summary, {0: Series(t, x), 1: Series(t, x)}, {"rate_mbps": 20}, [0, 1], 20.0)
+    assert m["owl_nash_distance"] == pytest.approx(abs(0.5 - 2 / 3) / (2 / 3))
+    # a trace link has no capacity to measure against
+    m2 = run_metrics(summary, {0: Series(t, x), 1: Series(t, x)}, {"trace": "x"}, [0, 1], 20.0)
+    assert "owl_nash_distance" not in m2
+
+
 def test_step_convergence_per_step():
     # capacity 20 -> 10 at 10 s; the flow follows at 12 s
     link = {"rate_mbps": 20, "rate_schedule": [{"at_s": 10, "rate_mbps": 10}]}

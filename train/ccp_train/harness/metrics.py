@@ -15,7 +15,12 @@ Definitions (the README and ``ops/eval/README.md`` repeat them):
 - ``owl_utility``: Owl's eq. 7, ``U = λ − δ·λ/(1 − p) − β·log10(RTT_mean/RTT_base)``
   (δ = β = 0.5), with the sending rate λ = utilization/(1 − p) in units of the link's true
   capacity (Owl's reward uses its best delivery-rate sample as the unit: it does not know C),
-  mean over the flows under test. The figure Owl's acceptance compares with Cubic's.
+  mean over the flows under test. The figure Owl's acceptance compares with Cubic's;
+- ``owl_nash_distance``: with n ≥ 2 flows on a rate link, the mean over the flows of
+  ``|λ_i − λ*| / λ*``, ``λ_i`` a flow's sending rate while all flows are active (its delivery
+  rate over that window from the 100 ms series, over ``1 − p_i``) in units of the capacity at
+  the last start, ``λ* = 1/(δ(n + 1))`` the Nash rate of Owl's eq. 9 with every ``δ_i = δ``
+  (0.5; the theorem assumes eq. 7 with β = 0, Owl-Loss).
 """
 
 from __future__ import annotations
@@ -167,6 +172,18 @@ def owl_utility(utilization: float, loss_rate: float, rtt_base_ms: float, rtt_me
     return lam - delta * lam / (1.0 - p) - beta * math.log10(max(rtt_mean_ms / rtt_base_ms, 1.0))
 
 
+def owl_nash_rate(n: int, delta: float = OWL_DELTA) -> float:
+    """Eq. 9's equilibrium sending rate of each of n senders with equal δ, in units of C:
+    ``C(n/δ − (n − 1)/δ)/(n + 1) = C/(δ(n + 1))``."""
+    return 1.0 / (delta * (n + 1))
+
+
+def owl_nash_distance(rates: Sequence[float], delta: float = OWL_DELTA) -> float:
+    """Mean relative distance of the senders' rates (units of C) from eq. 9's Nash rate."""
+    star = owl_nash_rate(len(rates), delta)
+    return sum(abs(r - star) for r in rates) / (len(rates) * star)
+
+
 def capacity_at(link: dict, t: float) -> float | None:
     """Capacity (Mbit/s) of a rate link at time t; None for a trace link."""
     if "rate_mbps" not in link:
@@ -225,6 +242,10 @@ def run_metrics(summary: dict, series: dict[int, Series], link: dict, test: Sequ
                 c = convergence_time(ser, lambda t: (capacity_at(link, t) or 0.0) / n, t0, t1)
                 m["convergence_s"] = c
                 m["converged"] = c is not None
+                if cap > 0:
+                    lam = [sr.mean_over(t0, t1) / cap / (1.0 - min(max(f["loss_rate"], 0.0), 0.99))
+                           for sr, f in zip(ser, flows, strict=True)]
+                    m["owl_nash_distance"] = owl_nash_distance(lam)
     if comp:
         thr_t = _mean([f["throughput_mbps"] for f in tf])
         thr_c = _mean([f["throughput_mbps"] for f in comp])
