@@ -247,6 +247,18 @@ def test_seeds_change_starts_and_loss_seed_deterministically(tmp_path):
     assert a.count('alg = "cubic"') == 3
 
 
+def test_stats_suffix_runs_the_base_algorithm_with_netstats(tmp_path):
+    sc = [s for s in load_matrix(suites=["links"]) if s.split == "tune"][0]
+    plain = scenario_toml(RunSpec(sc, "owl", 1), tmp_path)
+    stats = scenario_toml(RunSpec(sc, "owl+stats", 1), tmp_path)
+    assert "[netstats]" not in plain
+    assert 'alg = "owl"' in stats and "owl+stats" not in stats
+    assert stats.endswith("[netstats]\nperiod_s = 1.0\nknown_share = 1.0\n")
+    # the same run otherwise: starts, seed and link
+    assert stats.startswith(plain)
+    assert RunSpec(sc, "owl+stats", 1).run_id.endswith("--owl+stats--s1")
+
+
 @pytest.mark.skipif(not AGENT.is_file(), reason="needs target/release/ccp-agent "
                     "(ops/test.sh builds it)")
 def test_tiny_matrix_end_to_end(tmp_path):
@@ -297,6 +309,8 @@ def test_tiny_matrix_end_to_end(tmp_path):
         assert 0.0 < r["metrics"]["utilization"] <= 1.05, r["run_id"]
     fair = [r for r in recs if r["suite"] == "fairness"]
     assert all(0.5 <= r["metrics"]["jain_mean"] <= 1.0 for r in fair)
+    # two senders on a rate link: eq. 9's distance is measured (reno is no Owl: not near 0)
+    assert all(0.0 <= r["metrics"]["owl_nash_distance"] < 1.0 for r in fair)
     friend = [r for r in recs if r["suite"] == "friendliness" and r["alg"] == "cubic"]
     assert all(0.3 < r["metrics"]["share"] < 0.7 for r in friend)  # cubic vs cubic
     steps = [r for r in recs if r["suite"] == "dynamics"]
@@ -365,6 +379,15 @@ def test_card_gets_eval_figures_only(tmp_path):
     assert util["mean"] == pytest.approx(0.81) and util["seeds"] == 2
     assert ev["harness"]["baselines"]["cubic"]["links"]["utilization"]["mean"] == (
         pytest.approx(0.91))
+    assert "with_stats" not in ev["harness"]
+    # an Owl sweep with ALG+stats: the card keeps both, the masked figures as its own
+    owl = tmp_path / "owl.json"
+    owl.write_text(json.dumps({"algorithm": "owl"}))
+    rs2 = [dict(r, alg={"mocc": "owl", "cubic": "owl+stats"}[r["alg"]]) for r in rs]
+    write_card_section(owl, rs2, dict(meta, algs=["owl", "owl+stats"]))
+    h = json.loads(owl.read_text())["evaluation"]["harness"]
+    assert h["figures"]["links"]["utilization"]["mean"] == pytest.approx(0.81)
+    assert h["with_stats"]["links"]["utilization"]["mean"] == pytest.approx(0.91)
     with pytest.raises(ValueError, match="eval"):
         write_card_section(card, rs, dict(meta, split="tune"))
     with pytest.raises(ValueError, match="--algs"):

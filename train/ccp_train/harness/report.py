@@ -245,6 +245,8 @@ def card_summary(rs: list[dict], alg: str, meta: dict,
         "seeds": meta.get("seeds"), "runs": meta.get("runs"), "failed": meta.get("failed"),
         "figures": figures(alg),
         "baselines": {b: figures(b) for b in baselines if b in ran and b != alg},
+        # the same model with in-network statistics (harness algorithm ALG+stats), if it ran
+        **({"with_stats": figures(alg + "+stats")} if alg + "+stats" in ran else {}),
     }
 
 

@@ -34,6 +34,15 @@ ROOT = repo_root()
 AUTO = "auto"
 #: longest a single run may take (s)
 RUN_TIMEOUT_S = 600.0
+#: ``ALG+stats`` runs ALG with the bottleneck exporting in-network statistics (``[netstats]``:
+#: PNC/PNA every second, the whole path known), Owl's unmasked case; ``ALG`` alone runs with
+#: none (masked). The records and tables keep the suffix.
+STATS_SUFFIX = "+stats"
+
+
+def base_alg(alg: str) -> str:
+    """The agent's algorithm of a sweep's algorithm name (``owl+stats`` -> ``owl``)."""
+    return alg.removesuffix(STATS_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -120,12 +129,14 @@ def scenario_toml(spec: RunSpec, trace_cache: Path) -> str:
         stop = g.get("stop_s")
         g["start_s"] = min(start, (float(stop) if stop is not None else sc.duration_s) - 0.01)
         if "alg" not in g:
-            g["alg"] = spec.alg
+            g["alg"] = base_alg(spec.alg)
             if spec.w is not None and "w" not in g:
                 g["w"] = list(spec.w)
         lines.append("[[flow]]")
         for k, v in g.items():
             lines.append(f"{k} = {_toml_value(v)}")
+    if spec.alg.endswith(STATS_SUFFIX):
+        lines += ["[netstats]", "period_s = 1.0", "known_share = 1.0"]
     return "\n".join(lines) + "\n"
 
 
@@ -158,7 +169,7 @@ def run_one(spec: RunSpec, out: str) -> dict:
         csv_path = runs / f"{spec.run_id}.csv"
         toml_path.write_text(scenario_toml(spec, outp / "traces"))
         cmd = [spec.agent, "--sim", str(toml_path), "--json", "--csv", str(csv_path),
-               "--alg", spec.alg, "--models", spec.models, *spec.extra_args]
+               "--alg", base_alg(spec.alg), "--models", spec.models, *spec.extra_args]
         if spec.config:
             cmd += ["--config", spec.config]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
@@ -173,9 +184,9 @@ def run_one(spec: RunSpec, out: str) -> dict:
             if spec.alg == AUTO:
                 # the agent chose from its portfolio table: record what it chose
                 rec.setdefault("chosen", []).append(got)
-            elif got != spec.alg:
-                raise RuntimeError(f"flow {i} ran {got!r}, not {spec.alg!r} (is the model "
-                                   "missing?)")
+            elif got != base_alg(spec.alg):
+                raise RuntimeError(f"flow {i} ran {got!r}, not {base_alg(spec.alg)!r} (is the "
+                                   "model missing?)")
         series = read_series(csv_path)
         prefs = sc.prefs if (sc.prefs and spec.w is None) else ()
         rec["metrics"] = run_metrics(summary, series, sc.link, test, sc.duration_s, prefs)
