@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import random
@@ -163,6 +164,13 @@ def _log_uniform(rng: random.Random, r: tuple[float, float]) -> float:
     return math.exp(rng.uniform(math.log(r[0]), math.log(r[1])))
 
 
+@functools.lru_cache(maxsize=32)
+def trace_mean_mbps(path: str) -> float:
+    """A mahimahi trace's mean capacity: one 1500-byte packet per line over its period (ms)."""
+    times = [int(x) for x in Path(path).read_text().split()]
+    return len(times) * 1500 * 8 / (max(times[-1], 1) * 1000.0) if times else 0.0
+
+
 @dataclasses.dataclass(frozen=True)
 class OwlEpisodes:
     """Table II's networks as simulator scenarios, drawn from one seeded generator."""
@@ -195,10 +203,14 @@ class OwlEpisodes:
             frac = rng.randrange(max(1, self.trace_offsets)) / max(1, self.trace_offsets)
             path = _rotated(trace, frac, Path(self.trace_cache))
             lines.append(f'trace = "{path}"')
+            scale = 1.0
             if self.trace_scale != (1.0, 1.0):
-                lines.append(f"trace_scale = {rng.uniform(*self.trace_scale):.4f}")
+                scale = round(rng.uniform(*self.trace_scale), 4)
+                lines.append(f"trace_scale = {scale:.4f}")
+            capacity = trace_mean_mbps(str(trace)) * scale
         else:
-            lines.append(f"rate_mbps = {_log_uniform(rng, self.rate_mbps):.4f}")
+            capacity = round(_log_uniform(rng, self.rate_mbps), 4)
+            lines.append(f"rate_mbps = {capacity:.4f}")
         lines.append(f"buffer_pkts = {round(_log_uniform(rng, self.buffer_pkts))}")
         lines.append(f"loss = {rng.uniform(*self.loss):.6f}")
         n = 1
@@ -213,7 +225,8 @@ class OwlEpisodes:
         if netstats:
             lines += ["[netstats]", f"period_s = {self.netstats_period_s!r}",
                       f"known_share = {rng.uniform(*self.known_share):.4f}"]
-        info = {"flows": n, "netstats": netstats, "trace": trace.name if trace else None}
+        info = {"flows": n, "netstats": netstats, "trace": trace.name if trace else None,
+                "capacity_mbps": capacity}
         return "\n".join(lines) + "\n", info
 
     def describe(self) -> dict[str, Any]:
@@ -247,6 +260,11 @@ class Bottleneck:
     rng: random.Random
     episodes_from: OwlEpisodes
     algs_toml: str
+    #: eq. 7's unit of λ: "best" (the flow's best delivery rate, the agent's default) or
+    #: "capacity" (the episode's link capacity, its trace's mean for a trace: set per episode
+    #: through the reward knob reward_rate_unit_mbps, with ``knobs``)
+    reward_unit: str = "best"
+    knobs: Knobs | None = None
     env: Any = None
     obs: np.ndarray | None = None
     mask: np.ndarray | None = None
@@ -258,7 +276,11 @@ class Bottleneck:
 
     def new_episode(self) -> None:
         scenario, self.drawn = self.episodes_from.sample(self.rng)
-        self.env = _native.SimEnv(scenario, ALG, algs_toml=self.algs_toml, pause="any",
+        algs_toml = self.algs_toml
+        if self.reward_unit == "capacity" and self.knobs is not None:
+            unit = round(self.drawn["capacity_mbps"], 4)
+            algs_toml = self.knobs.toml(extra={"reward_rate_unit_mbps": unit})
+        self.env = _native.SimEnv(scenario, ALG, algs_toml=algs_toml, pause="any",
                                   with_mask=True)
         obs, _rew, active, _done, _t, mask = self.env.reset()
         self.obs, self.mask, self.active = obs, mask, np.asarray(active, bool)
@@ -324,7 +346,8 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
         model.q_net_target.load_state_dict(model.q_net.state_dict())
     explore = np.random.default_rng(args.seed)
     knobs_toml = knobs.toml()
-    envs = [Bottleneck(random.Random(args.seed * 1000 + e), episodes, knobs_toml)
+    envs = [Bottleneck(random.Random(args.seed * 1000 + e), episodes, knobs_toml,
+                       reward_unit=args.reward_unit, knobs=knobs)
             for e in range(args.envs)]
     for b in envs:
         b.new_episode()
@@ -418,7 +441,9 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
                   f"steps, {updates} gradient steps; {n_eps} episodes on {args.envs} "
                   f"bottlenecks, {with_stats} with [netstats]; reward eq. 7 with "
                   + ", ".join(f"{k} = {v}" for k, v in reward_knobs.items())
-                  + f", per transition {per}"
+                  + f", per transition {per}, lambda in units of "
+                  + ("each episode's link capacity (a trace's mean)"
+                     if args.reward_unit == "capacity" else "the flow's best delivery rate")
                   + "; the final network is exported (no selection)"),
         "wall_s": round(wall, 1),
         "determinism": determinism.record(args.threads),
@@ -501,6 +526,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--reward", choices=("mean", "last"), default="mean",
                    help="a transition's reward: mean eq. 7 over every report since the "
                         "action, or the last report's")
+    g.add_argument("--reward-unit", choices=("best", "capacity"), default="best",
+                   help="eq. 7's unit of the sending rate: the flow's best delivery rate (the "
+                        "agent's own), or each episode's link capacity (a trace's mean), which "
+                        "the simulator knows: a window short of the BDP then earns less")
     g.add_argument("--envs", type=int, default=4, help="bottlenecks simulated side by side")
     s = t.add_argument_group("episodes (Table II)")
     s.add_argument("--duration-s", type=floats(2), default="10,30")

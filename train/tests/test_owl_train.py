@@ -207,6 +207,33 @@ def test_episodes_draw_the_papers_ranges() -> None:
     assert sum(b < 30 for b in buffers) > 40
 
 
+def test_the_capacity_unit_pays_for_filling_the_link(tmp_path: Path) -> None:
+    # eq. 7 with lambda in units of the link's capacity (--reward-unit capacity) against the
+    # flow's own best rate: a flow that holds half the link's window earns half of the
+    # throughput term, where in its own best rate it looks full
+    text = ("duration_s = 4\nseed = 3\n[link]\nrate_mbps = 12\nbuffer_pkts = 60\n"
+            '[[flow]]\nalg = "owl"\nrtt_ms = 20\n')
+    eps = owl.OwlEpisodes(traces=(), trace_prob=0.0)
+    _, info = eps.sample(random.Random(1))
+    assert 6.0 <= info["capacity_mbps"] <= 100.0
+    trace = ROOT / "datapath/sim/scenarios/traces/twelve-mbps.trace"
+    assert owl.trace_mean_mbps(str(trace)) == pytest.approx(12.0, rel=0.01)
+
+    def last_rewards(algs_toml: str) -> list[float]:
+        env = _native.SimEnv(text, "owl", algs_toml=algs_toml, pause="any", with_mask=True)
+        # hold the window (action 3: +0) after slow start: the rewards of the late reports
+        return [r[2] for r in _run(env, 3.0)[-10:]]
+
+    own = last_rewards("[algs.owl]\n")
+    cap = last_rewards("[algs.owl]\nreward_rate_unit_mbps = 12.0\n")
+    twice = last_rewards("[algs.owl]\nreward_rate_unit_mbps = 24.0\n")
+    assert own and len(own) == len(cap) == len(twice)
+    # the same flow: only the unit differs; measured against a link twice as fast the
+    # throughput term halves, so every reward drops (by half the throughput term)
+    assert all(t < c for t, c in zip(twice, cap, strict=True))
+    assert not np.allclose(own, twice)
+
+
 def _agent_binary() -> Path:
     if os.environ.get("CCP_AGENT"):
         return Path(os.environ["CCP_AGENT"])

@@ -34,12 +34,16 @@ pub struct OwlConfig {
     pub delta: f64,
     /// Reward (eq. 7): weight β of the delay term; 0 is Owl-Loss (§IV-A, §V).
     pub beta: f64,
+    /// Reward (eq. 7): the unit of λ in Mbit/s; 0 (default): the flow's best delivery-rate
+    /// sample over `window_s`. A trainer that knows the bottleneck sets its capacity per
+    /// episode, so that a window below the path's BDP earns less than one that fills it.
+    pub reward_rate_unit_mbps: f64,
 }
 
 /// Knobs that only shape the reward (a training signal), not what the policy observes or how
 /// its action acts: left out of [`super::Owl`]'s dynamics, recorded in the card's training
 /// section instead.
-pub const REWARD_KNOBS: [&str; 2] = ["delta", "beta"];
+pub const REWARD_KNOBS: [&str; 3] = ["delta", "beta", "reward_rate_unit_mbps"];
 
 impl Default for OwlConfig {
     fn default() -> Self {
@@ -54,6 +58,7 @@ impl Default for OwlConfig {
             stats_stale_ms: 2_500.0,
             delta: 0.5,
             beta: 0.5,
+            reward_rate_unit_mbps: 0.0,
         }
     }
 }
@@ -96,6 +101,11 @@ impl OwlConfig {
         )?;
         k.real("delta", self.delta, Range::Closed(0.0, 1e3))?;
         k.real("beta", self.beta, Range::Closed(0.0, 1e3))?;
+        k.real(
+            "reward_rate_unit_mbps",
+            self.reward_rate_unit_mbps,
+            Range::Closed(0.0, 1e6),
+        )?;
         Ok(())
     }
 }

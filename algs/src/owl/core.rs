@@ -425,7 +425,12 @@ impl LearnedCore for OwlCore {
 
         // eq. 7's inputs: λ = cwnd/RTT of the window in force during the interval
         self.last = rtt.map(|r| {
-            let unit = self.rate_max.get().unwrap_or(0.0);
+            // bytes/s: the configured capacity, or the flow's best rate
+            let unit = if self.config.reward_rate_unit_mbps > 0.0 {
+                self.config.reward_rate_unit_mbps * 1e6 / 8.0
+            } else {
+                self.rate_max.get().unwrap_or(0.0)
+            };
             let lambda = if unit > 0.0 {
                 (window / (r / 1e6) / unit).clamp(0.0, LAMBDA_MAX)
             } else {
@@ -485,8 +490,8 @@ impl LearnedCore for OwlCore {
         self.action()
     }
 
-    /// Eq. 7 for the last interval, `λ` in units of the flow's best delivery rate over the
-    /// last `window_s` (0 before any RTT).
+    /// Eq. 7 for the last interval, `λ` in units of `reward_rate_unit_mbps` or else the
+    /// flow's best delivery rate over the last `window_s` (0 before any RTT).
     fn reward(&self) -> f64 {
         match self.last {
             Some(m) => utility(

@@ -83,6 +83,7 @@ fn the_spec_is_a_masked_discrete_policy_over_k_intervals() {
     let d = owl.dynamics();
     assert!(d.contains_key("history") && d.contains_key("stats_stale_ms"));
     assert!(!d.contains_key("delta") && !d.contains_key("beta"));
+    assert!(!d.contains_key("reward_rate_unit_mbps"));
     assert_eq!(d.len(), 8);
     let p = owl.program();
     assert!(p.name.starts_with("owl"));
@@ -478,6 +479,28 @@ fn the_cores_reward_measures_cwnd_over_rtt_in_its_best_delivery_rate() {
     l.observe(&iv(14, 0, 40.0, 40), &mut obs, &mut mask);
     l.observe(&r, &mut obs, &mut mask);
     assert!((l.reward() - (lambda - 0.5 * lambda / 0.9)).abs() < 1e-12);
+}
+
+#[test]
+fn a_configured_rate_unit_pays_for_filling_the_link() {
+    // the same interval as above (14 kB over 40 ms = 350 kB/s, best rate 1.25 MB/s), λ now
+    // in units of a 5.6 Mbit/s = 700 kB/s link: half of it, whatever the flow's best rate
+    let mut c = core(OwlConfig {
+        reward_rate_unit_mbps: 5.6,
+        ..Default::default()
+    });
+    to_avoidance(&mut c);
+    let (mut obs, mut mask) = buffers(&c);
+    c.observe(&iv(14, 0, 40.0, 40), &mut obs, &mut mask);
+    assert!((c.reward() - 0.5 * 0.5).abs() < 1e-12, "{}", c.reward());
+    // the same window over half the RTT (a path twice as fast): twice the throughput term
+    c.observe(&iv(14, 0, 20.0, 40), &mut obs, &mut mask);
+    assert!((c.reward() - 0.5 * 1.0).abs() < 1e-12, "{}", c.reward());
+    let bad = OwlConfig {
+        reward_rate_unit_mbps: -1.0,
+        ..Default::default()
+    };
+    assert!(bad.validate().is_err());
 }
 
 #[test]
