@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "../../datapath/kernel/ccp_genl.h"
+#include "ccpmsg.h"
 
 static FILE *logf;
 static long long now_ms(void);
@@ -264,39 +265,8 @@ static int tp_recv(int fd, uint8_t *msg, size_t cap)
 
 /* ---- CCP messages ----------------------------------------------------------- */
 
-struct msg {
-	uint8_t b[4096];
-	size_t n;
-};
-
-static void put8(struct msg *m, uint8_t v) { m->b[m->n++] = v; }
-static void put16(struct msg *m, uint16_t v) { put8(m, v); put8(m, v >> 8); }
-static void put32(struct msg *m, uint32_t v) { put16(m, v); put16(m, v >> 16); }
 static uint16_t rd16(const uint8_t *p) { return p[0] | p[1] << 8; }
 static uint32_t rd32(const uint8_t *p) { return rd16(p) | (uint32_t)rd16(p + 2) << 16; }
-
-static void hdr(struct msg *m, uint16_t type, uint32_t sid)
-{
-	m->n = 0;
-	put16(m, type);
-	put16(m, 0);
-	put32(m, sid);
-}
-
-static void fix_len(struct msg *m)
-{
-	m->b[2] = m->n & 0xff;
-	m->b[3] = m->n >> 8;
-}
-
-static void instr(struct msg *m, uint8_t op, uint8_t rt, uint32_t ri,
-		  uint8_t lt, uint32_t li, uint8_t tt, uint32_t ti)
-{
-	put8(m, op);
-	put8(m, rt); put32(m, ri);
-	put8(m, lt); put32(m, li);
-	put8(m, tt); put32(m, ti);
-}
 
 /*
  * The faulting program: one expression whose condition is
@@ -311,7 +281,7 @@ static void install_fault(struct msg *m, uint32_t uid)
 	put32(m, 0); put32(m, 1);	/* condition: [0, 1) */
 	put32(m, 1); put32(m, 0);	/* body: empty */
 	instr(m, 3 /* DIV */, 7 /* tmp */, 0, 1 /* imm */, 1, 1 /* imm */, 0);
-	fix_len(m);
+	set_len(m, m->n);
 }
 
 static void change_prog(struct msg *m, uint32_t sid, uint32_t uid)
@@ -319,7 +289,7 @@ static void change_prog(struct msg *m, uint32_t sid, uint32_t uid)
 	hdr(m, 4, sid);
 	put32(m, uid);
 	put32(m, 0);			/* no updates */
-	fix_len(m);
+	set_len(m, m->n);
 }
 
 /* ---- the agent ------------------------------------------------------------ */

@@ -59,6 +59,8 @@
 #include <unistd.h>
 
 #include "../../datapath/kernel/ccp_genl.h"
+#define CCPMSG_CAP 70000
+#include "ccpmsg.h"
 
 #ifndef NETLINK_CAP_ACK
 #define NETLINK_CAP_ACK 10
@@ -72,34 +74,6 @@
 
 static int failures;
 static unsigned int max_sid = 1024;
-
-struct msg {
-	uint8_t b[70000];
-	size_t n;
-};
-
-static void put8(struct msg *m, uint8_t v) { m->b[m->n++] = v; }
-static void put16(struct msg *m, uint16_t v) { put8(m, v); put8(m, v >> 8); }
-static void put32(struct msg *m, uint32_t v) { put16(m, v); put16(m, v >> 16); }
-static void put64(struct msg *m, uint64_t v) { put32(m, v); put32(m, v >> 32); }
-static void set_len(struct msg *m, uint16_t len) { m->b[2] = len; m->b[3] = len >> 8; }
-
-static void hdr(struct msg *m, uint16_t type, uint32_t sid)
-{
-	m->n = 0;
-	put16(m, type);
-	put16(m, 0);
-	put32(m, sid);
-}
-
-static void instr(struct msg *m, uint8_t op, uint8_t rt, uint32_t ri,
-		  uint8_t lt, uint32_t li, uint8_t tt, uint32_t ti)
-{
-	put8(m, op);
-	put8(m, rt); put32(m, ri);
-	put8(m, lt); put32(m, li);
-	put8(m, tt); put32(m, ti);
-}
 
 static void update_cwnd(struct msg *m, uint32_t sid)
 {
