@@ -119,6 +119,7 @@ def test_run_metrics_of_a_friendliness_run_by_hand():
     assert m["loss_rate"] == pytest.approx(0.01)
     assert m["jain_mean"] == pytest.approx((18**2) / (2 * (36 + 144)))
     assert m["converged"] is False  # 6 and 12 vs a fair share of 10: never inside +-20 %
+    assert "owl_nash_distance" not in m  # a competitor of another protocol: no eq. 9
     # the flow's own w, then a list of preferences
     assert m["utility_by_w"] == {"0.4,0.5,0.1": pytest.approx(0.4 * 0.3 + 0.5 * 0.8 + 0.1 * 0.99)}
     lam = 0.3 / 0.99  # eq. 7 of the flow under test

@@ -81,6 +81,15 @@ mgmt_link() {
 	ip -n rtr addr add 192.168.200.2/30 dev mg1 && ip -n rtr link set mg1 up
 }
 EXP_PID=
+# exporter_serves: GET /netstats answers 200 (bash's /dev/tcp: no curl)
+exporter_serves() {
+	local fd line
+	exec {fd}<>/dev/tcp/${NS_LISTEN%:*}/${NS_LISTEN#*:} 2>/dev/null || return 1
+	printf 'GET /netstats HTTP/1.0\r\n\r\n' >&$fd
+	read -r -t 2 line <&$fd
+	exec {fd}>&-
+	[[ $line == HTTP/1.?" 200"* ]]
+}
 # exporter_start RATE_MBPS: the exporter on rtr's shaped egress; waits
 # until it serves a sample (it answers 503 before its first period)
 exporter_start() {
@@ -90,7 +99,7 @@ exporter_start() {
 	local i
 	for i in $(seq 50); do
 		nap 0.2
-		curl -sf -o /dev/null --max-time 1 http://$NS_LISTEN/netstats && return 0
+		exporter_serves && return 0
 		kill -0 $EXP_PID 2>/dev/null || { EXP_PID=; return 1; }
 	done
 	return 1

@@ -242,7 +242,7 @@ def run_metrics(summary: dict, series: dict[int, Series], link: dict, test: Sequ
                 c = convergence_time(ser, lambda t: (capacity_at(link, t) or 0.0) / n, t0, t1)
                 m["convergence_s"] = c
                 m["converged"] = c is not None
-                if cap > 0:
+                if cap > 0 and not comp:  # eq. 9: n senders of one protocol
                     lam = [sr.mean_over(t0, t1) / cap / (1.0 - min(max(f["loss_rate"], 0.0), 0.99))
                            for sr, f in zip(ser, flows, strict=True)]
                     m["owl_nash_distance"] = owl_nash_distance(lam)
