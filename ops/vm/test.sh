@@ -73,6 +73,7 @@ T_START=$(date +%s)
 PASS=0
 FAIL=0
 SUMMARY=()
+DIED=()		# console logs of guests that did not finish
 say() { echo "[$(( $(date +%s) - T_START ))s] $*"; }
 hres() { # PASS|FAIL name detail
 	SUMMARY+=("$1 $2 ${3:-}")
@@ -84,6 +85,18 @@ finish() {
 	echo "==== summary ($(( $(date +%s) - T_START )) s)"
 	local l
 	for l in "${SUMMARY[@]}"; do echo "  $l"; done
+	# a guest that died: what its console and its agent said last (CI
+	# shows only the tail of this output, and the logs stay behind)
+	for l in "${DIED[@]}"; do
+		echo "---- $l: the kernel's last words (panic, Oops, BUG, WARNING, OOM, with 12 lines after)"
+		grep -n -A12 -E 'Kernel panic|Oops|BUG:|WARNING:|Out of memory|invoked oom-killer|watchdog: ' "$l" | head -80
+		echo "---- $l: last 40 lines"
+		tail -40 "$l"
+	done
+	if [ ${#DIED[@]} -gt 0 ] && [ -f "$OUTD/agent.log" ]; then
+		echo "---- $OUTD/agent.log: last 20 lines"
+		tail -20 "$OUTD/agent.log"
+	fi
 	echo "$PASS passed, $FAIL failed"
 	[ $FAIL = 0 ]
 	exit
@@ -257,7 +270,10 @@ boot() {
 		< /dev/null 2>&1 | sed -u 's/\r$//' | tee "$log" |
 		grep --line-buffered -E '^(RESULT|BENCH|\[|guest:|nlfuzz:)|Kernel panic|BUG:|WARNING:'
 	local rc=${PIPESTATUS[0]}
-	grep -q '^guest: done' "$log" || hres FAIL "guest_${kv}_$(basename "${script%.sh}")" "guest did not finish (qemu rc $rc), see $log"
+	if ! grep -q '^guest: done' "$log"; then
+		hres FAIL "guest_${kv}_$(basename "${script%.sh}")" "guest did not finish (qemu rc $rc), see $log (its tail below the summary)"
+		DIED+=("$log")
+	fi
 	# the guest appends "PASS|FAIL name detail" to out/results.txt (the
 	# console may interleave kernel messages with the RESULT lines)
 	while read -r st name detail; do
