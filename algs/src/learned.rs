@@ -38,6 +38,14 @@ pub trait LearnedCore: Send {
     /// The paper's reward for the most recently observed interval.
     fn reward(&self) -> f64;
 
+    /// The same reward with the flow's rate measured in units of `capacity_bps` (bytes/s),
+    /// what the bottleneck offered over that interval. Only a simulator knows this, so only
+    /// training asks (a reward, never an observation); a core whose reward has no rate unit
+    /// keeps [`LearnedCore::reward`].
+    fn reward_in_capacity(&self, _capacity_bps: f64) -> f64 {
+        self.reward()
+    }
+
     /// The action before any report.
     fn initial_action(&mut self) -> Action;
 

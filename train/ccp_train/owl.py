@@ -260,9 +260,10 @@ class Bottleneck:
     rng: random.Random
     episodes_from: OwlEpisodes
     algs_toml: str
-    #: eq. 7's unit of λ: "best" (the flow's best delivery rate, the agent's default) or
+    #: eq. 7's unit of λ: "best" (the flow's best delivery rate, the agent's default),
     #: "capacity" (the episode's link capacity, its trace's mean for a trace: set per episode
-    #: through the reward knob reward_rate_unit_mbps, with ``knobs``)
+    #: through the reward knob reward_rate_unit_mbps, with ``knobs``) or "interval" (what the
+    #: link offered over each report's interval: the simulator's, per report)
     reward_unit: str = "best"
     knobs: Knobs | None = None
     env: Any = None
@@ -281,7 +282,8 @@ class Bottleneck:
             unit = round(self.drawn["capacity_mbps"], 4)
             algs_toml = self.knobs.toml(extra={"reward_rate_unit_mbps": unit})
         self.env = _native.SimEnv(scenario, ALG, algs_toml=algs_toml, pause="any",
-                                  with_mask=True)
+                                  with_mask=True,
+                                  reward_in_capacity=self.reward_unit == "interval")
         obs, _rew, active, _done, _t, mask = self.env.reset()
         self.obs, self.mask, self.active = obs, mask, np.asarray(active, bool)
         self.prev.clear()
@@ -442,8 +444,9 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
                   f"bottlenecks, {with_stats} with [netstats]; reward eq. 7 with "
                   + ", ".join(f"{k} = {v}" for k, v in reward_knobs.items())
                   + f", per transition {per}, lambda in units of "
-                  + ("each episode's link capacity (a trace's mean)"
-                     if args.reward_unit == "capacity" else "the flow's best delivery rate")
+                  + {"capacity": "each episode's link capacity (a trace's mean)",
+                     "interval": "the link's capacity over each report's interval",
+                     "best": "the flow's best delivery rate"}[args.reward_unit]
                   + "; the final network is exported (no selection)"),
         "wall_s": round(wall, 1),
         "determinism": determinism.record(args.threads),
@@ -526,10 +529,11 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--reward", choices=("mean", "last"), default="mean",
                    help="a transition's reward: mean eq. 7 over every report since the "
                         "action, or the last report's")
-    g.add_argument("--reward-unit", choices=("best", "capacity"), default="best",
+    g.add_argument("--reward-unit", choices=("best", "capacity", "interval"), default="best",
                    help="eq. 7's unit of the sending rate: the flow's best delivery rate (the "
-                        "agent's own), or each episode's link capacity (a trace's mean), which "
-                        "the simulator knows: a window short of the BDP then earns less")
+                        "agent's own), each episode's link capacity (a trace's mean), or the "
+                        "link's capacity over each report's interval; the simulator knows the "
+                        "last two: a window short of the BDP then earns less")
     g.add_argument("--envs", type=int, default=4, help="bottlenecks simulated side by side")
     s = t.add_argument_group("episodes (Table II)")
     s.add_argument("--duration-s", type=floats(2), default="10,30")

@@ -44,7 +44,7 @@ use ccp_algs::{Action, Algorithm, Controller, FlowInfo, FlowMetrics, Interval, P
 use ccp_runtime::guard::FlowRequest;
 use ccp_runtime::inline::{ExternalControl, InlineAgent};
 use ccp_runtime::{Agent, AgentOptions};
-use ccp_sim::{Scenario, Session, SimOptions, SimResults, Simulator};
+use ccp_sim::{Capacity, Scenario, Session, SimOptions, SimResults, Simulator};
 
 /// One learning flow: its core and what the learner has yet to see or do.
 struct Learner {
@@ -77,6 +77,9 @@ fn lock(l: &Shared) -> MutexGuard<'_, Learner> {
 struct LearnerControl {
     learner: Shared,
     metrics: FlowMetrics,
+    /// The bottleneck's capacity, when rewards measure the flow against what the link offered
+    /// over each report's interval ([`TrainEnv::set_reward_in_capacity`]).
+    capacity: Option<Capacity>,
 }
 
 impl Controller for LearnerControl {
@@ -86,7 +89,16 @@ impl Controller for LearnerControl {
             core, obs, mask, ..
         } = &mut *l;
         let due = core.observe(iv, obs, mask);
-        let r = l.core.reward();
+        let r = match (&self.capacity, iv.interval_us) {
+            (Some(c), dt_us) if dt_us > 0 => {
+                // the report's interval ends now (the agent answers in lockstep)
+                let t1 = ccp_sim::sim_clock_ns();
+                let t0 = t1.saturating_sub(dt_us.saturating_mul(1000));
+                let bps = c.bytes_between(t0, t1) / ((t1 - t0).max(1) as f64 / 1e9);
+                l.core.reward_in_capacity(bps)
+            }
+            _ => l.core.reward(),
+        };
         l.span_sum += r;
         l.span_reports += 1;
         if due {
@@ -137,6 +149,7 @@ pub struct Hub {
     by_sid: HashMap<u32, usize>,
     /// Actions applied by `step`, waiting for the datapath to read them.
     actions: Vec<(u32, Action)>,
+    capacity: Option<Capacity>,
 }
 
 /// When [`TrainEnv::step`] hands control back to the learner.
@@ -205,7 +218,12 @@ impl ExternalControl for HubRef {
         let idx = h.learners.len();
         h.learners.push(learner.clone());
         h.by_sid.insert(info.sock_id, idx);
-        Some(Box::new(LearnerControl { learner, metrics }))
+        let capacity = h.capacity.clone();
+        Some(Box::new(LearnerControl {
+            learner,
+            metrics,
+            capacity,
+        }))
     }
 
     fn take_actions(&mut self) -> Vec<(u32, Action)> {
@@ -252,6 +270,7 @@ pub struct TrainEnv {
     /// Where the bottleneck publishes its in-network statistics (`[netstats]`), read by the
     /// agent.
     network_stats: Option<Arc<NetStatsCell>>,
+    reward_in_capacity: bool,
     state: Option<Running>,
 }
 
@@ -302,8 +321,16 @@ impl TrainEnv {
             num_learners,
             pause: Pause::default(),
             network_stats,
+            reward_in_capacity: false,
             state: None,
         })
+    }
+
+    /// Rewards with the flow's rate in units of the bottleneck's capacity over each report's
+    /// interval ([`LearnedCore::reward_in_capacity`]; default off: the core's own unit). From
+    /// the next `reset`.
+    pub fn set_reward_in_capacity(&mut self, on: bool) {
+        self.reward_in_capacity = on;
     }
 
     /// When steps pause ([`Pause`]; default `All`).
@@ -336,6 +363,9 @@ impl TrainEnv {
             learners: Vec::new(),
             by_sid: HashMap::new(),
             actions: Vec::new(),
+            capacity: self
+                .reward_in_capacity
+                .then(|| scenario.link.capacity.clone()),
         }));
         let mut inline: InlineAgent = self.agent.inline()?;
         inline.set_external(Box::new(HubRef(hub.clone())));

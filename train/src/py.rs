@@ -21,7 +21,7 @@ fn runtime_err(e: anyhow::Error) -> PyErr {
 }
 
 /// A training environment: `SimEnv(scenario_toml, alg, base_dir=".", w=None, algs_toml=None,
-/// pause="all", with_mask=False)`.
+/// pause="all", with_mask=False, reward_in_capacity=False)`.
 ///
 /// Every scenario flow with `alg = <alg>` is a learner. `reset(seed)` and `step(actions)`
 /// return `(obs[num_learners, obs_dim], rewards[num_learners], active[num_learners], done,
@@ -29,7 +29,9 @@ fn runtime_err(e: anyhow::Error) -> PyErr {
 /// mask the core wrote with each observation (1 present, 0 absent; masked specs such as Owl's,
 /// all ones otherwise). A scenario with `[netstats]` delivers its bottleneck's statistics to
 /// the learners as the agent does. `span_rewards()`: per learner, the sum and the count of the
-/// core's rewards over every report since its last action.
+/// core's rewards over every report since its last action. `reward_in_capacity=True`: rewards
+/// measure each flow's rate against the bottleneck's capacity over the report's interval
+/// (for cores whose reward has a rate unit, Owl's; the others keep theirs).
 #[pyclass(unsendable, module = "ccp_train._native")]
 struct SimEnv {
     env: env::TrainEnv,
@@ -66,7 +68,8 @@ impl SimEnv {
 #[pymethods]
 impl SimEnv {
     #[new]
-    #[pyo3(signature = (scenario_toml, alg, base_dir = ".", w = None, algs_toml = None, pause = "all", with_mask = false))]
+    #[pyo3(signature = (scenario_toml, alg, base_dir = ".", w = None, algs_toml = None, pause = "all", with_mask = false, reward_in_capacity = false))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn new(
         scenario_toml: &str,
         alg: &str,
@@ -75,6 +78,7 @@ impl SimEnv {
         algs_toml: Option<&str>,
         pause: &str,
         with_mask: bool,
+        reward_in_capacity: bool,
     ) -> PyResult<Self> {
         let pause = match pause {
             "all" => env::Pause::All,
@@ -101,6 +105,7 @@ impl SimEnv {
         };
         let mut env = env::TrainEnv::new(scenario, learned, opts).map_err(runtime_err)?;
         env.set_pause(pause);
+        env.set_reward_in_capacity(reward_in_capacity);
         Ok(Self {
             env,
             with_mask,

@@ -234,6 +234,39 @@ def test_the_capacity_unit_pays_for_filling_the_link(tmp_path: Path) -> None:
     assert not np.allclose(own, twice)
 
 
+def test_the_interval_unit_is_the_link_capacity_over_each_report(tmp_path: Path) -> None:
+    # --reward-unit interval: lambda in the bottleneck's capacity over each report's interval.
+    # On a constant 12 Mbit/s link that is the configured 12 Mbit/s unit, report by report
+    # (the simulator's clock and the link's capacity line up); after the link steps to
+    # 24 Mbit/s the same window earns half the throughput term
+    base = ("duration_s = 4\nseed = 3\n[link]\nrate_mbps = 12\nbuffer_pkts = 60\n"
+            '[[flow]]\nalg = "owl"\nrtt_ms = 20\n')
+
+    def rewards(text: str, algs_toml: str, interval: bool) -> list[tuple[float, float]]:
+        env = _native.SimEnv(text, "owl", algs_toml=algs_toml, pause="any", with_mask=True,
+                             reward_in_capacity=interval)
+        return [(r[2], r[5]) for r in _run(env, 3.0)]
+
+    fixed = rewards(base, "[algs.owl]\nreward_rate_unit_mbps = 12.0\n", False)
+    per_report = rewards(base, "[algs.owl]\n", True)
+    assert len(fixed) > 20
+    assert np.allclose([r for r, _ in fixed], [r for r, _ in per_report], atol=1e-9)
+
+    stepped = base.replace("buffer_pkts = 60\n",
+                           "buffer_pkts = 60\nrate_schedule = [{ at_s = 2.5, rate_mbps = 24 }]\n")
+    step = rewards(stepped, "[algs.owl]\n", True)
+    step12 = rewards(stepped, "[algs.owl]\nreward_rate_unit_mbps = 12.0\n", False)
+    # the same run (the window is held: action +0), only the unit differs: the same rewards
+    # before the step, and once a report's interval lies wholly past it the interval unit is
+    # 24 Mbit/s, so the throughput term (half of lambda at delta 0.5) halves
+    assert [t for _, t in step] == [t for _, t in step12]
+    pairs = list(zip(step, step12, strict=True))
+    assert np.allclose([a for (a, t), _ in pairs if t < 2.4], [b for _, (b, t) in pairs if t < 2.4],
+                       atol=1e-9)
+    late = [(a, b) for (a, t), (b, _) in pairs if t > 3.0]
+    assert late and all(b - a > 0.1 for a, b in late)
+
+
 def _agent_binary() -> Path:
     if os.environ.get("CCP_AGENT"):
         return Path(os.environ["CCP_AGENT"])

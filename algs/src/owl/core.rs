@@ -180,6 +180,8 @@ struct Row {
 struct Measured {
     /// `λ` in units of the best delivery rate (0 before any rate sample).
     lambda: f64,
+    /// `λ` itself: cwnd/RTT in bytes/s.
+    rate_bps: f64,
     loss: f64,
     rtt_ratio: f64,
 }
@@ -431,14 +433,16 @@ impl LearnedCore for OwlCore {
             } else {
                 self.rate_max.get().unwrap_or(0.0)
             };
+            let rate_bps = window / (r / 1e6);
             let lambda = if unit > 0.0 {
-                (window / (r / 1e6) / unit).clamp(0.0, LAMBDA_MAX)
+                (rate_bps / unit).clamp(0.0, LAMBDA_MAX)
             } else {
                 0.0
             };
             let rtt_ratio = self.rtt_min.get().map_or(1.0, |m| r / m);
             Measured {
                 lambda,
+                rate_bps,
                 loss: iv.loss_fraction(),
                 rtt_ratio,
             }
@@ -502,6 +506,27 @@ impl LearnedCore for OwlCore {
                 self.config.beta,
             ),
             None => 0.0,
+        }
+    }
+
+    /// Eq. 7 with `λ` in units of what the link offered over the interval (the trainer's
+    /// `--reward-unit interval`): full use of a varying link pays the same at any rate. A
+    /// link that offered nothing (a trace's outage) pays nothing for sending (λ = 0); the
+    /// delay and loss terms still count.
+    fn reward_in_capacity(&self, capacity_bps: f64) -> f64 {
+        match self.last {
+            Some(m) if capacity_bps.is_finite() && capacity_bps >= 0.0 => utility(
+                if capacity_bps > 0.0 {
+                    (m.rate_bps / capacity_bps).clamp(0.0, LAMBDA_MAX)
+                } else {
+                    0.0
+                },
+                m.loss,
+                m.rtt_ratio,
+                self.config.delta,
+                self.config.beta,
+            ),
+            _ => self.reward(),
         }
     }
 

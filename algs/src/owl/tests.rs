@@ -504,6 +504,22 @@ fn a_configured_rate_unit_pays_for_filling_the_link() {
 }
 
 #[test]
+fn the_interval_capacity_is_the_rate_unit_when_given() {
+    // the interval above (350 kB/s): against 700 kB/s offered, λ = 0.5; against twice that,
+    // 0.25; a link that offered nothing pays nothing for sending; a bad capacity keeps the
+    // core's own unit
+    let mut c = core(OwlConfig::default());
+    to_avoidance(&mut c);
+    let (mut obs, mut mask) = buffers(&c);
+    c.observe(&iv(14, 0, 40.0, 40), &mut obs, &mut mask);
+    assert!((c.reward_in_capacity(700_000.0) - 0.5 * 0.5).abs() < 1e-12);
+    assert!((c.reward_in_capacity(1_400_000.0) - 0.5 * 0.25).abs() < 1e-12);
+    assert_eq!(c.reward_in_capacity(0.0), 0.0);
+    assert_eq!(c.reward_in_capacity(f64::NAN), c.reward());
+    assert_eq!(c.reward_in_capacity(-1.0), c.reward());
+}
+
+#[test]
 fn the_rtt_minimum_is_over_the_last_window() {
     let mut c = core(OwlConfig {
         window_s: 1.0,

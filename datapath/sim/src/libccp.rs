@@ -66,6 +66,13 @@ struct Shared {
     log_lines: Cell<u64>,
 }
 
+/// The simulated clock (ns) of the session this thread runs: the time of the report an agent
+/// in the same thread is handling now (lockstep: the agent answers within the event that
+/// produced the report). 0 before any session ran here.
+pub fn sim_clock_ns() -> u64 {
+    NOW_NS.with(Cell::get)
+}
+
 extern "C" fn ccpsim_now() -> u64 {
     NOW_NS.with(Cell::get)
 }
