@@ -331,7 +331,10 @@ def test_card_records_the_dynamics_the_agent_computes(tmp_path):
     card = card_mod.make_card(onnx_path, algorithm="fx_mlp", **kw)
     card["dynamics"] = None
     assert any("dynamics" in p for p in card_mod.validate(card))
-    # the shipped model's card records what it was trained with
-    shipped = json.loads((Path(__file__).resolve().parents[2] / "models/mocc.json").read_text())
-    assert set(shipped["dynamics"]) == set(_native.dynamics("mocc"))
-    assert not card_mod.validate(shipped)
+    # the shipped models' cards record what they were trained with
+    for alg in ("mocc", "owl"):
+        path = Path(__file__).resolve().parents[2] / f"models/{alg}.json"
+        shipped = json.loads(path.read_text())
+        assert set(shipped["dynamics"]) == set(_native.dynamics(alg)), alg
+        assert not card_mod.validate(shipped), alg
+        card_mod.check_card(path)  # the sha256 and the ONNX file's inputs and outputs

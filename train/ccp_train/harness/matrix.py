@@ -23,7 +23,7 @@ from typing import Any
 
 SPLITS = ("tune", "eval")
 #: algorithms a sweep compares by default (the agent must run each: learned ones need models)
-DEFAULT_ALGS = ("reno", "cubic", "bbr", "iris", "mocc")
+DEFAULT_ALGS = ("reno", "cubic", "bbr", "iris", "mocc", "owl")
 #: suites in report order
 SUITES = ("links", "cellular", "fairness", "friendliness", "dynamics", "preferences")
 
