@@ -50,11 +50,13 @@
 //!   over the last 10 s so one δ/β serves 6–100 Mbit/s and cellular paths; log base 10 (the
 //!   authors'; β·log10 = (β/2.3)·ln); p the interval's loss fraction (≤ 0.99); RTT_min over
 //!   10 s. With δ = 0.5 and one flow, eq. 9's optimum is λ = C. `beta = 0` is Owl-Loss.
+//!   Training may measure λ in the link's capacity instead (`reward_rate_unit_mbps`, or per
+//!   report [`LearnedCore::reward_in_capacity`]): the shipped model's (docs, run 5).
 //! - **Discrete output**: the model outputs 7 Q-values (card `output_kind: "q_values"`,
 //!   `n_actions: 7`, [`Owl::discrete_actions`]); the agent's runtime hands `apply` the argmax
 //!   (no finite Q-value: a policy error, the window holds). The spec's clamp turns NaN into
 //!   the middle index, 3, "+0"; `apply` holds on any non-finite or out-of-range index.
-//! - **Dynamics**: every [`OwlConfig`] knob but the reward's (`delta`, `beta`).
+//! - **Dynamics**: every [`OwlConfig`] knob but the reward's (`delta`, `beta`, the unit).
 //! - **A bare [`Owl`]** (no model) answers index 3, "+0 packets": Reno's slow start and loss
 //!   response with a frozen window in between. A placeholder; the agent serves Owl only with
 //!   a model.
