@@ -149,6 +149,7 @@ pub struct Hub {
     by_sid: HashMap<u32, usize>,
     /// Actions applied by `step`, waiting for the datapath to read them.
     actions: Vec<(u32, Action)>,
+    /// Handed to each learner's control when rewards are in the link's capacity.
     capacity: Option<Capacity>,
 }
 
