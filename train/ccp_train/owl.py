@@ -166,9 +166,8 @@ def _log_uniform(rng: random.Random, r: tuple[float, float]) -> float:
 
 @functools.lru_cache(maxsize=32)
 def trace_mean_mbps(path: str) -> float:
-    """A mahimahi trace's mean capacity: one 1500-byte packet per line over its period (ms)."""
-    times = [int(x) for x in Path(path).read_text().split()]
-    return len(times) * 1500 * 8 / (max(times[-1], 1) * 1000.0) if times else 0.0
+    """A mahimahi trace's mean capacity (Mbit/s), as the simulator reads and serves it."""
+    return float(_native.trace_mean_mbps(path))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,7 +44,7 @@ use ccp_algs::{Action, Algorithm, Controller, FlowInfo, FlowMetrics, Interval, P
 use ccp_runtime::guard::FlowRequest;
 use ccp_runtime::inline::{ExternalControl, InlineAgent};
 use ccp_runtime::{Agent, AgentOptions};
-use ccp_sim::{Capacity, Scenario, Session, SimOptions, SimResults, Simulator};
+use ccp_sim::{CapacityMeter, Scenario, Session, SimOptions, SimResults, Simulator};
 
 /// One learning flow: its core and what the learner has yet to see or do.
 struct Learner {
@@ -79,7 +79,7 @@ struct LearnerControl {
     metrics: FlowMetrics,
     /// The bottleneck's capacity, when rewards measure the flow against what the link offered
     /// over each report's interval ([`TrainEnv::set_reward_in_capacity`]).
-    capacity: Option<Capacity>,
+    capacity: Option<Arc<CapacityMeter>>,
 }
 
 impl Controller for LearnerControl {
@@ -150,7 +150,7 @@ pub struct Hub {
     /// Actions applied by `step`, waiting for the datapath to read them.
     actions: Vec<(u32, Action)>,
     /// Handed to each learner's control when rewards are in the link's capacity.
-    capacity: Option<Capacity>,
+    capacity: Option<Arc<CapacityMeter>>,
 }
 
 /// When [`TrainEnv::step`] hands control back to the learner.
@@ -366,7 +366,7 @@ impl TrainEnv {
             actions: Vec::new(),
             capacity: self
                 .reward_in_capacity
-                .then(|| scenario.link.capacity.clone()),
+                .then(|| Arc::new(CapacityMeter::new(&scenario.link.capacity))),
         }));
         let mut inline: InlineAgent = self.agent.inline()?;
         inline.set_external(Box::new(HubRef(hub.clone())));

@@ -283,6 +283,20 @@ fn dynamics<'py>(
     to_dict(py, &learned(alg, &algs)?.dynamics())
 }
 
+/// `trace_mean_mbps(path)`: a mahimahi trace's mean capacity in Mbit/s, as the simulator
+/// reads and serves it (`Capacity::mean_bps`, scale 1).
+#[pyfunction]
+fn trace_mean_mbps(path: &str) -> PyResult<f64> {
+    let path = PathBuf::from(path);
+    let opportunities_ms = ccp_sim::load_trace(&path).map_err(value_err)?;
+    let cap = ccp_sim::Capacity::Trace {
+        path,
+        opportunities_ms,
+        scale: 1.0,
+    };
+    Ok(cap.mean_bps() / 1e6)
+}
+
 /// A serializable struct as a Python dict (through JSON).
 fn to_dict<'py>(py: Python<'py>, v: &impl serde::Serialize) -> PyResult<Bound<'py, PyDict>> {
     let json = serde_json::to_string(v).map_err(|e| runtime_err(e.into()))?;
@@ -296,6 +310,7 @@ fn to_dict<'py>(py: Python<'py>, v: &impl serde::Serialize) -> PyResult<Bound<'p
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SimEnv>()?;
     m.add_function(wrap_pyfunction!(dynamics, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_mean_mbps, m)?)?;
     m.add_function(wrap_pyfunction!(defaults, m)?)?;
     m.add_function(wrap_pyfunction!(learned_algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(spec, m)?)?;

@@ -369,6 +369,17 @@ impl OwlCore {
             .rtt_clock_us(c.interval_rtts, c.min_interval_ms, c.initial_interval_ms)
     }
 
+    /// Eq. 7 for the last interval's measurements with `λ` given.
+    fn eq7(&self, lambda: f64, m: &Measured) -> f64 {
+        utility(
+            lambda,
+            m.loss,
+            m.rtt_ratio,
+            self.config.delta,
+            self.config.beta,
+        )
+    }
+
     fn action(&mut self) -> Action {
         let a = Action {
             cwnd_bytes: Some(self.cwnd.clamp(1.0, MAX_CWND_BYTES) as u32),
@@ -497,16 +508,7 @@ impl LearnedCore for OwlCore {
     /// Eq. 7 for the last interval, `λ` in units of `reward_rate_unit_mbps` or else the
     /// flow's best delivery rate over the last `window_s` (0 before any RTT).
     fn reward(&self) -> f64 {
-        match self.last {
-            Some(m) => utility(
-                m.lambda,
-                m.loss,
-                m.rtt_ratio,
-                self.config.delta,
-                self.config.beta,
-            ),
-            None => 0.0,
-        }
+        self.last.map_or(0.0, |m| self.eq7(m.lambda, &m))
     }
 
     /// Eq. 7 with `λ` in units of what the link offered over the interval (the trainer's
@@ -515,17 +517,10 @@ impl LearnedCore for OwlCore {
     /// delay and loss terms still count.
     fn reward_in_capacity(&self, capacity_bps: f64) -> f64 {
         match self.last {
-            Some(m) if capacity_bps.is_finite() && capacity_bps >= 0.0 => utility(
-                if capacity_bps > 0.0 {
-                    (m.rate_bps / capacity_bps).clamp(0.0, LAMBDA_MAX)
-                } else {
-                    0.0
-                },
-                m.loss,
-                m.rtt_ratio,
-                self.config.delta,
-                self.config.beta,
-            ),
+            Some(m) if capacity_bps > 0.0 && capacity_bps.is_finite() => {
+                self.eq7((m.rate_bps / capacity_bps).clamp(0.0, LAMBDA_MAX), &m)
+            }
+            Some(m) if capacity_bps == 0.0 => self.eq7(0.0, &m),
             _ => self.reward(),
         }
     }

@@ -103,6 +103,7 @@ pub mod ipc;
 
 pub use ipc::{ChanIpc, DatapathIpc, UnixIpc};
 pub use libccp::sim_clock_ns;
+pub use link::CapacityMeter;
 pub use results::{jain, FlowResult, SimResults, TimePoint};
 pub use scenario::{
     load_trace, parse_trace, Buffer, Capacity, FlowSpec, LinkSpec, NetStatsSpec, Scenario,

@@ -180,6 +180,23 @@ impl Link {
     }
 }
 
+/// What a bottleneck with this capacity offers over any span of simulated time, as the
+/// simulator's link serves it (a trace's delivery opportunities times `scale`, a schedule's
+/// steps): for a reward that measures a flow against its link (training only: no datapath
+/// knows this). Built once per run.
+pub struct CapacityMeter(Link);
+
+impl CapacityMeter {
+    pub fn new(cap: &Capacity) -> Self {
+        CapacityMeter(Link::new(cap, 0))
+    }
+
+    /// Capacity (bytes) over `[t0_ns, t1_ns)`.
+    pub fn bytes_between(&self, t0_ns: u64, t1_ns: u64) -> f64 {
+        self.0.capacity_bytes(t0_ns, t1_ns)
+    }
+}
+
 fn rate_at(steps: &[(u64, f64)], t: u64) -> f64 {
     let i = steps.partition_point(|s| s.0 <= t);
     steps[i.saturating_sub(1)].1

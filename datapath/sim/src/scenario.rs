@@ -163,14 +163,6 @@ pub enum Capacity {
 }
 
 impl Capacity {
-    /// The link's capacity (bytes) over `[t0_ns, t1_ns)` of simulated time, as the bottleneck
-    /// serves it (a trace's delivery opportunities times `scale`; a schedule's steps). For a
-    /// reward that measures a flow against what the link offered over its report's interval
-    /// (training only: no datapath knows this).
-    pub fn bytes_between(&self, t0_ns: u64, t1_ns: u64) -> f64 {
-        crate::link::Link::new(self, 0).capacity_bytes(t0_ns, t1_ns)
-    }
-
     /// Mean capacity (bits/s): the first rate for a schedule (its initial capacity), the
     /// trace's long-run mean for a trace.
     pub fn mean_bps(&self) -> f64 {
