@@ -98,6 +98,13 @@ pub mod reg {
     pub fn short(full: &'static str) -> &'static str {
         full.strip_prefix("Control.").unwrap_or(full)
     }
+
+    /// The index portus gives `name` among the program's control registers (what an
+    /// UPDATE_FIELDS names on the wire): `Control.interval_us` is declared first (0), then
+    /// [`ALL`] in order. The simulator's receiver-side Nuwa reads the agent's writes by it.
+    pub fn control_index(name: &str) -> Option<u32> {
+        ALL.iter().position(|n| *n == name).map(|i| i as u32 + 1)
+    }
 }
 
 /// The program's own registers, in declaration order: their slots in [`Interval::state`].

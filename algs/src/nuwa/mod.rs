@@ -79,6 +79,7 @@
 
 pub mod config;
 pub mod core;
+pub mod receiver;
 #[cfg(test)]
 mod tests;
 
@@ -87,6 +88,7 @@ pub use self::core::{
     action_gain, alpha_fair, delay_ratio, feature, law_step, policy_spec, program, tanh_approx,
     theta_fixed, utility, Measured, NuwaCore, ACTIONS, FEATURE_VERSION, HOLD_ACTION, OBS_DIM,
 };
+pub use self::receiver::ReceiverLaw;
 
 use crate::controller::{Algorithm, Controller, FlowInfo};
 use crate::learned::{config_dynamics, Dynamics, LearnedAlgorithm, LearnedController, LearnedCore};

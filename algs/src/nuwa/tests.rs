@@ -183,7 +183,17 @@ fn the_program_compiles_within_every_limit_and_declares_what_the_core_sends() {
             matches!(scope.get(name), Some(Reg::Control(_, _, false))),
             "{name} is not a control register of the program"
         );
+        // the index on the wire is the one the simulator's receiver reads it by
+        let Some(Reg::Control(i, _, _)) = scope.get(name) else {
+            unreachable!()
+        };
+        assert_eq!(reg::control_index(name), Some(u32::from(*i)), "{name}");
     }
+    assert!(matches!(
+        scope.get("Control.interval_us"),
+        Some(Reg::Control(0, _, _))
+    ));
+    assert_eq!(reg::control_index("Control.interval_us"), None);
     let sent: Vec<&str> = core().control_registers().iter().map(|(n, _)| *n).collect();
     assert_eq!(sent, reg::ALL);
     // the state registers are reported after the fields, in the order `state` numbers them
@@ -634,4 +644,125 @@ fn spec_dynamics_and_config() {
     assert_eq!(bad(&|c| c.reward_delay = f64::INFINITY), "reward_delay");
     assert_eq!(bad(&|c| c.reward_loss = -0.1), "reward_loss");
     assert_eq!(bad(&|c| c.alpha = 0.0), "alpha");
+}
+
+// ---- the receiver-side law ------------------------------------------------------------------
+
+fn rx() -> ReceiverLaw {
+    ReceiverLaw::new(&NuwaConfig::default(), 10 * MSS, MSS)
+}
+
+fn idx(name: &str) -> u32 {
+    reg::control_index(name).expect("a Nuwa control register")
+}
+
+/// Feed in-order packets from `seq` with one-way delays `owd_ms` (constant); returns the
+/// next sequence number.
+fn feed(r: &mut ReceiverLaw, seq: u64, n: u64, owd_ms: f64) -> u64 {
+    for s in seq..seq + n {
+        r.on_packet(s, (owd_ms * 1e6) as u64, MSS);
+    }
+    seq + n
+}
+
+#[test]
+fn the_receiver_slow_starts_then_halves_once_the_one_way_delay_passes_the_exit() {
+    let mut r = rx();
+    // the first packet sets the minimum (25 ms of propagation: D_c = 0)
+    assert_eq!(r.on_packet(0, 25_000_000, MSS), 11 * MSS);
+    let s = feed(&mut r, 1, 9, 25.0);
+    assert!(r.in_slow_start());
+    assert_eq!(r.window(), 20 * MSS);
+    // D_c = 10 ms = the exit (½ of the default 20 ms target): not past it yet
+    let s = feed(&mut r, s, 1, 35.0);
+    assert!(r.in_slow_start());
+    assert_eq!(r.window(), 21 * MSS);
+    // past it: one more packet's growth, then halved
+    r.on_packet(s, 35_100_000, MSS);
+    assert!(!r.in_slow_start());
+    assert_eq!(r.window_milli(), u64::from(22 * MSS) * W_SCALE / 2);
+}
+
+#[test]
+fn a_hole_ends_the_receivers_slow_start_without_a_cut() {
+    let mut r = rx();
+    let s = feed(&mut r, 0, 5, 30.0);
+    let w = r.window_milli();
+    r.on_packet(s + 2, 30_000_000, MSS); // packets s, s+1 missing
+    assert!(!r.in_slow_start());
+    // the law, not slow start: D_c = 0, far below the target, grows by θ·k·mss²/w
+    let after = r.window_milli();
+    assert!(
+        after > w && after < w + u64::from(MSS) * W_SCALE,
+        "{w} {after}"
+    );
+}
+
+#[test]
+fn under_the_law_the_receiver_steps_exactly_as_the_program() {
+    let mut r = rx();
+    let mut s = feed(&mut r, 0, 1, 40.0);
+    r.on_packet(s + 5, 40_000_000, MSS); // a hole: out of slow start
+    s += 6;
+    let (k, td, rho) = r.registers();
+    assert_eq!((k, td, rho), (1_000, 20_000, 10_000));
+    for owd_ms in [40.0f64, 45.0, 55.0, 60.0, 75.0, 100.0, 59.0] {
+        let before = r.window_milli();
+        r.on_packet(s, (owd_ms * 1e6) as u64, MSS);
+        s += 1;
+        let dc = ((owd_ms - 40.0) * 1e3).round() as u64;
+        let want = law_step(before, td, dc, rho, k, u64::from(MSS), u64::from(MSS));
+        assert_eq!(r.window_milli(), want, "D_c = {dc} µs");
+    }
+}
+
+#[test]
+fn the_receivers_delay_is_relative_so_a_clock_offset_changes_nothing() {
+    let owds = [30.0, 31.0, 38.0, 52.0, 45.0, 29.5, 60.0, 33.0];
+    let run = |offset_ms: f64| {
+        let mut r = rx();
+        let mut out = Vec::new();
+        for (i, &o) in owds.iter().cycle().take(400).enumerate() {
+            out.push(r.on_packet(i as u64, ((o + offset_ms) * 1e6) as u64, MSS));
+        }
+        out
+    };
+    assert_eq!(run(0.0), run(3_600_000.0));
+}
+
+#[test]
+fn the_agents_registers_reach_the_receiver_by_their_index_and_are_bounded() {
+    let mut a = rx();
+    let mut b = rx();
+    for r in [&mut a, &mut b] {
+        let s = feed(r, 0, 1, 40.0);
+        r.on_packet(s + 5, 40_000_000, MSS);
+    }
+    b.set_control(idx(reg::K), 8_000);
+    let (wa, wb) = (a.window_milli(), b.window_milli());
+    a.on_packet(10, 40_000_000, MSS);
+    b.on_packet(10, 40_000_000, MSS);
+    // an empty queue: θ ≈ 0.96 either way, so the growth scales with k
+    let (da, db) = (a.window_milli() - wa, b.window_milli() - wb);
+    assert!(db > 7 * da && db < 9 * da, "{da} {db}");
+    // the target: D_c = 25 ms is below a 30 ms target, above the 20 ms default
+    b.set_control(idx(reg::TARGET_US), 30_000);
+    let w = b.window_milli();
+    b.on_packet(11, 65_000_000, MSS);
+    assert!(b.window_milli() > w);
+    // wild values are bounded as the program's use of them is; unknown indices are ignored
+    b.set_control(idx(reg::K), u64::MAX);
+    b.set_control(idx(reg::RHO_US), 0);
+    b.set_control(idx(reg::MSS), 0);
+    b.set_control(0, 7); // Control.interval_us
+    b.set_control(99, u64::MAX);
+    let (k, td, rho) = b.registers();
+    assert_eq!(
+        (k, td, rho),
+        ((config::K_LIMIT * K_SCALE) as u64, 30_000, 1)
+    );
+    for s in 12..2_000 {
+        let w = b.on_packet(s, 1_000_000_000 + s * 7_919 % 50_000_000, u32::MAX);
+        assert!(w >= 2 && u64::from(w) <= 1 << 30, "{w}");
+    }
 }

@@ -39,8 +39,11 @@
 //!
 //! What is not: no header bytes, no delayed or lost ACKs, no SACK blocks on the wire (the
 //! sender learns exactly which packet each ACK is for, which is what loss detection needs),
-//! no receive window, no application limits, no ECN marking (`ecn_*` = 0), no reordering,
-//! no cross traffic other than the scenario's flows, no reverse-path queueing.
+//! no receive window (but for a flow with `receiver = "nuwa"`: the sender keeps
+//! `min(cwnd, rwnd)` in flight, `rwnd` from Nuwa's law at the receiver on each packet's
+//! one-way delay, `ccp_algs::nuwa::ReceiverLaw`), no application limits, no ECN marking
+//! (`ecn_*` = 0), no reordering, no cross traffic other than the scenario's flows, no
+//! reverse-path queueing.
 //!
 //! Primitives per ACK (and the units the fold programs see):
 //! `bytes_acked`/`packets_acked` = the cumulative ACK's advance (in-order delivery);
@@ -106,8 +109,8 @@ pub use libccp::sim_clock_ns;
 pub use link::CapacityMeter;
 pub use results::{jain, FlowResult, SimResults, TimePoint};
 pub use scenario::{
-    load_trace, parse_trace, Buffer, Capacity, FlowSpec, LinkSpec, NetStatsSpec, Scenario,
-    ScenarioError, PACKET_BYTES,
+    load_trace, parse_trace, Buffer, Capacity, FlowSpec, LinkSpec, NetStatsSpec, ReceiverKind,
+    Scenario, ScenarioError, PACKET_BYTES,
 };
 pub use sim::{Session, SimError, SimOptions, Simulator};
 

@@ -206,6 +206,29 @@ pub fn validate_agent_msg(msg: &[u8]) -> Result<Header, &'static str> {
     }
 }
 
+/// The control registers an accepted UPDATE_FIELDS or CHANGE_PROG writes: its socket id and
+/// `(index, value)` per control-register record, in order (other records and messages:
+/// none). For a message [`validate_agent_msg`] accepted.
+pub fn control_writes(msg: &[u8]) -> Option<(u32, Vec<(u32, u64)>)> {
+    let h = header(msg)?;
+    let body = msg.get(HDR_LEN..(h.len as usize).min(msg.len()))?;
+    let (n, recs) = match h.typ {
+        UPDATE_FIELDS => (u32::from(*body.first()?), body.get(4..)?),
+        CHANGE_PROG => (u32_at(body, 4)?, body.get(8..)?),
+        _ => return None,
+    };
+    let mut out = Vec::new();
+    for r in recs.chunks_exact(13).take(n as usize) {
+        if matches!(r[0], NONVOLATILE_CONTROL_REG | VOLATILE_CONTROL_REG) {
+            let idx = u32::from_le_bytes([r[1], r[2], r[3], r[4]]);
+            let mut v = [0u8; 8];
+            v.copy_from_slice(&r[5..13]);
+            out.push((idx, u64::from_le_bytes(v)));
+        }
+    }
+    Some((h.sid, out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,6 +278,30 @@ mod tests {
         assert!(validate_agent_msg(&short).is_err());
         // wrong direction
         assert!(validate_agent_msg(&hdr(MEASURE, 8, 1)).is_err());
+    }
+
+    #[test]
+    fn control_writes_are_read_from_updates_and_program_changes() {
+        let mut m = hdr(UPDATE_FIELDS, 8 + 4 + 39, 9);
+        m.extend_from_slice(&3u32.to_le_bytes());
+        m.extend_from_slice(&update(NONVOLATILE_CONTROL_REG, 1, 4000));
+        m.extend_from_slice(&update(IMPLICIT_REG, 4, 15000));
+        m.extend_from_slice(&update(VOLATILE_CONTROL_REG, 2, 30000));
+        assert!(validate_agent_msg(&m).is_ok());
+        assert_eq!(control_writes(&m), Some((9, vec![(1, 4000), (2, 30000)])));
+        let mut c = hdr(CHANGE_PROG, 8 + 8 + 13, 4);
+        c.extend_from_slice(&77u32.to_le_bytes());
+        c.extend_from_slice(&1u32.to_le_bytes());
+        c.extend_from_slice(&update(NONVOLATILE_CONTROL_REG, 5, 1500));
+        assert!(validate_agent_msg(&c).is_ok());
+        assert_eq!(control_writes(&c), Some((4, vec![(5, 1500)])));
+        // fewer records than the count: what is there; other messages: none
+        let mut short = hdr(UPDATE_FIELDS, 8 + 4 + 13, 1);
+        short.extend_from_slice(&5u32.to_le_bytes());
+        short.extend_from_slice(&update(NONVOLATILE_CONTROL_REG, 3, 7));
+        assert_eq!(control_writes(&short), Some((1, vec![(3, 7)])));
+        assert_eq!(control_writes(&hdr(MEASURE, 8, 1)), None);
+        assert_eq!(control_writes(&[1, 2]), None);
     }
 
     #[test]

@@ -16,6 +16,8 @@
 //! start_s = 0.0           # default 0
 //! stop_s = 30.0           # optional: runs to the end
 //! count = 1               # optional: identical flows
+//! # receiver = "nuwa"     # optional, with alg = "nuwa": Nuwa's law at the receiver
+//! #                       # (advertised window from the one-way delay; docs/algorithms/nuwa.md)
 //! [netstats]              # optional: the bottleneck exports in-network statistics (Owl)
 //! period_s = 1.0          # sampling period (default 1 s)
 //! known_share = 1.0       # share of the path the statistics cover, (0, 1] (default 1)
@@ -141,6 +143,7 @@ struct RawFlow {
     stop_s: Option<f64>,
     #[serde(default = "default_count")]
     count: i64,
+    receiver: Option<String>,
 }
 
 fn default_count() -> i64 {
@@ -210,6 +213,47 @@ pub struct FlowSpec {
     pub start_s: f64,
     /// `None`: runs until the end.
     pub stop_s: Option<f64>,
+    /// A law at the receiver that limits the sender through the advertised window; `None`:
+    /// no receive window (the receiver takes whatever arrives).
+    pub receiver: Option<ReceiverKind>,
+}
+
+/// What runs at a flow's receiver (`receiver = "..."`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceiverKind {
+    /// Nuwa-RL's law on the advertised window, from the relative one-way delay
+    /// ([`ccp_algs::nuwa::ReceiverLaw`]); its gain, target and ρ are the registers the agent
+    /// writes into the flow's Nuwa program.
+    Nuwa,
+}
+
+impl ReceiverKind {
+    /// The names a scenario may give.
+    pub const NAMES: [&'static str; 1] = ["nuwa"];
+
+    fn parse(field: &str, name: &str, alg: Option<&str>) -> Result<Self, ScenarioError> {
+        if name != "nuwa" {
+            return Err(field_err(
+                field,
+                format!(
+                    "unknown receiver {name:?}: use one of {} or leave `receiver` out (no \
+                     receive window)",
+                    Self::NAMES.join(", ")
+                ),
+            ));
+        }
+        let alg = alg.map(|a| a.strip_prefix(DATAPATH_PREFIX).unwrap_or(a));
+        if alg != Some("nuwa") {
+            return Err(field_err(
+                field,
+                format!(
+                    "receiver = \"nuwa\" needs alg = \"nuwa\" (is {alg:?}): the receiver \
+                     takes its gain and target from the flow's Nuwa program"
+                ),
+            ));
+        }
+        Ok(ReceiverKind::Nuwa)
+    }
 }
 
 impl FlowSpec {
@@ -523,6 +567,9 @@ fn check_flow(i: usize, f: &FlowSpec, duration_s: f64) -> Result<(), ScenarioErr
     if let Some(a) = &f.alg {
         check_datapath_name(&field("alg"), a)?;
     }
+    if f.receiver == Some(ReceiverKind::Nuwa) {
+        ReceiverKind::parse(&field("receiver"), "nuwa", f.alg.as_deref())?;
+    }
     if !(f.rtt_ms.is_finite() && f.rtt_ms > 0.0 && f.rtt_ms <= 100_000.0) {
         return Err(field_err(
             field("rtt_ms"),
@@ -684,6 +731,14 @@ fn build(raw: RawScenario, base: &Path) -> Result<Scenario, ScenarioError> {
                 format!("is {}: at most {MAX_FLOWS} flows in all", f.count),
             ));
         }
+        let receiver = match &f.receiver {
+            None => None,
+            Some(r) => Some(ReceiverKind::parse(
+                &format!("flow[{i}].receiver"),
+                r,
+                f.alg.as_deref(),
+            )?),
+        };
         for _ in 0..f.count {
             flows.push(FlowSpec {
                 alg: f.alg.clone(),
@@ -691,6 +746,7 @@ fn build(raw: RawScenario, base: &Path) -> Result<Scenario, ScenarioError> {
                 rtt_ms: f.rtt_ms,
                 start_s: f.start_s,
                 stop_s: f.stop_s,
+                receiver,
             });
         }
     }
@@ -882,6 +938,51 @@ count = 2
             let e = s.validate().unwrap_err().to_string();
             assert!(e.contains("not a datapath algorithm name"), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn a_nuwa_receiver_needs_a_nuwa_flow() {
+        let one = |extra: &str| {
+            format!("duration_s = 5\n[link]\nrate_mbps = 10\n[[flow]]\nrtt_ms = 40\n{extra}\n")
+        };
+        for alg in ["nuwa", "ccp_nuwa"] {
+            let s = Scenario::from_toml_str(
+                &one(&format!("alg = \"{alg}\"\nreceiver = \"nuwa\"")),
+                ".",
+            )
+            .unwrap();
+            assert_eq!(s.flows[0].receiver, Some(ReceiverKind::Nuwa));
+        }
+        assert_eq!(
+            Scenario::from_toml_str(&one("alg = \"nuwa\""), ".")
+                .unwrap()
+                .flows[0]
+                .receiver,
+            None
+        );
+        for (extra, says) in [
+            (
+                "alg = \"nuwa\"\nreceiver = \"vegas\"",
+                "unknown receiver \"vegas\"",
+            ),
+            (
+                "alg = \"cubic\"\nreceiver = \"nuwa\"",
+                "needs alg = \"nuwa\"",
+            ),
+            ("receiver = \"nuwa\"", "needs alg = \"nuwa\""),
+        ] {
+            let e = Scenario::from_toml_str(&one(extra), ".").unwrap_err();
+            assert!(
+                matches!(&e, ScenarioError::Field { field, message }
+                    if field == "flow[0].receiver" && message.contains(says)),
+                "{extra}: {e}"
+            );
+        }
+        // built in code: checked the same way
+        let mut s =
+            Scenario::from_toml_str(&one("alg = \"nuwa\"\nreceiver = \"nuwa\""), ".").unwrap();
+        s.flows[0].alg = Some("reno".into());
+        assert!(s.validate().unwrap_err().to_string().contains("needs alg"));
     }
 
     #[test]

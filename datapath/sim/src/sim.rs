@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ccp_algs::netstats::{NetStats, NetStatsCell};
+use ccp_algs::nuwa::{NuwaConfig, ReceiverLaw};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -273,6 +274,11 @@ struct Flow {
     sid: u16,
     // control
     cwnd: u32,
+    /// The receiver's advertised window (bytes; `u32::MAX`: none). The sender keeps
+    /// `min(cwnd, rwnd)` in flight.
+    rwnd: u32,
+    /// A law at the receiver (`receiver = "nuwa"`) that sets `rwnd` per packet.
+    rx: Option<ReceiverLaw>,
     rate: u32,
     next_send_ns: u64,
     pace_event: Option<u64>,
@@ -340,6 +346,12 @@ impl Flow {
             phase: Phase::Pending,
             sid: 0,
             cwnd: INIT_CWND,
+            rwnd: u32::MAX,
+            rx: spec.receiver.map(|kind| match kind {
+                crate::scenario::ReceiverKind::Nuwa => {
+                    ReceiverLaw::new(&NuwaConfig::default(), INIT_CWND, MSS)
+                }
+            }),
             rate: 0,
             next_send_ns: 0,
             pace_event: None,
@@ -443,6 +455,11 @@ impl Flow {
         }
     }
 
+    /// The window the sender enforces: TCP's send window, `min(cwnd, rwnd)`.
+    fn send_window(&self) -> u32 {
+        self.cwnd.min(self.rwnd)
+    }
+
     fn prims(&self) -> Primitives {
         Primitives {
             rtt_sample_us: self.last_rtt_us,
@@ -450,7 +467,9 @@ impl Flow {
             rate_incoming: self.rate_in,
             bytes_in_flight: self.pipe * MSS,
             packets_in_flight: self.pipe,
-            snd_cwnd: self.cwnd,
+            // the send window: with a receive window it is what a Nuwa sender adopts (the
+            // paper's sender copies rwnd), without one it is cwnd
+            snd_cwnd: self.send_window(),
             snd_rate: u64::from(self.rate),
             bytes_pending: BYTES_PENDING,
             ..Default::default()
@@ -653,7 +672,7 @@ impl<H: IpcHolder> World<H> {
             self.from_agent += 1;
             self.dp.set_now(self.now);
             match self.dp.read_msg(&m) {
-                Ok(r) if r >= 0 => {}
+                Ok(r) if r >= 0 => self.pass_to_receiver(&m),
                 _ => self.rejected += 1,
             }
         }
@@ -729,7 +748,7 @@ impl<H: IpcHolder> World<H> {
                         self.unknown_sid += 1;
                     }
                 }
-                Ok(_) => {}
+                Ok(_) => self.pass_to_receiver(&m),
             }
             if let Some(h) = proto::header(&m) {
                 if let Some(p) = self.waits.iter().position(|w| w.0 == h.sid && w.1 == h.typ) {
@@ -739,6 +758,23 @@ impl<H: IpcHolder> World<H> {
         }
         self.agent_wait += started.elapsed();
         Ok(())
+    }
+
+    /// The control registers an accepted agent message writes reach the receiver-side law of
+    /// its flow, if it has one (the paper's RL process hands the receiver its `k`).
+    fn pass_to_receiver(&mut self, m: &[u8]) {
+        let Some((sid, writes)) = proto::control_writes(m) else {
+            return;
+        };
+        let Some(&fi) = self.sid_to_flow.get(sid as usize) else {
+            return;
+        };
+        let Some(rx) = self.flows.get_mut(fi as usize).and_then(|f| f.rx.as_mut()) else {
+            return;
+        };
+        for (idx, v) in writes {
+            rx.set_control(idx, v);
+        }
     }
 
     fn start_flow(&mut self, fi: usize) -> Result<(), SimError> {
@@ -795,7 +831,7 @@ impl<H: IpcHolder> World<H> {
                 return;
             }
             // bytes in flight <= cwnd, but always at least one packet
-            if f.pipe > 0 && u64::from(f.pipe + 1) * u64::from(MSS) > u64::from(f.cwnd) {
+            if f.pipe > 0 && u64::from(f.pipe + 1) * u64::from(MSS) > u64::from(f.send_window()) {
                 return;
             }
             let mut seq = None;
@@ -908,6 +944,11 @@ impl<H: IpcHolder> World<H> {
         };
         if f.phase != Phase::Active {
             return Ok(());
+        }
+        if let Some(rx) = f.rx.as_mut() {
+            // the receiver saw the packet half the propagation after it left the bottleneck
+            // (one-way delay = sojourn + rtt/2); its ACK carries the window that set
+            f.rwnd = rx.on_packet(a.seq, a.qdelay_ns + f.rtt_ns / 2, MSS);
         }
         f.note_delivered_tx(a.tx);
         let mut p = Primitives::default();
@@ -1053,7 +1094,7 @@ impl<H: IpcHolder> World<H> {
                 } else {
                     f64::NAN
                 },
-                cwnd_bytes: u64::from(f.cwnd),
+                cwnd_bytes: u64::from(f.send_window()),
                 rate_mbps: f64::from(f.rate) * 8.0 / 1e6,
                 queue_delay_ms: if f.iv_qd_n > 0 {
                     f.iv_qd_sum_ns as f64 / f.iv_qd_n as f64 / 1e6

@@ -123,3 +123,86 @@ fn the_target_the_agent_sends_is_the_one_the_datapath_holds() {
         f.queue_delay_p50_ms
     );
 }
+
+// ---- the receiver-side form (`receiver = "nuwa"`) ------------------------------------------
+
+fn at_the_receiver(scenario: &str) -> String {
+    format!("{scenario}receiver = \"nuwa\"\n")
+}
+
+/// The paper's deployment: the law at the receiver sets the advertised window from the
+/// one-way delay; the target comes from the registers the agent writes (the receiver starts
+/// with the default 20 ms, so neither target below is held unless the agent's value arrives).
+#[test]
+fn at_the_receiver_the_law_holds_the_target_for_two_targets() {
+    for target_ms in [10.0, 30.0] {
+        let cfg = NuwaConfig {
+            target_delay_ms: target_ms,
+            ..Default::default()
+        };
+        let run = run(&at_the_receiver(CONSTANT), cfg);
+        let f = &run.results.flows[0];
+        let (whole, late) = (f.queue_delay_p50_ms, median_qdelay_after(&run, 5.0));
+        eprintln!(
+            "receiver side, T_d {target_ms} ms: median qdelay {whole:.2} ms (after 5 s \
+             {late:.2} ms), p95 {:.2} ms, utilization {:.3}, lost {}",
+            f.queue_delay_p95_ms, f.utilization, f.declared_lost
+        );
+        assert_eq!(f.invoke_errors, 0);
+        for m in [whole, late] {
+            assert!(
+                (m - target_ms).abs() <= 0.3 * target_ms,
+                "T_d {target_ms} ms: median queueing delay {m} ms"
+            );
+        }
+        assert!(f.utilization > 0.9, "{f:?}");
+        assert_eq!(f.declared_lost, 0, "{f:?}");
+    }
+}
+
+/// A program that keeps a fixed window of 200 packets and declares Nuwa's control registers
+/// (so a Nuwa controller's writes are valid for it) but never reads them.
+fn fixed_window_program() -> FoldProgram {
+    use ccp_algs::nuwa::core::reg;
+    use ccp_algs::signals::{fields, ProgramBuilder};
+    let mut b = ProgramBuilder::new("fixed_window", 10_000).fields(&[fields::ACKED_BYTES]);
+    for name in reg::ALL {
+        b = b.control(reg::short(name), 1);
+    }
+    b.after("  (:= Cwnd 300000)\n").build()
+}
+
+struct FixedWindow;
+
+impl Algorithm for FixedWindow {
+    fn name(&self) -> &'static str {
+        "nuwa"
+    }
+    fn program(&self) -> FoldProgram {
+        fixed_window_program()
+    }
+    fn new_flow(&self, info: &FlowInfo) -> Box<dyn Controller> {
+        Nuwa::new(NuwaConfig {
+            target_delay_ms: 10.0,
+            ..Default::default()
+        })
+        .new_flow(info)
+    }
+}
+
+/// What limits the sender is the receiver's window: a sender whose own window would keep
+/// 120 packets (60 ms) queued is held at the 10 ms target once its receiver runs the law.
+#[test]
+fn the_receivers_window_limits_a_sender_that_would_fill_the_queue() {
+    let alone = run_alg(CONSTANT, Arc::new(FixedWindow));
+    let held = run_alg(&at_the_receiver(CONSTANT), Arc::new(FixedWindow));
+    let (a, h) = (&alone.results.flows[0], &held.results.flows[0]);
+    eprintln!(
+        "fixed 200-packet window: median qdelay {:.2} ms alone, {:.2} ms with the receiver \
+         (utilization {:.3}, {:.3})",
+        a.queue_delay_p50_ms, h.queue_delay_p50_ms, a.utilization, h.utilization
+    );
+    assert!(a.queue_delay_p50_ms > 50.0, "{a:?}");
+    assert!((h.queue_delay_p50_ms - 10.0).abs() <= 3.0, "{h:?}");
+    assert!(h.utilization > 0.9, "{h:?}");
+}
