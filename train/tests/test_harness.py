@@ -21,7 +21,14 @@ from ccp_train.harness.metrics import (
     run_metrics,
     utility,
 )
-from ccp_train.harness.runner import ROOT, RunSpec, rotated_trace, scenario_toml
+from ccp_train.harness.runner import (
+    ROOT,
+    RunSpec,
+    base_alg,
+    check_alg_variant,
+    rotated_trace,
+    scenario_toml,
+)
 
 AGENT = ROOT / "target" / "release" / "ccp-agent"
 
@@ -246,6 +253,23 @@ def test_seeds_change_starts_and_loss_seed_deterministically(tmp_path):
     b = scenario_toml(RunSpec(sc, "cubic", 2), tmp_path)
     assert a != b and "seed = 2" in b
     assert a.count('alg = "cubic"') == 3
+
+
+def test_rx_suffix_puts_nuwas_law_at_the_receiver_of_the_flows_under_test(tmp_path):
+    sc = [s for s in load_matrix(suites=["fairness"]) if s.split == "tune"][0]
+    plain = scenario_toml(RunSpec(sc, "nuwa", 1), tmp_path)
+    rx = scenario_toml(RunSpec(sc, "nuwa+rx", 1), tmp_path)
+    assert "receiver" not in plain and "+rx" not in rx
+    # every flow under test gets the receiver, nothing else changes
+    assert rx.count('receiver = "nuwa"') == len(sc.test_flows()) >= 1
+    assert rx.replace('receiver = "nuwa"\n', "") == plain
+    assert base_alg("nuwa+rx") == "nuwa"
+    assert RunSpec(sc, "nuwa+rx", 1).run_id.endswith("--nuwa+rx--s1")
+    check_alg_variant("nuwa+rx")
+    with pytest.raises(ValueError, match="only nuwa\\+rx"):
+        check_alg_variant("cubic+rx")
+    with pytest.raises(ValueError, match="drop the \\+rx suffix"):
+        evaluate(tmp_path / "x", split="tune", algs=["cubic+rx"], seeds=[1])
 
 
 def test_stats_suffix_runs_the_base_algorithm_with_netstats(tmp_path):

@@ -369,6 +369,27 @@ def test_the_bare_law_as_a_model_serves_what_the_env_runs_at_x1(tmp_path: Path) 
     assert a["queue_delay_p50_ms"] == e["queue_delay_p50_ms"]
 
 
+def test_the_harness_runs_the_sender_and_the_receiver_side_forms(tmp_path: Path) -> None:
+    from ccp_train.harness import load_matrix
+    from ccp_train.harness.runner import RunSpec, run_one
+
+    out = tmp_path / "hold"
+    assert nuwa.main(["hold", "--out", str(out)]) == 0
+    sc = next(s for s in load_matrix(suites=["links"])
+              if s.split == "tune" and not s.link.get("loss"))
+    recs = {alg: run_one(RunSpec(sc, alg, 1, agent=str(_agent_binary()), models=str(out),
+                                 config=str(out / "agent.toml")), str(tmp_path / "h"))
+            for alg in ("nuwa", "nuwa+rx")}
+    for alg, r in recs.items():
+        assert "error" not in r, r.get("error")
+        assert r["alg"] == alg and r["flows"][0]["alg"] == "nuwa"
+    assert recs["nuwa"]["flows"][0]["receiver_limited"] is None
+    share = recs["nuwa+rx"]["flows"][0]["receiver_limited"]
+    assert isinstance(share, float) and 0.0 <= share <= 1.0
+    toml = (tmp_path / "h" / "runs" / f"{recs['nuwa+rx']['run_id']}.toml").read_text()
+    assert 'receiver = "nuwa"' in toml
+
+
 # --- learning -----------------------------------------------------------------------------------
 
 

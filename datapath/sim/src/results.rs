@@ -170,6 +170,10 @@ pub struct FlowResult {
     pub reports: u64,
     /// `ccp_invoke` calls that returned an error (e.g. a fold program dividing by zero).
     pub invoke_errors: u64,
+    /// With a law at the receiver (`receiver = "nuwa"`): the share of the flow's ACKs whose
+    /// advertised window was at or below the sender's congestion window (the receiver's
+    /// window was the send window); `None` without one.
+    pub receiver_limited: Option<f64>,
 }
 
 impl PartialEq for FlowResult {
@@ -200,6 +204,10 @@ impl PartialEq for FlowResult {
             && self.delivered_bytes == o.delivered_bytes
             && self.reports == o.reports
             && self.invoke_errors == o.invoke_errors
+            && match (self.receiver_limited, o.receiver_limited) {
+                (Some(a), Some(b)) => same(a, b),
+                (a, b) => a == b,
+            }
     }
 }
 

@@ -279,6 +279,9 @@ struct Flow {
     rwnd: u32,
     /// A law at the receiver (`receiver = "nuwa"`) that sets `rwnd` per packet.
     rx: Option<ReceiverLaw>,
+    /// ACKs that carried a receiver's window, and those whose window was the send window.
+    rx_acks: u64,
+    rx_limited: u64,
     rate: u32,
     next_send_ns: u64,
     pace_event: Option<u64>,
@@ -352,6 +355,8 @@ impl Flow {
                     ReceiverLaw::new(&NuwaConfig::default(), INIT_CWND, MSS)
                 }
             }),
+            rx_acks: 0,
+            rx_limited: 0,
             rate: 0,
             next_send_ns: 0,
             pace_event: None,
@@ -947,8 +952,15 @@ impl<H: IpcHolder> World<H> {
         }
         if let Some(rx) = f.rx.as_mut() {
             // the receiver saw the packet half the propagation after it left the bottleneck
-            // (one-way delay = sojourn + rtt/2); its ACK carries the window that set
-            f.rwnd = rx.on_packet(a.seq, a.qdelay_ns + f.rtt_ns / 2, MSS);
+            // (one-way delay = sojourn + rtt/2). Its ACK advertises the window as it stood
+            // when the packet arrived; the packet's own step shows from the next ACK on. (So
+            // an event both ends see at the same packet, the slow-start exit, is not applied
+            // twice: the sender halves its window at this ACK, the receiver's half arrives
+            // at the next, and the sender adopts the smaller.)
+            f.rwnd = rx.window();
+            rx.on_packet(a.seq, a.qdelay_ns + f.rtt_ns / 2, MSS);
+            f.rx_acks += 1;
+            f.rx_limited += u64::from(f.rwnd <= f.cwnd);
         }
         f.note_delivered_tx(a.tx);
         let mut p = Primitives::default();
@@ -1201,6 +1213,10 @@ impl<H: IpcHolder> World<H> {
                 delivered_bytes: f.delivered_bytes,
                 reports: f.reports,
                 invoke_errors: f.invoke_errors,
+                receiver_limited: f
+                    .rx
+                    .as_ref()
+                    .map(|_| f.rx_limited as f64 / f.rx_acks.max(1) as f64),
             });
         }
         // capacity while at least one flow was active: union of the active intervals

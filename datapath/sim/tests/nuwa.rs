@@ -157,6 +157,7 @@ fn at_the_receiver_the_law_holds_the_target_for_two_targets() {
         }
         assert!(f.utilization > 0.9, "{f:?}");
         assert_eq!(f.declared_lost, 0, "{f:?}");
+        assert!(f.receiver_limited.is_some(), "{f:?}");
     }
 }
 
@@ -205,4 +206,7 @@ fn the_receivers_window_limits_a_sender_that_would_fill_the_queue() {
     assert!(a.queue_delay_p50_ms > 50.0, "{a:?}");
     assert!((h.queue_delay_p50_ms - 10.0).abs() <= 3.0, "{h:?}");
     assert!(h.utilization > 0.9, "{h:?}");
+    // the results say who limited whom
+    assert_eq!(a.receiver_limited, None);
+    assert!(h.receiver_limited.is_some_and(|s| s > 0.95), "{h:?}");
 }

@@ -240,6 +240,7 @@ pub fn summary_json(run: &SimRun) -> serde_json::Value {
                 "retransmits": f.retransmits,
                 "timeouts": f.timeouts,
                 "delivered_bytes": f.delivered_bytes,
+                "receiver_limited": f.receiver_limited,
             })
         })
         .collect();

@@ -33,7 +33,7 @@ from .matrix import (
     select,
 )
 from .report import card_summary, headline, markdown, rows, write_summary_csv
-from .runner import ROOT, expand, run_local, run_ray
+from .runner import ROOT, check_alg_variant, expand, run_local, run_ray
 
 
 def evaluate(out: Path, *, split: str, algs: list[str], seeds: list[int],
@@ -46,6 +46,8 @@ def evaluate(out: Path, *, split: str, algs: list[str], seeds: list[int],
              ) -> dict:
     """Run a sweep and write every artifact into ``out``; returns ``{"records", "rows",
     "failures", "meta"}``. The default ``purpose="selection"`` accepts only ``split="tune"``."""
+    for a in algs:
+        check_alg_variant(a)
     scen = select(load_matrix(matrix_dir, suites, traces, traces_split), split, quick=quick,
                   purpose=purpose)
     if not scen:

@@ -247,6 +247,8 @@ def card_summary(rs: list[dict], alg: str, meta: dict,
         "baselines": {b: figures(b) for b in baselines if b in ran and b != alg},
         # the same model with in-network statistics (harness algorithm ALG+stats), if it ran
         **({"with_stats": figures(alg + "+stats")} if alg + "+stats" in ran else {}),
+        # the same model with its law at the receiver (ALG+rx, the simulator only), if it ran
+        **({"receiver_side": figures(alg + "+rx")} if alg + "+rx" in ran else {}),
     }
 
 

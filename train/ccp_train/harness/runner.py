@@ -38,11 +38,25 @@ RUN_TIMEOUT_S = 600.0
 #: PNC/PNA every second, the whole path known), Owl's unmasked case; ``ALG`` alone runs with
 #: none (masked). The records and tables keep the suffix.
 STATS_SUFFIX = "+stats"
+#: ``ALG+rx`` runs ALG with its law at the receiver (the flows under test get
+#: ``receiver = "nuwa"``: the advertised window from the one-way delay, the paper's
+#: deployment); ``ALG`` alone is the sender-side form the kernel runs. Only for Nuwa.
+RX_SUFFIX = "+rx"
+#: the algorithms a receiver-side law exists for
+RX_ALGS = ("nuwa",)
 
 
 def base_alg(alg: str) -> str:
-    """The agent's algorithm of a sweep's algorithm name (``owl+stats`` -> ``owl``)."""
-    return alg.removesuffix(STATS_SUFFIX)
+    """The agent's algorithm of a sweep's algorithm name (``owl+stats`` -> ``owl``,
+    ``nuwa+rx`` -> ``nuwa``)."""
+    return alg.removesuffix(STATS_SUFFIX).removesuffix(RX_SUFFIX)
+
+
+def check_alg_variant(alg: str) -> None:
+    """Refuse a sweep name whose variant does not exist (``cubic+rx``), naming the fix."""
+    if alg.endswith(RX_SUFFIX) and base_alg(alg) not in RX_ALGS:
+        raise ValueError(f"{alg!r}: only {', '.join(a + RX_SUFFIX for a in RX_ALGS)} has a "
+                         "receiver-side form; drop the +rx suffix")
 
 
 @dataclass(frozen=True)
@@ -132,6 +146,8 @@ def scenario_toml(spec: RunSpec, trace_cache: Path) -> str:
             g["alg"] = base_alg(spec.alg)
             if spec.w is not None and "w" not in g:
                 g["w"] = list(spec.w)
+            if spec.alg.endswith(RX_SUFFIX):
+                g["receiver"] = base_alg(spec.alg)
         lines.append("[[flow]]")
         for k, v in g.items():
             lines.append(f"{k} = {_toml_value(v)}")
