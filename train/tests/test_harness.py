@@ -266,6 +266,9 @@ def test_rx_suffix_puts_nuwas_law_at_the_receiver_of_the_flows_under_test(tmp_pa
     assert base_alg("nuwa+rx") == "nuwa"
     assert RunSpec(sc, "nuwa+rx", 1).run_id.endswith("--nuwa+rx--s1")
     check_alg_variant("nuwa+rx")
+    rxk = scenario_toml(RunSpec(sc, "nuwa+rxk", 1), tmp_path)
+    assert rxk.replace('receiver = "nuwa_kalman"\n', "") == plain
+    assert base_alg("nuwa+rxk") == "nuwa" and base_alg("owl+stats") == "owl"
     with pytest.raises(ValueError, match="only nuwa\\+rx"):
         check_alg_variant("cubic+rx")
     with pytest.raises(ValueError, match="drop the \\+rx suffix"):

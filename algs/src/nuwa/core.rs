@@ -284,6 +284,32 @@ pub fn law_step(
     }
 }
 
+/// One step of the scalar Kalman filter on the queueing delay (the paper's extended version,
+/// arXiv 2502.16498, filters the one-way queueing-delay estimate; its parameters are not
+/// published): a random walk `D ← D + w`, `w ~ (0, q²)` per sample, observed as `z = D + v`,
+/// `v ~ (0, r²)`. `x` the estimate (µs), `p` its variance (µs²), in integer arithmetic a fold
+/// program can run (gain ×4096, no negative numbers). Returns the new `(x, p)`. `r = 0` passes
+/// the sample through. Bounded for any input: delays to 100 s, `q` and `r` to 1 s (then no
+/// product exceeds 2^53).
+pub fn kalman_step(x: u64, p: u64, z: u64, q: u64, r: u64) -> (u64, u64) {
+    const DELAY_MAX: u64 = 100_000_000;
+    const NOISE_MAX: u64 = 1_000_000;
+    let (x, z) = (x.min(DELAY_MAX), z.min(DELAY_MAX));
+    let (q, r) = (q.clamp(1, NOISE_MAX), r.min(NOISE_MAX));
+    let prior = p.min(2 * NOISE_MAX * NOISE_MAX) + q * q;
+    let gain = prior * THETA_ONE / (prior + r * r);
+    let step = (z.max(x) - z.min(x)) * gain / THETA_ONE;
+    let x = if z > x { x + step } else { x - step };
+    (x, (THETA_ONE - gain) * prior / THETA_ONE)
+}
+
+/// The filter's process noise (µs per sample) and measurement noise (µs) the simulator's
+/// receiver uses with `receiver = "nuwa_kalman"`: a priori, not tuned: the queue moves by about
+/// one transmission time per packet (0.1–1.2 ms at 10–100 Mbit/s), a cellular link's one-way
+/// delay jitters by a few ms per packet; the steady gain ≈ q/r = 0.1 averages ~10 packets.
+pub const KALMAN_Q_US: u64 = 500;
+pub const KALMAN_R_US: u64 = 5_000;
+
 // ---- the agent's side ----------------------------------------------------------------------
 
 /// The policy layout of a Nuwa model under `config`: [`OBS_DIM`] features in, one action

@@ -26,13 +26,16 @@
 //!   window as its own (the paper's sender copies `rwnd` in congestion avoidance), so the
 //!   sender's loss response and its RTO still act, and its law regrows a cut window up to
 //!   `rwnd`.
+//! - **Kalman filter** (optional, [`Self::with_kalman`]): the paper's extended version filters
+//!   the one-way queueing delay; the law then steers the filtered `D_c`, slow start still exits
+//!   on the raw sample. Measured against the raw estimate in `docs/algorithms/nuwa.md`.
 //! - **Start**: the sender's initial window, in slow start (Linux's receive-window
 //!   auto-tuning keeps `rwnd` ahead of a slow-starting sender; a window that doubles per RTT
 //!   does that).
 
 use super::config::{NuwaConfig, K_LIMIT};
 use super::core::{
-    k_register, law_step, reg, rho_us, ss_exit_us, target_us, K_SCALE, MAX_CWND_BYTES,
+    k_register, kalman_step, law_step, reg, rho_us, ss_exit_us, target_us, K_SCALE, MAX_CWND_BYTES,
     MIN_CWND_PKTS, W_SCALE,
 };
 
@@ -53,6 +56,10 @@ pub struct ReceiverLaw {
     rho_us: u64,
     mss: u64,
     ssx_us: u64,
+    /// `(q, r)` of the Kalman filter on `D_c` ([`kalman_step`]), if on, and its state.
+    kalman: Option<(u64, u64)>,
+    kx: u64,
+    kp: u64,
 }
 
 impl ReceiverLaw {
@@ -70,7 +77,18 @@ impl ReceiverLaw {
             rho_us: u64::from(rho_us(config)).max(1),
             mss,
             ssx_us: u64::from(ss_exit_us(config)),
+            kalman: None,
+            kx: 0,
+            kp: 0,
         }
+    }
+
+    /// The same receiver with the law steering a Kalman-filtered `D_c` (process noise `q_us`
+    /// per packet, measurement noise `r_us`, [`kalman_step`]); slow start still exits on the
+    /// raw sample (a lagging estimate would let it overshoot).
+    pub fn with_kalman(mut self, q_us: u64, r_us: u64) -> Self {
+        self.kalman = Some((q_us.min(MAX_DELAY_US), r_us.min(MAX_DELAY_US)));
+        self
     }
 
     /// A control register of the sender's Nuwa program as the agent wrote it (`index` as
@@ -99,7 +117,18 @@ impl ReceiverLaw {
         let owd = owd_ns / 1000;
         let min = self.min_owd_us.map_or(owd, |m| m.min(owd));
         self.min_owd_us = Some(min);
-        let dc = owd - min;
+        let raw = owd - min;
+        let dc = match self.kalman {
+            None => raw,
+            Some((q, r)) => {
+                if self.highest.is_none() {
+                    (self.kx, self.kp) = (raw, r * r);
+                } else {
+                    (self.kx, self.kp) = kalman_step(self.kx, self.kp, raw, q, r);
+                }
+                self.kx
+            }
+        };
         if self.highest.is_some_and(|h| seq > h.saturating_add(1)) {
             self.ss = false; // a hole: a loss, which is the sender's to answer
         }
@@ -107,7 +136,7 @@ impl ReceiverLaw {
         let bytes = u64::from(bytes);
         if self.ss {
             self.w = self.w.saturating_add(bytes * W_SCALE);
-            if dc > self.ssx_us {
+            if raw > self.ssx_us {
                 self.w /= 2;
                 self.ss = false;
             }

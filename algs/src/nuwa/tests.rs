@@ -766,3 +766,59 @@ fn the_agents_registers_reach_the_receiver_by_their_index_and_are_bounded() {
         assert!(w >= 2 && u64::from(w) <= 1 << 30, "{w}");
     }
 }
+
+#[test]
+fn the_kalman_step_passes_through_without_noise_and_smooths_with_it() {
+    use super::core::kalman_step;
+    // r = 0: the sample itself
+    assert_eq!(kalman_step(5_000, 0, 12_000, 500, 0).0, 12_000);
+    assert_eq!(kalman_step(12_000, 0, 5_000, 500, 0).0, 5_000);
+    // a constant sample: the estimate converges to it, the variance to the steady state
+    let (mut x, mut p) = (0, 25_000_000);
+    for _ in 0..200 {
+        (x, p) = kalman_step(x, p, 20_000, 500, 5_000);
+    }
+    // (within the integer step's dead band, 4096/gain ≈ 11 µs)
+    assert!(x.abs_diff(20_000) <= 12, "{x}");
+    // steady gain ≈ q/r = 0.1 for q ≪ r: p∞ ≈ q·r
+    let gain = (p + 500 * 500) as f64 / (p + 500 * 500 + 5_000 * 5_000) as f64;
+    assert!((gain - 0.095).abs() < 0.01, "{gain}");
+    // iid noise of ±5 ms around 20 ms: the estimate's spread is a fraction of the sample's
+    let (mut x, mut p) = (20_000, 25_000_000);
+    let mut worst = 0;
+    for i in 0..5_000u64 {
+        let z = if i % 2 == 0 { 25_000 } else { 15_000 };
+        (x, p) = kalman_step(x, p, z, 500, 5_000);
+        if i > 100 {
+            worst = worst.max(x.abs_diff(20_000));
+        }
+    }
+    assert!(worst < 1_000, "{worst}");
+    // extremes: no overflow, the estimate stays between the old estimate and the sample
+    for (x0, z) in [(0, 100_000_000), (100_000_000, 0), (0, 0), (7, u64::MAX)] {
+        for (p, q, r) in [(u64::MAX, u64::MAX, u64::MAX), (0, 0, 0), (u64::MAX, 0, 1)] {
+            let (x1, p1) = kalman_step(x0, p, z, q, r);
+            assert!(x1 >= x0.min(z) && x1 <= x0.max(z).min(100_000_000));
+            assert!(p1 <= 3_000_000_000_000, "{p1}");
+        }
+    }
+}
+
+#[test]
+fn the_receivers_kalman_filter_slows_the_law_on_a_delay_spike() {
+    let run = |kalman: bool| {
+        let mut r = rx();
+        if kalman {
+            r = r.with_kalman(500, 5_000);
+        }
+        let s = feed(&mut r, 0, 1, 40.0);
+        r.on_packet(s + 5, 40_000_000, MSS); // out of slow start
+        feed(&mut r, s + 6, 400, 60.0); // D_c = T_d: still
+        let w = r.window_milli();
+        feed(&mut r, s + 406, 3, 70.0); // three packets 10 ms later than the rest
+        w - r.window_milli()
+    };
+    let (raw, filtered) = (run(false), run(true));
+    // raw: three steps at θ = −tanh 1; filtered: the estimate has moved a third of the way
+    assert!(filtered > 0 && filtered * 2 < raw, "{raw} {filtered}");
+}

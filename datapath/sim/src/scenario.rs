@@ -17,6 +17,7 @@
 //! stop_s = 30.0           # optional: runs to the end
 //! count = 1               # optional: identical flows
 //! # receiver = "nuwa"     # optional, with alg = "nuwa": Nuwa's law at the receiver
+//! #                       # ("nuwa_kalman": on a Kalman-filtered one-way delay)
 //! #                       # (advertised window from the one-way delay; docs/algorithms/nuwa.md)
 //! [netstats]              # optional: the bottleneck exports in-network statistics (Owl)
 //! period_s = 1.0          # sampling period (default 1 s)
@@ -225,34 +226,49 @@ pub enum ReceiverKind {
     /// ([`ccp_algs::nuwa::ReceiverLaw`]); its gain, target and ρ are the registers the agent
     /// writes into the flow's Nuwa program.
     Nuwa,
+    /// The same law steering a Kalman-filtered one-way queueing delay (the paper's extended
+    /// version; [`ccp_algs::nuwa::core::kalman_step`] with `KALMAN_Q_US`, `KALMAN_R_US`).
+    NuwaKalman,
 }
 
 impl ReceiverKind {
-    /// The names a scenario may give.
-    pub const NAMES: [&'static str; 1] = ["nuwa"];
+    /// The names a scenario may give, in the order of the variants.
+    pub const NAMES: [&'static str; 2] = ["nuwa", "nuwa_kalman"];
+
+    /// The name a scenario gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReceiverKind::Nuwa => Self::NAMES[0],
+            ReceiverKind::NuwaKalman => Self::NAMES[1],
+        }
+    }
 
     fn parse(field: &str, name: &str, alg: Option<&str>) -> Result<Self, ScenarioError> {
-        if name != "nuwa" {
-            return Err(field_err(
-                field,
-                format!(
-                    "unknown receiver {name:?}: use one of {} or leave `receiver` out (no \
+        let kind = match name {
+            "nuwa" => ReceiverKind::Nuwa,
+            "nuwa_kalman" => ReceiverKind::NuwaKalman,
+            _ => {
+                return Err(field_err(
+                    field,
+                    format!(
+                        "unknown receiver {name:?}: use one of {} or leave `receiver` out (no \
                      receive window)",
-                    Self::NAMES.join(", ")
-                ),
-            ));
-        }
+                        Self::NAMES.join(", ")
+                    ),
+                ))
+            }
+        };
         let alg = alg.map(|a| a.strip_prefix(DATAPATH_PREFIX).unwrap_or(a));
         if alg != Some("nuwa") {
             return Err(field_err(
                 field,
                 format!(
-                    "receiver = \"nuwa\" needs alg = \"nuwa\" (is {alg:?}): the receiver \
+                    "receiver = {name:?} needs alg = \"nuwa\" (is {alg:?}): the receiver \
                      takes its gain and target from the flow's Nuwa program"
                 ),
             ));
         }
-        Ok(ReceiverKind::Nuwa)
+        Ok(kind)
     }
 }
 
@@ -567,8 +583,8 @@ fn check_flow(i: usize, f: &FlowSpec, duration_s: f64) -> Result<(), ScenarioErr
     if let Some(a) = &f.alg {
         check_datapath_name(&field("alg"), a)?;
     }
-    if f.receiver == Some(ReceiverKind::Nuwa) {
-        ReceiverKind::parse(&field("receiver"), "nuwa", f.alg.as_deref())?;
+    if let Some(r) = f.receiver {
+        ReceiverKind::parse(&field("receiver"), r.name(), f.alg.as_deref())?;
     }
     if !(f.rtt_ms.is_finite() && f.rtt_ms > 0.0 && f.rtt_ms <= 100_000.0) {
         return Err(field_err(
@@ -945,13 +961,18 @@ count = 2
         let one = |extra: &str| {
             format!("duration_s = 5\n[link]\nrate_mbps = 10\n[[flow]]\nrtt_ms = 40\n{extra}\n")
         };
-        for alg in ["nuwa", "ccp_nuwa"] {
+        for (alg, rx, kind) in [
+            ("nuwa", "nuwa", ReceiverKind::Nuwa),
+            ("ccp_nuwa", "nuwa", ReceiverKind::Nuwa),
+            ("nuwa", "nuwa_kalman", ReceiverKind::NuwaKalman),
+        ] {
             let s = Scenario::from_toml_str(
-                &one(&format!("alg = \"{alg}\"\nreceiver = \"nuwa\"")),
+                &one(&format!("alg = \"{alg}\"\nreceiver = \"{rx}\"")),
                 ".",
             )
             .unwrap();
-            assert_eq!(s.flows[0].receiver, Some(ReceiverKind::Nuwa));
+            assert_eq!(s.flows[0].receiver, Some(kind));
+            assert_eq!(kind.name(), rx);
         }
         assert_eq!(
             Scenario::from_toml_str(&one("alg = \"nuwa\""), ".")

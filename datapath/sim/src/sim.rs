@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ccp_algs::netstats::{NetStats, NetStatsCell};
-use ccp_algs::nuwa::{NuwaConfig, ReceiverLaw};
+use ccp_algs::nuwa::{core as nuwa_core, NuwaConfig, ReceiverLaw};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -350,9 +350,13 @@ impl Flow {
             sid: 0,
             cwnd: INIT_CWND,
             rwnd: u32::MAX,
-            rx: spec.receiver.map(|kind| match kind {
-                crate::scenario::ReceiverKind::Nuwa => {
-                    ReceiverLaw::new(&NuwaConfig::default(), INIT_CWND, MSS)
+            rx: spec.receiver.map(|kind| {
+                let law = ReceiverLaw::new(&NuwaConfig::default(), INIT_CWND, MSS);
+                match kind {
+                    crate::scenario::ReceiverKind::Nuwa => law,
+                    crate::scenario::ReceiverKind::NuwaKalman => {
+                        law.with_kalman(nuwa_core::KALMAN_Q_US, nuwa_core::KALMAN_R_US)
+                    }
                 }
             }),
             rx_acks: 0,

@@ -249,6 +249,7 @@ def card_summary(rs: list[dict], alg: str, meta: dict,
         **({"with_stats": figures(alg + "+stats")} if alg + "+stats" in ran else {}),
         # the same model with its law at the receiver (ALG+rx, the simulator only), if it ran
         **({"receiver_side": figures(alg + "+rx")} if alg + "+rx" in ran else {}),
+        **({"receiver_side_kalman": figures(alg + "+rxk")} if alg + "+rxk" in ran else {}),
     }
 
 

@@ -42,21 +42,38 @@ STATS_SUFFIX = "+stats"
 #: ``receiver = "nuwa"``: the advertised window from the one-way delay, the paper's
 #: deployment); ``ALG`` alone is the sender-side form the kernel runs. Only for Nuwa.
 RX_SUFFIX = "+rx"
+#: ``ALG+rxk``: the same with the receiver's one-way delay Kalman-filtered
+#: (``receiver = "nuwa_kalman"``, the paper's extended version)
+RXK_SUFFIX = "+rxk"
 #: the algorithms a receiver-side law exists for
 RX_ALGS = ("nuwa",)
+
+
+def _rx_suffix(alg: str) -> str | None:
+    return next((s for s in (RXK_SUFFIX, RX_SUFFIX) if alg.endswith(s)), None)
 
 
 def base_alg(alg: str) -> str:
     """The agent's algorithm of a sweep's algorithm name (``owl+stats`` -> ``owl``,
     ``nuwa+rx`` -> ``nuwa``)."""
-    return alg.removesuffix(STATS_SUFFIX).removesuffix(RX_SUFFIX)
+    sfx = _rx_suffix(alg)
+    return alg.removesuffix(sfx) if sfx else alg.removesuffix(STATS_SUFFIX)
+
+
+def receiver_of(alg: str) -> str | None:
+    """The simulator's ``receiver`` for the flows under test of a sweep name, if any."""
+    sfx = _rx_suffix(alg)
+    if sfx is None:
+        return None
+    return base_alg(alg) + ("_kalman" if sfx == RXK_SUFFIX else "")
 
 
 def check_alg_variant(alg: str) -> None:
     """Refuse a sweep name whose variant does not exist (``cubic+rx``), naming the fix."""
-    if alg.endswith(RX_SUFFIX) and base_alg(alg) not in RX_ALGS:
-        raise ValueError(f"{alg!r}: only {', '.join(a + RX_SUFFIX for a in RX_ALGS)} has a "
-                         "receiver-side form; drop the +rx suffix")
+    sfx = _rx_suffix(alg)
+    if sfx and base_alg(alg) not in RX_ALGS:
+        raise ValueError(f"{alg!r}: only {', '.join(a + sfx for a in RX_ALGS)} has a "
+                         f"receiver-side form; drop the {sfx} suffix")
 
 
 @dataclass(frozen=True)
@@ -146,8 +163,9 @@ def scenario_toml(spec: RunSpec, trace_cache: Path) -> str:
             g["alg"] = base_alg(spec.alg)
             if spec.w is not None and "w" not in g:
                 g["w"] = list(spec.w)
-            if spec.alg.endswith(RX_SUFFIX):
-                g["receiver"] = base_alg(spec.alg)
+            rx = receiver_of(spec.alg)
+            if rx is not None:
+                g["receiver"] = rx
         lines.append("[[flow]]")
         for k, v in g.items():
             lines.append(f"{k} = {_toml_value(v)}")
