@@ -22,7 +22,8 @@
 //!   one-way delay against the minimum-delay sample). CCP's datapaths are senders: `D_c` is
 //!   the RTT sample less the flow's minimum RTT (the paper's `Delay_min` is never forgotten,
 //!   Algorithm 1; the agent tracks it and sets `Control.nuwa_base_us`, the program folds in the
-//!   interval's own minimum). The receiver-side form in the simulator is part 2 of issue 22.
+//!   interval's own minimum). The simulator also runs the paper's form ([`receiver`]: the
+//!   same law on the advertised window from the one-way delay).
 //! - **tanh**: libccp has `+ − × ÷ min max` on u64 and no tanh. The program evaluates the [5/4]
 //!   Padé approximant `x(945 + 105x² + x⁴)/(945 + 420x² + 15x⁴)` in fixed point (θ·4096, x
 //!   capped at 4, the result at 1) with the sign handled by two branches (no negative
@@ -75,7 +76,7 @@
 //!   `target_delay_ms` ([`config::NOT_DYNAMICS`]).
 //! - **A bare [`Nuwa`]** (no model) answers ×1: the law with `k = k_init`.
 //!
-//! Not here: the RecurrentPPO trainer, the receiver-side simulator mode (issue 22, part 2).
+//! Not here: the RecurrentPPO trainer (`train/ccp_train/nuwa.py`).
 
 pub mod config;
 pub mod core;
