@@ -18,7 +18,7 @@
 //! - **The gain reaches the receiver as the program's registers.** The paper's RL process
 //!   hands `k` to the receiver's kernel (Netlink); here the receiver takes `k`, `T_d`, ρ, the
 //!   MSS and the slow-start exit from the values the agent writes into the sender's Nuwa
-//!   program ([`Self::set_control`] by register index, [`reg::control_index`]), so one agent
+//!   program ([`ReceiverLaw::set_control`] by register index, [`reg::control_index`]), so one agent
 //!   and one model serve both forms. The cut epoch and `base_us` are the sender's and ignored.
 //! - **Loss is the sender's.** The receiver does not cut on loss (the paper leaves loss to
 //!   the sender's stack); a hole in the sequence only ends its slow start. The sender's
@@ -26,7 +26,7 @@
 //!   window as its own (the paper's sender copies `rwnd` in congestion avoidance), so the
 //!   sender's loss response and its RTO still act, and its law regrows a cut window up to
 //!   `rwnd`.
-//! - **Kalman filter** (optional, [`Self::with_kalman`]): the paper's extended version filters
+//! - **Kalman filter** (optional, [`ReceiverLaw::with_kalman`]): the paper's extended version filters
 //!   the one-way queueing delay; the law then steers the filtered `D_c`, slow start still exits
 //!   on the raw sample. Measured against the raw estimate in `docs/algorithms/nuwa.md`.
 //! - **Start**: the sender's initial window, in slow start (Linux's receive-window
