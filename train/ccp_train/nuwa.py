@@ -79,10 +79,9 @@ ALG = "nuwa"
 #: cellular traces of the harness's tune split (ops/eval/cellular.toml), as MOCC and Owl train on
 TRAIN_TRACES = ("datapath/sim/scenarios/traces/ATT-LTE-driving-2016.down",
                 "datapath/sim/scenarios/traces/TMobile-UMTS-driving.down")
-#: knobs outside the dynamics a run may not set: the model's shape (the spec's), where a flow
-#: starts (the agent starts served flows at its own ``k_init``), and the target, drawn per
-#: episode (``--target-delay-ms``)
-NOT_SETTABLE = ("lstm_hidden", "k_init", "target_delay_ms")
+#: knobs outside the dynamics a run may not set: the model's shape (the spec's) and the target,
+#: drawn per episode (``--target-delay-ms``)
+NOT_SETTABLE = ("lstm_hidden", "target_delay_ms")
 #: the episode-start knob drawn per episode
 TARGET = "target_delay_ms"
 #: the action index of x1 (the core's ``HOLD_ACTION``, which the bindings do not carry)
@@ -100,7 +99,6 @@ def make_knobs(pairs: list[tuple[str, Any]]) -> Knobs:
     for k, _ in pairs:
         if k in NOT_SETTABLE:
             why = {"lstm_hidden": "the model's shape is the core's spec",
-                   "k_init": "served flows start at the agent's k_init",
                    "target_delay_ms": "it is drawn per episode: --target-delay-ms"}[k]
             raise ValueError(f"--knob {k}: not settable for a run ({why})")
     return Knobs(ALG, pairs, settable=reward)
@@ -160,6 +158,11 @@ def make_model(env: Any, spec: AlgSpec, args: argparse.Namespace) -> RecurrentPP
         device="cpu",
         policy_kwargs={"lstm_hidden_size": int(spec.recurrent_hidden), "n_lstm_layers": 1,
                        "net_arch": {"pi": list(args.net), "vf": list(args.net)}})
+    if args.hold_prior:
+        # the x1 action's logit starts this much above the others (the network's own init
+        # gives near-equal logits): the deterministic policy holds k until PPO learns otherwise
+        with torch.no_grad():
+            model.policy.action_net.bias[HOLD] += args.hold_prior
     model.set_logger(configure(None, []))
     return model
 
@@ -364,6 +367,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--gae-lambda", type=float, default=0.95)
     g.add_argument("--clip-range", type=float, default=0.2)
     g.add_argument("--ent-coef", type=float, default=0.01, help="entropy bonus")
+    g.add_argument("--hold-prior", type=float, default=0.0,
+                   help="added to the x1 action's logit bias at initialization (0: sb3's init; "
+                        "§IV-B: action 1 keeps the behaviour at the operating point)")
     g.add_argument("--vf-coef", type=float, default=0.5)
     g.add_argument("--max-grad-norm", type=float, default=0.5)
     g.add_argument("--target-kl", type=float, default=0.0, help="stop epochs above (0: off)")

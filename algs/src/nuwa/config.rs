@@ -69,10 +69,11 @@ pub const REWARD_KNOBS: [&str; 6] = [
 ];
 
 /// Other knobs left out of the dynamics: `lstm_hidden` is the model's shape (the spec checks
-/// it), `k_init` where a flow starts (the policy observes `k`), `target_delay_ms` a setting the
-/// policy sees only relative to itself (every delay feature is in units of `T_d`, and `ρ` is a
-/// fraction of it), so one model serves any target.
-pub const NOT_DYNAMICS: [&str; 3] = ["lstm_hidden", "k_init", "target_delay_ms"];
+/// it), `target_delay_ms` a setting the policy sees only relative to itself (every delay
+/// feature is in units of `T_d`, and `ρ` is a fraction of it), so one model serves any target.
+/// `k_init` is in the dynamics: a policy that holds `k` keeps the gain a flow starts with, so a
+/// model is served only at the `k_init` it was trained with.
+pub const NOT_DYNAMICS: [&str; 2] = ["lstm_hidden", "target_delay_ms"];
 
 /// Largest `k_max`: the fold program's per-ACK product `θ·k·1000 · acked · mss · 1000` stays
 /// below 2^64 for `k` ≤ 100, acked ≤ 2 MiB and mss < 2^16.

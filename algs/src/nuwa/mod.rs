@@ -72,7 +72,7 @@
 //!   (card `output_kind: "q_values"`, `n_actions: 5`; for PPO they are the logits), and takes
 //!   `h_in`/`c_in` (`recurrent.hidden_size` = `lstm_hidden`), carried per flow by the agent's
 //!   runtime. A bad index holds `k` (×1), counted.
-//! - **Dynamics**: every [`NuwaConfig`] knob but the reward's and `lstm_hidden`, `k_init`,
+//! - **Dynamics**: every [`NuwaConfig`] knob but the reward's and `lstm_hidden`,
 //!   `target_delay_ms` ([`config::NOT_DYNAMICS`]).
 //! - **A bare [`Nuwa`]** (no model) answers ×1: the law with `k = k_init`.
 //!
