@@ -25,6 +25,7 @@ import onnxruntime as ort
 import pytest
 import torch
 from gymnasium.utils.env_checker import check_env
+from sb3_contrib import RecurrentPPO
 
 import ccp_train  # noqa: F401  (registers the environments)
 from ccp_train import _native, nuwa
@@ -92,7 +93,9 @@ def test_the_spec_says_discrete_recurrent_and_names_the_features() -> None:
         k: defaults[k] for k in ("alpha", "reward_delay", "reward_delay_over_target", "reward_loss",
                                  "reward_rate_unit_mbps", "reward_throughput")}
     assert defaults["reward_delay_over_target"] is False
-    assert not {"target_delay_ms", "k_init", "lstm_hidden", "alpha"} & set(dyn)
+    assert not {"target_delay_ms", "lstm_hidden", "alpha"} & set(dyn)
+    # where a flow's gain starts is: a model is served at the k_init it was trained from
+    assert "k_init" in dyn
 
 
 def test_gymnasium_nuwa_is_discrete_and_episodes_are_cut_at_their_step_limit() -> None:
@@ -153,7 +156,8 @@ def test_episodes_draw_a_target_per_episode_and_rotate_traces(tmp_path: Path) ->
     # dynamics knobs and the reward's are settable, the rest refused with the reason
     assert nuwa.make_knobs([("loss_decrease", 1.0), ("reward_delay", 0.5)]).dynamics()[
         "loss_decrease"] == 1.0
-    for bad in ("target_delay_ms", "k_init", "lstm_hidden"):
+    assert nuwa.make_knobs([("k_init", 4.0)]).dynamics()["k_init"] == 4.0
+    for bad in ("target_delay_ms", "lstm_hidden"):
         with pytest.raises(ValueError, match=bad):
             nuwa.make_knobs([(bad, 1.0)])
 
@@ -443,6 +447,25 @@ def test_the_trainer_learns_the_gain_a_toy_reward_favours(tmp_path: Path) -> Non
         obs, *_ = toy.step(int(a[0]))
     # from k = 1: two x2.85 reach 8.1; the learned policy ends near k = 8
     assert 4.0 <= toy.k <= 16.0, toy.k
+
+
+def test_the_hold_prior_starts_the_policy_holding_its_gain(tmp_path: Path) -> None:
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    def model(prior: str) -> RecurrentPPO:
+        args = nuwa.parser().parse_args(["train", "--out", str(tmp_path), "--envs", "1",
+                                         "--seed", "1", "--hold-prior", prior])
+        from ccp_train.rl import determinism
+        determinism.seed_everything(1, 1)
+        return nuwa.make_model(DummyVecEnv([GainToy]), SPEC, args)
+
+    plain, held = model("0"), model("2")
+    b0, b2 = plain.policy.action_net.bias.detach(), held.policy.action_net.bias.detach()
+    assert torch.allclose(b2 - b0, torch.tensor([0.0, 2.0, 0.0, 0.0, 0.0]))
+    # deterministic: x1 on every observation (the network's own logits are near equal)
+    obs = np.random.default_rng(0).uniform(-1.0, 1.0, (64, 5)).astype(np.float32)
+    a, _ = held.predict(obs, state=None, episode_start=np.ones(64, bool), deterministic=True)
+    assert set(a.tolist()) == {nuwa.HOLD}
 
 
 def test_bad_flags_are_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
