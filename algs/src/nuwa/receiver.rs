@@ -8,8 +8,12 @@
 //!                              D_c = owd − min(owd so far)        (eq. 6; Delay_min kept forever)
 //!   slow start:                w ← w + bytes, until D_c > ssx: w ← w/2; a hole ends it too
 //!   after:                     w ← law_step(w, T_d, D_c, ρ, k, mss, bytes)   (eq. 7, = the program's)
-//!   the ACK of that packet:    rwnd = ⌊w / mss⌋ · mss, w ∈ [2 packets, 1 GiB]
+//!   the advertised window:     rwnd = ⌊w / mss⌋ · mss, w ∈ [2 packets, 1 GiB]
 //! ```
+//!
+//! ([`ReceiverLaw::window`] before a packet's step is what the simulator's ACK of that
+//! packet carries: the sender sees the step one ACK later, so the slow-start exit both ends
+//! see at the same packet is not applied twice.)
 //!
 //! Choices (`docs/algorithms/nuwa.md`, "Receiver side"):
 //! - **One law, two places.** The arithmetic is the fold program's, step for step
