@@ -16,9 +16,9 @@
 //! start_s = 0.0           # default 0
 //! stop_s = 30.0           # optional: runs to the end
 //! count = 1               # optional: identical flows
-//! # receiver = "nuwa"     # optional, with alg = "nuwa": Nuwa's law at the receiver
-//! #                       # ("nuwa_kalman": on a Kalman-filtered one-way delay)
-//! #                       # (advertised window from the one-way delay; docs/algorithms/nuwa.md)
+//! # receiver = "nuwa"     # optional, with alg = "nuwa": Nuwa's law at the receiver, the
+//! #                       # advertised window from the one-way delay (docs/algorithms/nuwa.md);
+//! #                       # "nuwa_kalman": the same on a Kalman-filtered one-way delay
 //! [netstats]              # optional: the bottleneck exports in-network statistics (Owl)
 //! period_s = 1.0          # sampling period (default 1 s)
 //! known_share = 1.0       # share of the path the statistics cover, (0, 1] (default 1)
@@ -252,23 +252,30 @@ impl ReceiverKind {
                     field,
                     format!(
                         "unknown receiver {name:?}: use one of {} or leave `receiver` out (no \
-                     receive window)",
+                         receive window)",
                         Self::NAMES.join(", ")
                     ),
                 ))
             }
         };
-        let alg = alg.map(|a| a.strip_prefix(DATAPATH_PREFIX).unwrap_or(a));
-        if alg != Some("nuwa") {
-            return Err(field_err(
-                field,
-                format!(
-                    "receiver = {name:?} needs alg = \"nuwa\" (is {alg:?}): the receiver \
-                     takes its gain and target from the flow's Nuwa program"
-                ),
-            ));
-        }
+        kind.check_alg(field, alg)?;
         Ok(kind)
+    }
+
+    /// Every receiver-side law takes its gain and target from the flow's Nuwa program.
+    fn check_alg(self, field: &str, alg: Option<&str>) -> Result<(), ScenarioError> {
+        let alg = alg.map(|a| a.strip_prefix(DATAPATH_PREFIX).unwrap_or(a));
+        if alg == Some("nuwa") {
+            return Ok(());
+        }
+        Err(field_err(
+            field,
+            format!(
+                "receiver = {:?} needs alg = \"nuwa\" (is {alg:?}): the receiver takes its \
+                 gain and target from the flow's Nuwa program",
+                self.name()
+            ),
+        ))
     }
 }
 
@@ -584,7 +591,7 @@ fn check_flow(i: usize, f: &FlowSpec, duration_s: f64) -> Result<(), ScenarioErr
         check_datapath_name(&field("alg"), a)?;
     }
     if let Some(r) = f.receiver {
-        ReceiverKind::parse(&field("receiver"), r.name(), f.alg.as_deref())?;
+        r.check_alg(&field("receiver"), f.alg.as_deref())?;
     }
     if !(f.rtt_ms.is_finite() && f.rtt_ms > 0.0 && f.rtt_ms <= 100_000.0) {
         return Err(field_err(

@@ -772,16 +772,17 @@ impl<H: IpcHolder> World<H> {
     /// The control registers an accepted agent message writes reach the receiver-side law of
     /// its flow, if it has one (the paper's RL process hands the receiver its `k`).
     fn pass_to_receiver(&mut self, m: &[u8]) {
-        let Some((sid, writes)) = proto::control_writes(m) else {
+        // the flow first: an answer to a flow without a receiver is not parsed again
+        let Some(h) = proto::header(m) else {
             return;
         };
-        let Some(&fi) = self.sid_to_flow.get(sid as usize) else {
+        let Some(&fi) = self.sid_to_flow.get(h.sid as usize) else {
             return;
         };
         let Some(rx) = self.flows.get_mut(fi as usize).and_then(|f| f.rx.as_mut()) else {
             return;
         };
-        for (idx, v) in writes {
+        for (idx, v) in proto::control_writes(m).map_or_else(Vec::new, |(_, w)| w) {
             rx.set_control(idx, v);
         }
     }
