@@ -283,17 +283,11 @@ fn dynamics<'py>(
     to_dict(py, &learned(alg, &algs)?.dynamics())
 }
 
-/// `trace_mean_mbps(path)`: a mahimahi trace's mean capacity in Mbit/s, as the simulator
-/// reads and serves it (`Capacity::mean_bps`, scale 1).
+/// `trace_mean_mbps(path)`: a trace's mean capacity in Mbit/s (a mahimahi file or a
+/// throughput log), as the simulator reads and serves it (`Capacity::mean_bps`, scale 1).
 #[pyfunction]
 fn trace_mean_mbps(path: &str) -> PyResult<f64> {
-    let path = PathBuf::from(path);
-    let opportunities_ms = ccp_sim::load_trace(&path).map_err(value_err)?;
-    let cap = ccp_sim::Capacity::Trace {
-        path,
-        opportunities_ms,
-        scale: 1.0,
-    };
+    let cap = ccp_sim::Capacity::from_trace(PathBuf::from(path), 1.0).map_err(value_err)?;
     Ok(cap.mean_bps() / 1e6)
 }
 

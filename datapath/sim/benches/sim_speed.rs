@@ -35,8 +35,25 @@ rtt_ms = 40
 count = 3
 "#;
 
+/// A throughput log averaging 1 Gbit/s: 800 and 1200 Mbit/s, a second each.
+const GIGABIT_LOG: &str = "0 800\n1 1200\n";
+
+const ONE_FLOW_LOG: &str = r#"
+duration_s = 10
+seed = 1
+[link]
+trace = "gigabit.tput"
+buffer_bdp = 1.0
+[[flow]]
+alg = "cubic"
+rtt_ms = 40
+"#;
+
 fn bench(name: &str, text: &str, reps: usize) {
-    let sc = Scenario::from_toml_str(text, ".").expect("scenario");
+    let dir = std::env::temp_dir().join(format!("ccp-sim-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("gigabit.tput"), GIGABIT_LOG).expect("write the log");
+    let sc = Scenario::from_toml_str(text, &dir).expect("scenario");
     let mut best = 0.0f64;
     let mut best_sim_only = 0.0f64;
     let mut pkts = 0;
@@ -74,4 +91,9 @@ fn main() {
     let reps = if quick { 1 } else { 5 };
     bench("50 Mbit/s, 1 Cubic flow, 40 ms, 30 s", ONE_FLOW, reps);
     bench("100 Mbit/s, 3 Cubic flows, 40 ms, 30 s", THREE_FLOWS, reps);
+    bench(
+        "1 Gbit/s throughput log (800/1200 Mbit/s), 1 Cubic flow, 40 ms, 10 s",
+        ONE_FLOW_LOG,
+        reps,
+    );
 }

@@ -101,6 +101,7 @@ mod proto;
 mod results;
 mod scenario;
 mod sim;
+mod trace;
 
 pub mod ipc;
 
@@ -109,10 +110,11 @@ pub use libccp::sim_clock_ns;
 pub use link::CapacityMeter;
 pub use results::{jain, FlowResult, SimResults, TimePoint};
 pub use scenario::{
-    load_trace, parse_trace, Buffer, Capacity, FlowSpec, LinkSpec, NetStatsSpec, ReceiverKind,
-    Scenario, ScenarioError, PACKET_BYTES,
+    Buffer, Capacity, FlowSpec, LinkSpec, NetStatsSpec, ReceiverKind, Scenario, ScenarioError,
+    PACKET_BYTES,
 };
 pub use sim::{Session, SimError, SimOptions, Simulator};
+pub use trace::{load_trace, parse_any, parse_tput, parse_trace, RateLog, TraceFile};
 
 /// Where `build.rs` found the libccp C sources it compiled, and how.
 pub const LIBCCP_SOURCE_DIR: &str = env!("CCP_SIM_LIBCCP_DIR_USED");

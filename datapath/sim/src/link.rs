@@ -1,11 +1,14 @@
 //! The bottleneck: a FIFO drop-tail queue in front of a link whose capacity is a constant
-//! rate, a rate schedule, or a mahimahi trace.
+//! rate, a rate schedule, a mahimahi trace, or a throughput log.
 //!
 //! FIFO service makes every departure time computable when a packet is enqueued:
 //!
 //! - rate link: `departure = max(now, link_free) + 8·bytes / rate(start of service)`;
 //! - trace link: the first unused delivery opportunity at or after `now` (opportunities that
-//!   pass while the queue is empty are wasted, as in mahimahi's `mm-link`).
+//!   pass while the queue is empty are wasted, as in mahimahi's `mm-link`);
+//! - log link: `departure = B⁻¹(B(max(now, link_free)) + 8·bytes)`, `B(t)` the bits the log's
+//!   piecewise-constant rate delivers by `t` (`crate::trace`): capacity that passes while the
+//!   queue is empty is wasted too, and an outage (rate 0) holds the packet.
 //!
 //! So the queue is just the list of scheduled departure times: a packet is in the queue (or
 //! being transmitted) while its departure time lies in the future, and the drop-tail check
@@ -20,6 +23,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::scenario::{Capacity, PACKET_BYTES};
+use crate::trace::RateLog;
 
 const NS_PER_MS: u64 = 1_000_000;
 
@@ -38,6 +42,12 @@ enum Model {
         /// next unused opportunity and how many of its packets are used
         g: u64,
         used: u64,
+    },
+    Log {
+        log: Arc<RateLog>,
+        scale: f64,
+        /// when the transmitter is next free (ns, fractional)
+        free_at: f64,
     },
 }
 
@@ -80,6 +90,11 @@ impl Link {
                 scale: *scale,
                 g: 0,
                 used: 0,
+            },
+            Capacity::Log { log, scale, .. } => Model::Log {
+                log: log.clone(),
+                scale: *scale,
+                free_at: 0.0,
             },
         };
         Link {
@@ -142,6 +157,16 @@ impl Link {
                     *used = 0;
                 }
             }
+            Model::Log {
+                log,
+                scale,
+                free_at,
+            } => {
+                let start = free_at.max(now as f64);
+                let target = log.bits_before(start) + f64::from(bytes) * 8.0 / *scale;
+                *free_at = log.time_of_bits(target).max(start);
+                free_at.ceil() as u64
+            }
         };
         self.departures.push_back((dep, bytes));
         Some(dep)
@@ -175,6 +200,9 @@ impl Link {
                 let g1 = first_at_or_after(times_ms, *period_ms, t1);
                 let pkts = scaled_prefix(g1, *scale) - scaled_prefix(g0, *scale);
                 pkts as f64 * f64::from(PACKET_BYTES)
+            }
+            Model::Log { log, scale, .. } => {
+                (log.bits_before(t1 as f64) - log.bits_before(t0 as f64)) * scale / 8.0
             }
         }
     }
@@ -237,7 +265,7 @@ fn first_at_or_after(times_ms: &[u64], period_ms: u64, t: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::parse_trace;
+    use crate::trace::parse_trace;
 
     fn trace(text: &str, scale: f64) -> Capacity {
         Capacity::Trace {
@@ -331,6 +359,46 @@ mod tests {
         let l = Link::new(&trace("1", 1.0), 10);
         assert_eq!(l.capacity_bytes(0, 1_000_000_000), 999.0 * 1500.0);
         assert_eq!(l.capacity_bytes(0, 1_000_000_001), 1000.0 * 1500.0);
+    }
+
+    fn tput(text: &str, scale: f64) -> Capacity {
+        Capacity::Log {
+            path: "t.tput".into(),
+            log: Arc::new(crate::trace::parse_tput(text).unwrap()),
+            scale,
+        }
+    }
+
+    #[test]
+    fn a_log_link_serves_its_rates_and_waits_out_outages() {
+        // 12 Mbit/s for 1 s (1 ms a packet), then an outage of 1 s, then 24 Mbit/s for 1 s
+        let cap = tput("0 12\n1 0\n2 24\n", 1.0);
+        let mut l = Link::new(&cap, 10_000);
+        assert_eq!(l.enqueue(0, 1500), Some(1_000_000));
+        assert_eq!(l.enqueue(0, 1500), Some(2_000_000));
+        // idle capacity is wasted: a packet at 0.5 s leaves 1 ms later
+        assert_eq!(l.enqueue(500_000_000, 1500), Some(501_000_000));
+        // offered at 0.9995 s: half of it fits before the outage, the rest after it at
+        // 24 Mbit/s (0.25 ms)
+        assert_eq!(l.enqueue(999_500_000, 1500), Some(2_000_250_000));
+        assert!((l.capacity_bytes(0, 3_000_000_000) - 4.5e6).abs() < 1e-3);
+        // the log repeats: its second period starts at 3 s
+        assert_eq!(l.capacity_bytes(3_000_000_000, 4_000_000_000), 1.5e6);
+        // trace_scale multiplies every rate
+        let mut l = Link::new(&tput("0 12\n1 0\n2 24\n", 2.0), 100);
+        assert_eq!(l.enqueue(0, 1500), Some(500_000));
+        assert!((l.capacity_bytes(0, 3_000_000_000) - 9e6).abs() < 1e-3);
+    }
+
+    #[test]
+    fn a_gigabit_log_carries_its_rate() {
+        // 1.7 Gbit/s: 141,667 packets a second
+        let mut l = Link::new(&tput("0 1700\n1 1700\n", 1.0), 1 << 20);
+        let mut last = 0;
+        for _ in 0..141_667 {
+            last = l.enqueue(0, 1500).unwrap();
+        }
+        assert!((last as f64 - 1e9).abs() < 10_000.0, "{last}");
     }
 
     #[test]

@@ -31,6 +31,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ccp_algs::registry::{ALGORITHMS, DATAPATH_PREFIX};
+
+use crate::trace::{load_trace, RateLog, TraceFile};
 use ccp_algs::Preference;
 use serde::Deserialize;
 
@@ -47,12 +49,6 @@ pub const MAX_RATE_MBPS: f64 = 1e6;
 pub const MAX_LINK_PACKETS: f64 = 1e9;
 /// Largest drop-tail buffer (packets), given or from `buffer_bdp`.
 pub const MAX_BUFFER_PKTS: u64 = 10_000_000;
-/// Latest trace timestamp (ms): one day.
-pub const MAX_TRACE_MS: u64 = 86_400_000;
-/// Most delivery opportunities (lines) a trace may hold.
-pub const MAX_TRACE_LINES: usize = 20_000_000;
-/// Largest trace file read (bytes); only regular files are read.
-pub const MAX_TRACE_BYTES: u64 = 256 << 20;
 
 /// Why a scenario was refused.
 #[derive(Debug, thiserror::Error)]
@@ -164,6 +160,13 @@ pub enum Capacity {
         opportunities_ms: Arc<[u64]>,
         scale: f64,
     },
+    /// A throughput log (`time_s rate_mbps`): a piecewise-constant rate repeating with the
+    /// log's period, each rate times `scale` ([`crate::trace`]).
+    Log {
+        path: PathBuf,
+        log: Arc<RateLog>,
+        scale: f64,
+    },
 }
 
 impl Capacity {
@@ -181,6 +184,28 @@ impl Capacity {
                 opportunities_ms.len() as f64 * scale * f64::from(PACKET_BYTES) * 8.0 * 1000.0
                     / period_ms
             }
+            Capacity::Log { log, scale, .. } => log.mean_mbps() * scale * 1e6,
+        }
+    }
+
+    /// The capacity of a trace file of either format (mahimahi or a throughput log), times
+    /// `scale`.
+    pub fn from_trace(path: PathBuf, scale: f64) -> Result<Self, ScenarioError> {
+        Ok(match load_trace(&path)? {
+            TraceFile::Mahimahi(opportunities_ms) => Capacity::Trace {
+                path,
+                opportunities_ms,
+                scale,
+            },
+            TraceFile::Log(log) => Capacity::Log { path, log, scale },
+        })
+    }
+
+    /// The trace file a trace or log link reads; `None` for a rate link.
+    pub fn trace_path(&self) -> Option<&Path> {
+        match self {
+            Capacity::Rate { .. } => None,
+            Capacity::Trace { path, .. } | Capacity::Log { path, .. } => Some(path),
         }
     }
 }
@@ -408,6 +433,7 @@ impl Scenario {
                     });
                 }
             }
+            Capacity::Log { scale, .. } => check_scale(*scale)?,
         }
         match self.link.buffer {
             Buffer::Packets(0) => {
@@ -452,6 +478,7 @@ impl Scenario {
                 }
                 ("link.trace", mean)
             }
+            Capacity::Log { log, scale, .. } => ("link.trace", log.peak_mbps() * scale * 1e6),
         };
         let packets = peak_bps * self.duration_s / (8.0 * f64::from(PACKET_BYTES));
         if packets.is_nan() || packets > MAX_LINK_PACKETS {
@@ -696,13 +723,7 @@ fn build(raw: RawScenario, base: &Path) -> Result<Scenario, ScenarioError> {
             }
             let scale = l.trace_scale.unwrap_or(1.0);
             check_scale(scale)?;
-            let path = base.join(t);
-            let opportunities_ms = load_trace(&path)?;
-            Capacity::Trace {
-                path,
-                opportunities_ms,
-                scale,
-            }
+            Capacity::from_trace(base.join(t), scale)?
         }
     };
     let buffer = match (l.buffer_bdp, l.buffer_pkts) {
@@ -793,94 +814,10 @@ fn build(raw: RawScenario, base: &Path) -> Result<Scenario, ScenarioError> {
     Ok(sc)
 }
 
-/// Read a mahimahi trace: one delivery opportunity per line, a timestamp in ms,
-/// non-decreasing; the trace repeats with period = the last timestamp.
-pub fn load_trace(path: &Path) -> Result<Arc<[u64]>, ScenarioError> {
-    let terr = |message: String| ScenarioError::Trace {
-        path: path.to_path_buf(),
-        message,
-    };
-    let unreadable = |e: std::io::Error| {
-        terr(format!(
-            "cannot read it: {e} (check the path; relative paths resolve against the scenario \
-             file's folder)"
-        ))
-    };
-    // only a regular file: a FIFO would block, /dev/zero would never end
-    let meta = std::fs::metadata(path).map_err(unreadable)?;
-    if !meta.is_file() {
-        return Err(terr("it is not a regular file".into()));
-    }
-    if meta.len() > MAX_TRACE_BYTES {
-        return Err(terr(format!(
-            "it is {} bytes, more than {MAX_TRACE_BYTES}",
-            meta.len()
-        )));
-    }
-    let mut text = String::new();
-    std::io::Read::read_to_string(
-        &mut std::io::Read::take(
-            std::fs::File::open(path).map_err(unreadable)?,
-            MAX_TRACE_BYTES,
-        ),
-        &mut text,
-    )
-    .map_err(unreadable)?;
-    parse_trace(&text).map_err(terr)
-}
-
-/// Parse mahimahi trace text (see [`load_trace`]).
-pub fn parse_trace(text: &str) -> Result<Arc<[u64]>, String> {
-    let mut v: Vec<u64> = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let s = line.trim();
-        if s.is_empty() {
-            continue;
-        }
-        let t: u64 = s.parse().map_err(|_| {
-            format!(
-                "line {}: {s:?} is not a timestamp (one non-negative integer ms per line)",
-                n + 1
-            )
-        })?;
-        if t > MAX_TRACE_MS {
-            return Err(format!(
-                "line {}: timestamp {t} ms is after {MAX_TRACE_MS} ms (one day): a trace \
-                 repeats, give one period of it",
-                n + 1
-            ));
-        }
-        if v.len() >= MAX_TRACE_LINES {
-            return Err(format!(
-                "more than {MAX_TRACE_LINES} delivery opportunities: use a shorter trace (or \
-                 trace_scale)"
-            ));
-        }
-        if let Some(&last) = v.last() {
-            if t < last {
-                return Err(format!(
-                    "line {}: timestamp {t} ms is before the previous {last} ms: timestamps \
-                     must not decrease",
-                    n + 1
-                ));
-            }
-        }
-        v.push(t);
-    }
-    match v.last() {
-        None => Err("it is empty: give one timestamp (ms) per delivery opportunity".into()),
-        Some(0) => Err(
-            "it lasts 0 ms: the last timestamp is the period and must be > 0 (a file holding \
-             just `1` is a 12 Mbit/s link)"
-                .into(),
-        ),
-        Some(_) => Ok(v.into()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::{parse_trace, MAX_TRACE_MS};
 
     const GOOD: &str = r#"
 duration_s = 30
@@ -1011,6 +948,36 @@ count = 2
             Scenario::from_toml_str(&one("alg = \"nuwa\"\nreceiver = \"nuwa\""), ".").unwrap();
         s.flows[0].alg = Some("reno".into());
         assert!(s.validate().unwrap_err().to_string().contains("needs alg"));
+    }
+
+    #[test]
+    fn a_broken_log_names_the_file_the_line_and_the_problem() {
+        let dir = std::env::temp_dir().join(format!("ccp-scenario-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let one = |name: &str, body: &str| {
+            std::fs::write(dir.join(name), body).unwrap();
+            let t = format!("duration_s = 5\n[link]\ntrace = \"{name}\"\n[[flow]]\nrtt_ms = 10\n");
+            Scenario::from_toml_str(&t, &dir)
+        };
+        let s = one("ok.tput", "0 50\n1 0\n2 100\n").unwrap();
+        assert!(matches!(&s.link.capacity, Capacity::Log { .. }));
+        // 50 for 1 s, 0 for 1 s, 100 for 1 s (median gap): 50 Mbit/s; BDP at 10 ms
+        assert!((s.link.capacity.mean_bps() - 50e6).abs() < 1.0);
+        assert_eq!(s.buffer_packets(), 42);
+        for (name, body, says) in [
+            ("neg.log", "0 1\n1 -3\n", "line 2"),
+            ("nan.log", "0 1\n1 nan\n", "line 2"),
+            ("unsorted.log", "0 1\n5 1\n4 1\n", "line 3"),
+            ("zero.tput", "0 0\n1 0\n", "every rate is 0"),
+            ("empty.tput", "", "empty"),
+            ("odd.trace", "0,1\n", "unknown trace format"),
+        ] {
+            let e = one(name, body).unwrap_err();
+            let msg = e.to_string();
+            assert!(matches!(e, ScenarioError::Trace { .. }), "{msg}");
+            assert!(msg.contains(name) && msg.contains(says), "{name}: {msg}");
+        }
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

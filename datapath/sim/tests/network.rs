@@ -162,6 +162,55 @@ fn cellular_trace_is_used_to_capacity_by_a_deep_window() {
 }
 
 #[test]
+fn a_throughput_log_is_served_at_its_rates_outages_included() {
+    // 12 Mbit/s for 2 s, an outage of 100 ms, 12 Mbit/s again (the last sample holds the
+    // median interval, 2 s): 48 Mbit over the 4.1 s period, 11.71 Mbit/s; the window keeps
+    // the queue busy and the outage is shorter than any retransmission timeout
+    let dir = std::env::temp_dir().join(format!("ccp-sim-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("outage.tput"), "0 12\n2 0\n2.1 12\n").unwrap();
+    let sc = ccp_sim::Scenario::from_toml_str(
+        "duration_s = 8.2\n[link]\ntrace = \"outage.tput\"\nbuffer_pkts = 1000\n\
+         [[flow]]\nrtt_ms = 20\n",
+        &dir,
+    )
+    .unwrap();
+    let (r, _) = run_with(&sc, "fixed", fixed(40, None));
+    let f = &r.flows[0];
+    assert_eq!((f.retransmits, f.timeouts), (0, 0), "{f:?}");
+    assert!(f.utilization > 0.97, "{}", f.utilization);
+    // in flight at the end: 40 packets (0.06 Mbit/s over 8.2 s) not delivered
+    assert!(
+        close(f.throughput_mbps, 11.71, 0.15),
+        "{}",
+        f.throughput_mbps
+    );
+    let after = r.throughput_window(2.5, 3.5)[0].1;
+    assert!(close(after, 12.0, 0.3), "{after}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_5g_log_is_used_to_capacity_by_a_deep_window() {
+    // a corpus recording named by its `.tput` suffix: 5G mmWave while driving, ~300 Mbit/s
+    let sc = scenario(
+        "duration_s = 10\n[link]\n\
+         trace = \"traces/corpus/5gophers/03-User-Mobility/car-driving-trace-2.Sprint.tput\"\n\
+         buffer_pkts = 20000\n[[flow]]\nrtt_ms = 20\n",
+    );
+    assert!(matches!(sc.link.capacity, ccp_sim::Capacity::Log { .. }));
+    let (r, _) = run_with(&sc, "fixed", fixed(8000, None));
+    let f = &r.flows[0];
+    assert!(f.utilization > 0.97, "{}", f.utilization);
+    // its first ten samples (1 s each) average 51.77 Mbit/s
+    assert!(
+        close(f.throughput_mbps, 51.77, 1.5),
+        "{}",
+        f.throughput_mbps
+    );
+}
+
+#[test]
 fn rate_schedule_steps_the_capacity() {
     let sc = scenario(
         "duration_s = 10\n[link]\nrate_mbps = 20\nrate_schedule = [{ at_s = 5, rate_mbps = 10 }]\n\
