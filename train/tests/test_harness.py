@@ -180,7 +180,8 @@ def test_shipped_matrix_has_every_suite_with_tune_eval_and_quick():
     keys = [x.key for x in scen]
     assert len(keys) == len(set(keys))
     # the cellular suite covers every trace shipped, each at 2 RTTs x 2 buffers
-    traces = [p for p in (ROOT / "datapath/sim/scenarios/traces").iterdir() if p.name != "README"]
+    traces = [p for p in (ROOT / "datapath/sim/scenarios/traces").iterdir()
+              if p.is_file() and p.name != "README"]
     assert len([x for x in scen if x.suite == "cellular"]) == 4 * len(traces)
 
 
@@ -244,6 +245,23 @@ def test_rotated_trace_keeps_period_and_opportunities(tmp_path):
     assert times == sorted([7, 10, 10, 4, 7])
     assert times[-1] == 10 and len(times) == 5
     assert rotated_trace(src, 0.0, tmp_path / "cache") == src
+
+
+def test_rotated_log_keeps_its_rates_and_period(tmp_path):
+    # 1 s samples, period 4 s: rotating by 0.5 starts at the sample at 2 s
+    src = write(tmp_path / "t.tput", "10 1\n11 2\n12 3\n13 4\n")
+    out = rotated_trace(src, 0.5, tmp_path / "cache")
+    rows = [line.split() for line in out.read_text().splitlines()]
+    assert [(float(t), r) for t, r in rows] == [(0.0, "3"), (1.0, "4"), (2.0, "1"), (3.0, "2")]
+    assert out.suffix == ".tput"
+    assert rotated_trace(src, 0.0, tmp_path / "cache") == src
+    # the capacity a closeup draws: 1, 2, 3, 4 Mbit/s a second each, then again
+    from ccp_train.harness.closeup import _trace_capacity
+
+    ts, cap = _trace_capacity(src, 5.0, 1.0)
+    assert cap == pytest.approx([1.0, 2.0, 3.0, 4.0, 1.0])
+    ts, cap = _trace_capacity(src, 1.0, 0.25)
+    assert cap == pytest.approx([1.0] * 4)
 
 
 def test_seeds_change_starts_and_loss_seed_deterministically(tmp_path):

@@ -32,7 +32,7 @@ from .matrix import (
     load_matrix,
     select,
 )
-from .report import card_summary, headline, markdown, rows, write_summary_csv
+from .report import card_summary, corpus_headline, headline, markdown, rows, write_summary_csv
 from .runner import ROOT, check_alg_variant, expand, run_local, run_ray
 
 
@@ -87,6 +87,11 @@ def evaluate(out: Path, *, split: str, algs: list[str], seeds: list[int],
     write_summary_csv(rs, out / "summary.csv")
     (out / "report.md").write_text(markdown(rs, failures, meta))
     (out / "headline.md").write_text(headline(rs))
+    by_kind = corpus_headline(rs)
+    if by_kind:
+        (out / "corpus.md").write_text(by_kind)
+    elif (out / "corpus.md").exists():
+        (out / "corpus.md").unlink()
     made = plotting.all_plots(records, rs, out) if plots else []
     meta["plots"] = [str(p.relative_to(out)) for p in made]
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -210,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{meta['packets_per_s'] / 1e6:.2f} M simulated packets/s; report: "
           f"{args.out / 'report.md'}")
     print((args.out / "headline.md").read_text(), end="")
+    if (args.out / "corpus.md").is_file():
+        print("\nThe corpus by kind:")
+        print((args.out / "corpus.md").read_text(), end="")
     for f in res["failures"][:10]:
         print(f"FAILED {f['run_id']}: {f['error']}", file=sys.stderr)
     return 1 if res["failures"] else 0

@@ -5,8 +5,11 @@ and ``[[scenario]]`` tables with ``name``, ``split``, optional ``quick`` and ``d
 simulator ``link`` table and ``flows`` (simulator ``[[flow]]`` entries: a flow without ``alg``
 runs the algorithm under test, one with ``alg`` is a fixed competitor). The preferences suite adds
 ``prefs`` (preference vectors) and ``preference_algs``; the cellular suite is a template over the
-traces of a folder (``traces_dir``, ``rtts_ms``, ``buffers_bdp``, ``[trace_split]``). Every key is
-checked: a typo is an error naming the file, the scenario and the fix.
+traces of a folder (``traces_dir``, ``rtts_ms``, ``buffers_bdp``, ``[trace_split]``); the corpus
+suite is a template over the trace corpus's ``tune`` and ``eval`` recordings (``corpus_dir``,
+``rtts_ms``, ``buffers_bdp``, ``quick_per_kind``), its scenario names starting with the
+recording's kind (the report's table groups). Every key is checked: a typo is an error naming
+the file, the scenario and the fix.
 
 The split is the rule the project's model work rests on: training, model selection and knob
 tuning see ``tune`` scenarios only; ``eval`` scenarios are for reports. :func:`select` with
@@ -25,7 +28,7 @@ SPLITS = ("tune", "eval")
 #: algorithms a sweep compares by default (the agent must run each: learned ones need models)
 DEFAULT_ALGS = ("reno", "cubic", "bbr", "iris", "mocc", "owl")
 #: suites in report order
-SUITES = ("links", "cellular", "fairness", "friendliness", "dynamics", "preferences")
+SUITES = ("links", "cellular", "corpus", "fairness", "friendliness", "dynamics", "preferences")
 
 
 def repo_root() -> Path:
@@ -45,6 +48,10 @@ _SUITE_KEYS = {"suite", "description", "duration_s", "scenario", "preference_alg
 _CELL_KEYS = {
     "suite", "description", "duration_s", "traces_dir", "rtts_ms", "buffers_bdp", "trace_split",
     "quick",
+}
+_CORPUS_KEYS = {
+    "suite", "description", "duration_s", "corpus_dir", "rtts_ms", "buffers_bdp",
+    "quick_per_kind", "max_mean_mbps_quick",
 }
 _SCEN_KEYS = {"name", "split", "quick", "duration_s", "link", "flows", "prefs"}
 _LINK_KEYS = {"rate_mbps", "trace", "trace_scale", "rate_schedule", "buffer_bdp", "buffer_pkts",
@@ -208,6 +215,49 @@ def _cellular(path: Path, raw: dict[str, Any], traces_dir: Path | None,
     return out
 
 
+def _numbers(path: Path, raw: dict[str, Any], key: str) -> list[float]:
+    v = raw.get(key, [])
+    if not isinstance(v, list) or not v:
+        raise _err(path, key, "give a non-empty list of numbers")
+    return [_num(path, key, x, 0.01, 100_000) for x in v]
+
+
+def _corpus(path: Path, raw: dict[str, Any]) -> list[Scenario]:
+    """One flow over each ``tune`` and ``eval`` recording of the corpus (its ``split.csv``), at
+    each RTT and buffer; ``quick``: per report kind and split, the ``quick_per_kind``
+    recordings first in the corpus's hash order whose mean is at most ``max_mean_mbps_quick``,
+    at the first RTT and buffer."""
+    from .. import corpus
+
+    _check_keys(path, "suite", raw, _CORPUS_KEYS)
+    dur = _num(path, "duration_s", raw.get("duration_s"), 0.1, 3600)
+    rtts = _numbers(path, raw, "rtts_ms")
+    bufs = _numbers(path, raw, "buffers_bdp")
+    nq = int(_num(path, "quick_per_kind", raw.get("quick_per_kind", 1), 0, 1000))
+    qmax = _num(path, "max_mean_mbps_quick", raw.get("max_mean_mbps_quick", 1e6), 0.001, 1e6)
+    folder = (path.parent / str(raw.get("corpus_dir", ""))).resolve()
+    try:
+        traces = [t for t in corpus.load(folder) if t.split in SPLITS]
+    except corpus.CorpusError as e:
+        raise _err(path, "corpus_dir", str(e)) from e
+    quick: set[str] = set()
+    for kind in sorted({t.report_kind for t in traces}):
+        for split in SPLITS:
+            cands = sorted((t for t in traces if t.report_kind == kind and t.split == split
+                            and t.mean_mbps <= qmax), key=lambda t: corpus._h("quick|" + t.path))
+            quick.update(t.path for t in cands[:nq])
+    out = []
+    for t in traces:
+        for i, r in enumerate(rtts):
+            for j, b in enumerate(bufs):
+                name = f"{t.report_kind}-{t.name}-{r:g}ms-{b:g}bdp"
+                out.append(Scenario("corpus", name, t.split, dur,
+                                    {"trace": str(t.file), "buffer_bdp": float(b)},
+                                    [{"rtt_ms": float(r)}],
+                                    t.path in quick and i == 0 and j == 0))
+    return out
+
+
 def load_suite(path: Path, traces_dir: Path | None = None,
                traces_split: str = "eval") -> list[Scenario]:
     """Read and check one suite file."""
@@ -222,6 +272,8 @@ def load_suite(path: Path, traces_dir: Path | None = None,
         raise _err(path, "suite", f"is {suite!r}: it must equal the file name ({path.stem!r})")
     if suite == "cellular":
         return _cellular(path, raw, traces_dir, traces_split)
+    if suite == "corpus":
+        return _corpus(path, raw)
     _check_keys(path, "suite", raw, _SUITE_KEYS)
     dur = _num(path, "duration_s", raw.get("duration_s"), 0.1, 3600)
     prefs = _prefs(path, "prefs", raw["prefs"]) if "prefs" in raw else []

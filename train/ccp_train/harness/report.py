@@ -25,6 +25,10 @@ COLUMNS: dict[str, list[tuple[str, str, str | None, float]]] = {
                  ("queue_delay_p50_ms", "qdel p50 ms", "min", 1),
                  ("queue_delay_p95_ms", "qdel p95 ms", "min", 1),
                  ("loss_rate", "loss %", "min", 100), ("owl_utility", "eq. 7 U", "max", 1)],
+    "corpus": [("throughput_mbps", "thr Mbit/s", "max", 1), ("utilization", "util", "max", 1),
+               ("queue_delay_p50_ms", "qdel p50 ms", "min", 1),
+               ("queue_delay_p95_ms", "qdel p95 ms", "min", 1),
+               ("loss_rate", "loss %", "min", 100), ("owl_utility", "eq. 7 U", "max", 1)],
     "fairness": [("jain_mean", "Jain (500 ms)", "max", 1), ("jain_p5", "Jain p5", "max", 1),
                  ("jain_whole", "Jain (means)", "max", 1),
                  ("convergence_s", "converge s", "min", 1), ("converged", "converged", "max", 1),
@@ -47,6 +51,8 @@ COLUMNS: dict[str, list[tuple[str, str, str | None, float]]] = {
 _GROUP = {
     "friendliness": lambda scen: scen.split("-")[1],
     "dynamics": lambda scen: scen.split("-")[0],
+    # the corpus: by the recording's kind (cellular, 5g, wifi, leo, broadband)
+    "corpus": lambda scen: scen.split("-")[0],
 }
 
 
@@ -219,6 +225,42 @@ def headline(rs: list[dict]) -> str:
                     and (suite != "dynamics" or g == "steps")]
             m = vals[0][0] if vals else math.nan
             cells.append("–" if not math.isfinite(m) else f"{m * scale:.3g}")
+        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def corpus_headline(rs: list[dict]) -> str:
+    """The corpus by kind for the README: per algorithm and kind, utilization / p95 queueing
+    delay (ms), and its throughput as a multiple of Cubic's on the same runs where Cubic ran.
+    Empty when the sweep had no corpus runs."""
+    tab = suite_table(rs, "corpus")
+    if not tab:
+        return ""
+    kinds = [k for k in ("cellular", "5g", "wifi", "leo", "broadband") if any(
+        g == k for g, _ in tab)]
+    # throughput relative to Cubic, per run (same scenario and seed), then averaged
+    cubic = {(r["scenario"], r["seed"]): r.get("throughput_mbps", math.nan) for r in rs
+             if r["suite"] == "corpus" and r["alg"] == "cubic"}
+    rel: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in rs:
+        c = cubic.get((r["scenario"], r["seed"]), math.nan)
+        v = r.get("throughput_mbps", math.nan)
+        if r["suite"] == "corpus" and math.isfinite(c) and c > 0 and math.isfinite(v):
+            rel[(_group("corpus", r["scenario"]), r["alg"])].append(v / c)
+    algs = sorted({a for _, a in tab})
+    lines = ["| alg | " + " | ".join(f"{k} util / qdel p95 / thr ÷ Cubic" for k in kinds) + " |",
+             "|---|" + "---:|" * len(kinds)]
+    for a in algs:
+        cells = []
+        for k in kinds:
+            v = tab.get((k, a))
+            if v is None:
+                cells.append("–")
+                continue
+            rr = rel.get((k, a), [])
+            ratio = f"{sum(rr) / len(rr):.2f}×" if rr else "–"
+            cells.append(f"{v['utilization'][0]:.2f} / {v['queue_delay_p95_ms'][0]:.0f} ms / "
+                         f"{ratio}")
         lines.append(f"| {a} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -119,11 +119,69 @@ def _trace_times(path: str) -> tuple[int, ...]:
     return tuple(int(x) for x in Path(path).read_text().split())
 
 
+def is_log(path: Path) -> bool:
+    """Whether a trace file is a throughput log (``time_s rate_mbps``) rather than a mahimahi
+    file: the simulator's own rule (a ``.tput`` suffix, else two numbers on the first line that
+    is neither empty nor a comment)."""
+    if path.suffix == ".tput":
+        return True
+    with path.open() as fh:
+        for line in fh:
+            s = line.strip()
+            if s and not s.startswith("#"):
+                return len(s.split()) == 2
+    return False
+
+
+@functools.lru_cache(maxsize=64)
+def _log_samples(path: str) -> tuple[tuple[tuple[float, str], ...], float]:
+    """A throughput log's samples (time from the first, the rate as written; a later sample
+    at the same time replaces the earlier) and its period (the simulator's: the last sample
+    holds for the median interval, 1 s alone)."""
+    rows: list[tuple[float, str]] = []
+    for line in Path(path).read_text().splitlines():
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        t, r = s.split()
+        if rows and float(t) == rows[-1][0]:
+            rows[-1] = (float(t), r)
+        else:
+            rows.append((float(t), r))
+    t0 = rows[0][0]
+    gaps = sorted(b[0] - a[0] for a, b in zip(rows, rows[1:], strict=False))
+    hold = gaps[len(gaps) // 2] if gaps else 1.0
+    return tuple((t - t0, r) for t, r in rows), rows[-1][0] - t0 + hold
+
+
+def _rotated_log(path: Path, frac: float, cache: Path) -> Path:
+    """A throughput log started ``frac`` of its period later, at the sample nearest that point
+    (every rate and interval kept, but the one before the cut, which holds the median
+    interval)."""
+    samples, period = _log_samples(str(path.resolve()))
+    k = min(range(len(samples)), key=lambda i: abs(samples[i][0] - frac * period))
+    off = samples[k][0]
+    if off <= 0:
+        return path
+    digest = hashlib.sha256(f"{path.resolve()}|{off}".encode()).hexdigest()[:12]
+    out = cache / f"{path.name}.{off:g}s.{digest}.tput"
+    if out.exists():
+        return out
+    rows = samples[k:] + tuple((t + period, r) for t, r in samples[:k])
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text("".join(f"{t - off:.6f} {r}\n" for t, r in rows))
+    tmp.replace(out)
+    return out
+
+
 def rotated_trace(path: Path, frac: float, cache: Path) -> Path:
-    """The mahimahi trace ``path`` started ``frac`` of its period later (same period and
-    opportunities); written once into ``cache``."""
+    """The trace ``path`` started ``frac`` of its period later (same period and
+    opportunities; a throughput log: :func:`_rotated_log`); written once into ``cache``."""
     if frac <= 0.0:
         return path
+    if is_log(path):
+        return _rotated_log(path, frac, cache)
     times = _trace_times(str(path.resolve()))
     period = times[-1]
     # start at an opportunity (so the rotated file's last timestamp is the period again)
