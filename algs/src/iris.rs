@@ -1,4 +1,4 @@
-//! Iris (statistical-learning rate control for real-time video, iris.txt §IV–V) as a CCP
+//! Iris (statistical-learning rate control for real-time video, the Iris paper §IV–V) as a CCP
 //! algorithm.
 //!
 //! Units used throughout this module (the paper mixes packets, Mbps and ms):

@@ -1,4 +1,4 @@
-//! In-network statistics of a flow's path: what Owl (owl.txt §IV-A, §VI) reads next to its
+//! In-network statistics of a flow's path: what Owl (the Owl paper §IV-A, §VI) reads next to its
 //! end-to-end signals when the network offers it.
 //!
 //! A measurement agent (the paper's SDN controller behind a REST API; here the simulator's

@@ -7,7 +7,7 @@
 //! [`ProgramBuilder`], which emits only the fields an algorithm asks for (libccp allows at most
 //! 16 report fields) and one of the report triggers below.
 //!
-//! Fold-language limits respected by construction (see `shared/notes/ccp-stack.md`): every
+//! Fold-language limits respected by construction (see `docs/upstream-defects.md`): every
 //! expression is at most two operators deep (libccp has 8 temporaries and no bounds check),
 //! programs stay within [`MAX_PROGRAM_INSTRUCTIONS`] (checked in tests and again by the agent
 //! before install), immediates are < 2^31, and names are prefixed by the algorithm because program

@@ -1,4 +1,4 @@
-//! Jury (fairness-generalizable DRL congestion control, jury.txt §3–4) as a CCP algorithm: a
+//! Jury (fairness-generalizable DRL congestion control, the Jury paper §3–4) as a CCP algorithm: a
 //! policy that sees only bottleneck-wide signals proposes an action *range*, and a
 //! post-processing step places each flow in that range by its own bandwidth occupancy, so
 //! flows with a larger share take smaller actions and converge to a fair share on networks the

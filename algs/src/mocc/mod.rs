@@ -1,4 +1,4 @@
-//! MOCC (multi-objective RL congestion control, mocc.txt §4.1, §5) as a CCP algorithm: the
+//! MOCC (multi-objective RL congestion control, the MOCC paper §4.1, §5) as a CCP algorithm: the
 //! learned core ([`core`]: features, action, reward, start-up) and the governors that act on
 //! its decisions ([`governors`]). The policy is an ONNX model trained in Python on this same
 //! code ([`crate::learned`]); the agent wraps [`Mocc`] in [`crate::learned::WithPolicy`].

@@ -1,4 +1,4 @@
-//! Nuwa-RL (nuwa-rl.txt §III–IV) as a CCP algorithm: a per-ACK window law steers the
+//! Nuwa-RL (the Nuwa-RL paper §III–IV) as a CCP algorithm: a per-ACK window law steers the
 //! queueing delay to a target `T_d`, and a recurrent policy (PPO-LSTM) chooses the law's gain
 //! `k` once per period. The law runs in the fold program, so the datapath applies it on every
 //! ACK without waiting for the agent; the agent only sets registers ([`core::reg`]).

@@ -1,4 +1,4 @@
-//! Nuwa at the receiver (nuwa-rl.txt §III-A eq. 6–7, §IV-A Algorithm 1): the law on the
+//! Nuwa at the receiver (the Nuwa-RL paper §III-A eq. 6–7, §IV-A Algorithm 1): the law on the
 //! advertised window, from the relative one-way delay, as the paper deploys it. The simulator
 //! runs it for a flow with `receiver = "nuwa"`; CCP's datapaths are senders and run the
 //! sender-side form ([`super::program`]).

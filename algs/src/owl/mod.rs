@@ -1,4 +1,4 @@
-//! Owl (partially oblivious congestion control, owl.txt §IV–VII) as a CCP algorithm: a DQN
+//! Owl (partially oblivious congestion control, the Owl paper §IV–VII) as a CCP algorithm: a DQN
 //! picks one of seven window changes per decision from end-to-end signals and, where the
 //! network offers them, in-network ones, with one model for both cases (state masking). The
 //! Q-network is an ONNX model trained in Python on this same code ([`crate::learned`]).

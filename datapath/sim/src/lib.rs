@@ -56,7 +56,7 @@
 //! over the acked packet's flight (~1 RTT), bytes/s, by send and by ACK interval;
 //! `bytes_in_flight`/`packets_in_flight` = sent, not delivered, not declared lost;
 //! `snd_cwnd` = the cwnd being enforced (fed back every time: libccp overwrites its Cwnd
-//! register with it, ccp-stack.md defect 7); `snd_rate` = the pacing rate;
+//! register with it, docs/upstream-defects.md, defect 7); `snd_rate` = the pacing rate;
 //! `bytes_pending` = 2^30 (bulk sender).
 //!
 //! The lockstep protocol

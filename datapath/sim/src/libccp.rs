@@ -41,7 +41,7 @@ pub(crate) type Primitives = ffi::ccp_primitives;
 
 /// Connection table size.
 pub(crate) const MAX_CONNECTIONS: usize = 1024;
-/// Program table size: libccp's off-by-one leaves 9 usable (ccp-stack.md, defect 3).
+/// Program table size: libccp's off-by-one leaves 9 usable (docs/upstream-defects.md, defect 3).
 pub(crate) const MAX_PROGRAMS: usize = 10;
 /// Fallback timeout. It can never fire here: `send_msg` always succeeds, and libccp arms the
 /// fallback only after a failed send.

@@ -9,7 +9,7 @@
 //!
 //! libccp trusts what the agent sends: it reads the 8-byte header before checking the buffer
 //! size, indexes register arrays with unchecked indices from INSTALL and UPDATE_FIELDS
-//! messages, and loops forever on a 256-instruction program (ccp-stack.md, defects 1-2). A
+//! messages, and loops forever on a 256-instruction program (docs/upstream-defects.md, defects 1-2). A
 //! kernel module has to live with that; the simulator checks every message with
 //! [`validate_agent_msg`] first and counts the ones it refuses instead of handing them on.
 

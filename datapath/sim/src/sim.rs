@@ -539,7 +539,7 @@ struct World<H: IpcHolder> {
     netstats: Option<NetStatsPublisher>,
 }
 
-/// Samples the bottleneck switch every period (owl.txt §IV-A eq. 4–5, over one switch and
+/// Samples the bottleneck switch every period (the Owl paper §IV-A eq. 4–5, over one switch and
 /// one link) and publishes the result.
 struct NetStatsPublisher {
     spec: NetStatsSpec,

@@ -3,7 +3,7 @@
 //! portus 0.9 ends its run loop on any message it cannot parse, panics on a CREATE shorter
 //! than 32 bytes or a congAlg without a terminating NUL, hits `unreachable!()` on an INSTALL
 //! and `unimplemented!()` on an UPDATE_FIELDS arriving at the agent, and its channel backend
-//! panics on a message longer than its 1024-byte buffer (ccp-stack.md, defect 12). So the
+//! panics on a message longer than its 1024-byte buffer (docs/upstream-defects.md, defect 12). So the
 //! agent never hands portus a raw socket: [`Guarded`] wraps any portus [`Ipc`], reads into
 //! its own 64 KiB buffer, and passes on only well-formed messages of the three types a
 //! datapath may send (CREATE, MEASURE, READY). Everything else is dropped, counted by reason
@@ -684,7 +684,7 @@ impl<I: Ipc> Ipc for Guarded<I> {
                     }
                 }
                 // portus ends its run loop on a failed send while installing programs
-                // (ccp-stack.md, defect 12): the failure stops here
+                // (docs/upstream-defects.md, defect 12): the failure stops here
                 Ok(())
             }
         }
