@@ -1,5 +1,5 @@
-//! Cubic (RFC 8312, carried unchanged in this respect into RFC 9438; section numbers are RFC
-//! 8312's) as a CCP algorithm.
+//! Cubic (RFC 8312; RFC 9438 obsoletes it without changing the model below; the section
+//! numbers are RFC 8312's) as a CCP algorithm.
 //!
 //! Model, with windows in MSS units, `t` the time since the last congestion event and
 //! `RTT` the smoothed RTT:
