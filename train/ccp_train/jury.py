@@ -1,4 +1,4 @@
-"""Jury (jury.txt §3.5, Table 2) trained with Stable-Baselines3's TD3 on the simulator.
+"""Jury (the Jury paper §3.5, Table 2) trained with Stable-Baselines3's TD3 on the simulator.
 
     python -m ccp_train.jury train --out DIR [--seed 1] [--steps 300000] [flags]
 
@@ -8,7 +8,13 @@ exported to ``DIR/jury.onnx`` with its card (``DIR/jury.json``) and ``DIR/jury.z
 
 **What is trained.** Every flow of an episode is a Jury flow sharing the policy: 2-10 flows
 (``--flows``) with staggered starts on one bottleneck drawn from the paper's Table 1 ranges
-(20-100 Mbit/s, 10-60 ms RTT, 0.8-1.5 BDP, 0-0.1 % loss). Observations, the post-processing
+(20-100 Mbit/s, 10-60 ms RTT, 0.8-1.5 BDP, 0-0.1 % loss). With probability ``--trace-prob``
+(default 0: the paper's constant links) a trace replaces the constant rate: a recording of the
+trace corpus's ``train`` split (a kind drawn by ``--trace-kinds``, then a recording uniformly),
+explicit ``--traces`` files instead, or with ``--synthetic-prob`` a synthetic capacity log; a
+recording starts at one of ``--trace-offsets`` points of its period, scaled by
+``--trace-scale`` (its mean times the scale is the link rate the episode start's BDP uses).
+Observations, the post-processing
 (eq. 6 with the occupancy estimate of eq. 5), exploration, the significance rule, the window
 update and the reward (eq. 9) are the Rust core's (``algs/src/jury/``), run by the agent's own
 flow driver inside the simulator: the policy is trained inside exactly what serves it. The
@@ -70,10 +76,16 @@ from stable_baselines3.common.logger import configure
 from ccp_train import _native
 from ccp_train.export import export_sb3_actor
 from ccp_train.rl import curves, determinism
-from ccp_train.rl.flags import floats, ints
+from ccp_train.rl.flags import (
+    add_trace_source,
+    check_trace_ranges,
+    floats,
+    ints,
+    trace_source_from_args,
+)
 from ccp_train.rl.log import Logger
 from ccp_train.rl.spec import AlgSpec, Knobs, parse_knob
-from ccp_train.scenarios import ScenarioRanges
+from ccp_train.scenarios import ScenarioRanges, trace_mean_mbps
 
 ALG = "jury"
 #: knobs that set where an episode begins (``EPISODE_START_KNOBS`` in algs/src/jury/config.rs)
@@ -135,7 +147,7 @@ class Bottleneck:
             # every flow's first window near its share of the BDP (the start's knob)
             sc = tomllib.loads(scenario)
             flows = [f for f in sc["flow"] if f["alg"] == ALG]
-            bdp = sc["link"]["rate_mbps"] * 1e6 / 8 * flows[0]["rtt_ms"] / 1e3 / PACKET_BYTES
+            bdp = link_rate_mbps(sc["link"]) * 1e6 / 8 * flows[0]["rtt_ms"] / 1e3 / PACKET_BYTES
             lo, hi = self.start_share
             share = math.exp(self.rng.uniform(math.log(lo), math.log(hi)))
             start["initial_cwnd_pkts"] = round(max(1.0, bdp / len(flows) * share), 2)
@@ -145,6 +157,33 @@ class Bottleneck:
         self.prev_obs.clear()
         self.prev_act.clear()
         self.episodes += 1
+
+
+def link_rate_mbps(link: dict[str, Any]) -> float:
+    """A scenario link's rate: its constant rate, or a trace's mean times its scale."""
+    if "trace" in link:
+        return trace_mean_mbps(str(link["trace"])) * float(link.get("trace_scale", 1.0))
+    return float(link["rate_mbps"])
+
+
+def ranges_from_args(args: argparse.Namespace, out: Path) -> ScenarioRanges:
+    """Table 1's ranges of the ``train`` flags, traces included (rotated and synthetic ones
+    under ``out/traces``); raises ``SystemExit`` with the reason for a bad flag."""
+    if len(args.flows) != 2 or args.flows[0] > args.flows[1]:
+        raise SystemExit("--flows: give lo,hi (e.g. 2,10)")
+    last_start = (args.flows[1] - 1) * args.stagger_s[1]
+    if last_start >= args.duration_s[0]:
+        raise SystemExit(f"--stagger-s {args.stagger_s[1]:g} with {args.flows[1]} flows starts "
+                         f"the last at {last_start:g} s, after the shortest episode ends")
+    check_trace_ranges(args)
+    source = trace_source_from_args(args)
+    has = bool(source["traces"]) or source["corpus"] is not None or source["synthetic_prob"] > 0
+    return ScenarioRanges(
+        duration_s=args.duration_s, rate_mbps=args.rate_mbps, rtt_ms=args.rtt_ms,
+        buffer_bdp=args.buffer_bdp, loss=args.loss, learners=args.flows,
+        stagger_s=args.stagger_s, trace_prob=args.trace_prob if has else 0.0,
+        trace_scale=args.trace_scale, trace_offsets=args.trace_offsets,
+        trace_cache=str(out / "traces"), **source)
 
 
 def scaled_to_box(a: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -162,14 +201,10 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
     defaults = dict(_native.defaults(ALG))
     reward_names = set(defaults) - set(_native.dynamics(ALG)) - set(EPISODE_START)
     knobs = Knobs(ALG, args.knob, settable=reward_names)
-    ranges = ScenarioRanges(
-        duration_s=args.duration_s, rate_mbps=args.rate_mbps, rtt_ms=args.rtt_ms,
-        buffer_bdp=args.buffer_bdp, loss=args.loss, learners=args.flows,
-        stagger_s=args.stagger_s)
-    last_start = (args.flows[1] - 1) * args.stagger_s[1]
-    if last_start >= args.duration_s[0]:
-        print(f"error: --stagger-s {args.stagger_s[1]:g} with {args.flows[1]} flows starts the "
-              f"last at {last_start:g} s, after the shortest episode ends", file=sys.stderr)
+    try:
+        ranges = ranges_from_args(args, out)
+    except SystemExit as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     command = "python -m ccp_train.jury " + shlex.join(argv)
     log = Logger(Path(args.log) if args.log else out / f"{ALG}.train.jsonl")
@@ -328,6 +363,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--loss", type=floats(2), default="0,0.001")
     s.add_argument("--stagger-s", type=floats(2), default="0,2",
                    help="flows of one bottleneck start this far apart")
+    s.add_argument("--trace-prob", type=float, default=0.0,
+                   help="P(an episode runs a trace instead of a constant rate; 0: Table 1's "
+                        "constant links)")
+    s.add_argument("--trace-scale", type=floats(2), default="1,1",
+                   help="trace capacity multiplier range")
+    s.add_argument("--trace-offsets", type=int, default=8,
+                   help="points of a trace's period an episode may start at")
+    add_trace_source(s)
     s.add_argument("--start-prob", type=float, default=0.8,
                    help="P(an episode's flows start near their share instead of the initial "
                         "window)")

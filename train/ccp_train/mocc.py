@@ -1,4 +1,4 @@
-"""MOCC training (mocc.txt §4-5): PPO with a preference sub-network, two-phase landmark
+"""MOCC training (the MOCC paper §4-5): PPO with a preference sub-network, two-phase landmark
 training, requirement replay for online adaptation. CleanRL-style: one file, every
 hyper-parameter a flag, fully seeded, scalars logged per iteration; the generic parts are in
 ``ccp_train.rl``. Design notes and the reasons behind each default: ``docs/training.md``.
@@ -16,7 +16,11 @@ Environment: ``--learners 1,1,2,3`` = one simulator per entry, that many MOCC le
 bottleneck, stepped in lockstep (``ccp_train.rl.vec``; ``--workers``/``--ray`` spread them over
 processes or a Ray cluster without changing a transition). Observation, action and reward are
 Rust's (``_native.spec("mocc")``); the reward is eq. 2 under the flow's ``w``. With probability
-``--mixed-w`` every learner after the first carries a random landmark.
+``--mixed-w`` every learner after the first carries a random landmark. With probability
+``--trace-prob`` a trace replaces the constant rate: a recording of the trace corpus's
+``train`` split (a kind drawn by ``--trace-kinds``, then a recording uniformly), explicit
+``--traces`` files instead, or with ``--synthetic-prob`` a synthetic capacity log
+(``ccp_train.rl.flags.add_trace_source``; docs/training.md).
 
 Networks (§4.1): actor and critic towers, ``w -> PreferenceNet`` concatenated with the network
 state, then tanh layers; the actor is a Gaussian mean with a state-independent log std, the
@@ -62,9 +66,6 @@ from ccp_train.rl.vec import Pool, make_pool, run_fixed
 from ccp_train.scenarios import Episodes, EpisodeStart
 
 ALG = "mocc"
-#: TMobile-LTE-short.down is held out for evaluation
-TRAIN_TRACES = ("datapath/sim/scenarios/traces/ATT-LTE-driving-2016.down",
-                "datapath/sim/scenarios/traces/TMobile-UMTS-driving.down")
 LOG_STD_BOUNDS = (-5.0, 2.0)
 CKPT_FORMAT = "ccp_train.mocc/1"
 #: the paper's bootstrap objectives (§4.2)
@@ -520,7 +521,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--knob", type=parse_knob, action="append", default=[], metavar="NAME=VALUE",
                    help="an [algs.mocc] knob (MoccConfig) for every episode, repeatable; unset "
                    "knobs are the agent's defaults (adapt: the model's card's)")
-    flags.add_scenarios(p, TRAIN_TRACES)
+    flags.add_scenarios(p)
     g = p.add_argument_group("episodes")
     g.add_argument("--learners", type=flags.ints, default="1,1,2,3",
                    help="one simulator per entry, with that many MOCC learners on a bottleneck")

@@ -1,4 +1,4 @@
-"""Nuwa-RL (nuwa-rl.txt §III-IV) trained with sb3-contrib's RecurrentPPO on the simulator.
+"""Nuwa-RL (the Nuwa-RL paper §III-IV) trained with sb3-contrib's RecurrentPPO on the simulator.
 
     python -m ccp_train.nuwa train --out DIR [--seed 1] [--steps 400000] [flags]
     python -m ccp_train.nuwa hold --out DIR [--knob NAME=VALUE]   # the bare law as a model
@@ -28,10 +28,12 @@ need, so ``--duration-s`` is an upper bound. A step's reward is the mean of eq. 
 report since the action (``--reward mean``; ``last``: the decision report's alone).
 
 **Episodes.** A constant link (rate log-uniform in ``--rate-mbps``) or, with probability
-``--trace-prob``, a cellular trace of the harness's *tune* split (ATT LTE and T-Mobile UMTS
-downlinks; the other traces stay unseen), started at one of ``--trace-offsets`` points of its
-period and scaled by ``--trace-scale``; minimum RTT uniform in ``--rtt-ms``, a drop-tail buffer
-log-uniform in ``--buffer-bdp`` BDPs, random loss uniform in ``--loss``. The target delay
+``--trace-prob``, a trace: a recording of the trace corpus's ``train`` split (a kind drawn by
+``--trace-kinds``, then a recording uniformly; ``tune`` and ``eval`` stay unseen), explicit
+``--traces`` files instead, or with ``--synthetic-prob`` a synthetic capacity log; a recording
+starts at one of ``--trace-offsets`` points of its period; scaled by ``--trace-scale``;
+minimum RTT uniform in ``--rtt-ms``, a drop-tail buffer log-uniform in ``--buffer-bdp`` BDPs,
+random loss uniform in ``--loss``. The target delay
 ``T_d`` is drawn per episode, log-uniformly from ``--target-delay-ms`` (``target_delay_ms`` is not
 in the dynamics: every delay the policy sees is in units of ``T_d``, so one model serves any
 target).
@@ -70,15 +72,18 @@ from ccp_train.envs import CcpEnv
 from ccp_train.export import export_sb3_actor, export_torch
 from ccp_train.rl import curves, determinism
 from ccp_train.rl.evaluate import agent_config, harness_tune
-from ccp_train.rl.flags import REPO_ROOT, floats, ints
+from ccp_train.rl.flags import (
+    add_trace_source,
+    check_trace_ranges,
+    floats,
+    ints,
+    trace_source_from_args,
+)
 from ccp_train.rl.log import Logger
 from ccp_train.rl.spec import AlgSpec, Knobs, parse_knob
 from ccp_train.scenarios import Episodes, EpisodeStart, ScenarioRanges
 
 ALG = "nuwa"
-#: cellular traces of the harness's tune split (ops/eval/cellular.toml), as MOCC and Owl train on
-TRAIN_TRACES = ("datapath/sim/scenarios/traces/ATT-LTE-driving-2016.down",
-                "datapath/sim/scenarios/traces/TMobile-UMTS-driving.down")
 #: knobs outside the dynamics a run may not set: the model's shape (the spec's) and the target,
 #: drawn per episode (``--target-delay-ms``)
 NOT_SETTABLE = ("lstm_hidden", "target_delay_ms")
@@ -111,19 +116,17 @@ def reward_knobs(knobs: Knobs) -> dict[str, Any]:
 
 
 def episodes_from_args(args: argparse.Namespace, knobs: Knobs, out: Path) -> Episodes:
-    traces = []
-    for t in filter(None, (args.traces or "").split(",")):
-        f = next((c for c in (Path(t), REPO_ROOT / t) if c.is_file()), None)
-        if f is None:
-            raise SystemExit(f"--traces: {t} is not a file (relative to the working directory "
-                             "or the repository; --traces '' for constant links only)")
-        traces.append(str(f.resolve()))
+    """The episodes of the ``train`` flags (rotated and synthetic traces under
+    ``out/traces``); raises ``SystemExit`` with the reason for a bad trace flag."""
+    check_trace_ranges(args)
+    source = trace_source_from_args(args)
+    has = bool(source["traces"]) or source["corpus"] is not None or source["synthetic_prob"] > 0
     ranges = ScenarioRanges(
         duration_s=args.duration_s, rate_mbps=args.rate_mbps, rate_dist="log-uniform",
         rtt_ms=args.rtt_ms, buffer_bdp=args.buffer_bdp, buffer_dist="log-uniform",
-        loss=args.loss, traces=tuple(traces), trace_prob=args.trace_prob if traces else 0.0,
+        loss=args.loss, trace_prob=args.trace_prob if has else 0.0,
         trace_scale=args.trace_scale, trace_offsets=args.trace_offsets,
-        trace_cache=str(out / "traces"))
+        trace_cache=str(out / "traces"), **source)
     start = EpisodeStart(1.0, {}, {TARGET: tuple(args.target_delay_ms)})
     return Episodes(ALG, ranges, knobs.toml(), start)
 
@@ -393,13 +396,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--buffer-bdp", type=floats(2), default="0.5,4",
                    help="drop-tail buffer in BDPs, log-uniform")
     s.add_argument("--loss", type=floats(2), default="0,0.01", help="random loss, uniform")
-    s.add_argument("--traces", default=",".join(TRAIN_TRACES),
-                   help="mahimahi traces replacing the constant rate ('' for none)")
-    s.add_argument("--trace-prob", type=float, default=0.5, help="P(an episode runs a trace)")
+    s.add_argument("--trace-prob", type=float, default=0.5,
+                   help="P(an episode runs a trace instead of a constant link)")
     s.add_argument("--trace-scale", type=floats(2), default="0.5,2",
                    help="trace capacity multiplier, uniform")
     s.add_argument("--trace-offsets", type=int, default=8,
                    help="points of a trace's period an episode may start at")
+    add_trace_source(s)
     s.add_argument("--target-delay-ms", type=floats(2), default="10,40",
                    help="T_d per episode, log-uniform")
     h = t.add_argument_group("harness (tune split only: selection figures)")

@@ -1,4 +1,4 @@
-"""Owl (owl.txt §IV–VII, Table II) trained with Stable-Baselines3's DQN on the simulator.
+"""Owl (the Owl paper §IV–VII, Table II) trained with Stable-Baselines3's DQN on the simulator.
 
     python -m ccp_train.owl train --out DIR [--seed 1] [--steps 2000000] [flags]
 
@@ -27,11 +27,14 @@ mask (absent ones are zero whatever a source wrote) and passes the mask on as an
 **Episodes** (Table II's network ranges): link rate log-uniform in ``--rate-mbps`` (6-100
 Mbit/s), minimum RTT uniform in ``--rtt-ms`` (1-40 ms), drop-tail buffer log-uniform in
 ``--buffer-pkts`` (3-2000 packets; uniform draws would almost never give the shallow buffers),
-random loss ``--loss`` (the paper's 0 %). With probability ``--trace-prob`` a cellular trace
-replaces the constant rate: the tune split's ATT LTE and T-Mobile UMTS downlinks (the harness
-evaluates on the other traces), started at one of ``--trace-offsets`` points of its period so
-episodes see all of it. With probability ``--multi-prob`` 2 to ``--max-flows`` Owl flows share
-the bottleneck (same RTT, starts ``--stagger-s`` apart), all learners of one shared network.
+random loss ``--loss`` (the paper's 0 %). With probability ``--trace-prob`` a trace replaces the
+constant rate: a recording of the trace corpus's ``train`` split (a kind drawn by
+``--trace-kinds``, then a recording uniformly; the harness evaluates on the ``eval`` split),
+explicit ``--traces`` files instead, or with ``--synthetic-prob`` a synthetic capacity log; a
+recording starts at one of ``--trace-offsets`` points of its period so episodes see all of it,
+and the episode's capacity is the trace's mean times its ``--trace-scale``. With probability
+``--multi-prob`` 2 to ``--max-flows`` Owl flows share the bottleneck (same RTT, starts
+``--stagger-s`` apart), all learners of one shared network.
 
 **Steps and transitions.** As Jury's trainer: a step ends at any flow's report with a decision
 due (``SimEnv(pause="any")``), so every flow decides at each of its own decisions (one per
@@ -62,15 +65,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
 import math
 import random
 import shlex
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -81,18 +84,24 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.utils import polyak_update
 from torch import nn
 
-from ccp_train import _native
+from ccp_train import _native, scenarios
 from ccp_train import card as card_mod
 from ccp_train.export import export_torch
 from ccp_train.rl import curves, determinism
-from ccp_train.rl.flags import REPO_ROOT, floats, ints
+from ccp_train.rl.flags import (
+    add_trace_source,
+    check_trace_ranges,
+    floats,
+    ints,
+    trace_source_from_args,
+)
 from ccp_train.rl.log import Logger
 from ccp_train.rl.spec import AlgSpec, Knobs, parse_knob
 
+if TYPE_CHECKING:
+    from ccp_train.corpus import TraceDraw
+
 ALG = "owl"
-#: cellular traces of the harness's tune split (ops/eval/cellular.toml), as MOCC trains on
-TRAIN_TRACES = ("datapath/sim/scenarios/traces/ATT-LTE-driving-2016.down",
-                "datapath/sim/scenarios/traces/TMobile-UMTS-driving.down")
 #: the action index the runtime hands the core (eq. 6): packets added to the window
 ACTION_PKTS = (-10, -3, -1, 0, 1, 3, 10)
 
@@ -104,7 +113,7 @@ class MaskedInput(BaseFeaturesExtractor):
     """The Q-network's input layer: ``x = concat(obs, mask)`` -> ``concat(obs * mask, mask)``.
 
     Absent features are zero whatever value they carry, and the network reads which are
-    absent (state masking, owl.txt §IV-A)."""
+    absent (state masking, the Owl paper §IV-A)."""
 
     def __init__(self, observation_space: gym.spaces.Box) -> None:
         width = int(observation_space.shape[0])
@@ -164,10 +173,8 @@ def _log_uniform(rng: random.Random, r: tuple[float, float]) -> float:
     return math.exp(rng.uniform(math.log(r[0]), math.log(r[1])))
 
 
-@functools.lru_cache(maxsize=32)
-def trace_mean_mbps(path: str) -> float:
-    """A mahimahi trace's mean capacity (Mbit/s), as the simulator reads and serves it."""
-    return float(_native.trace_mean_mbps(path))
+#: a trace's mean capacity (Mbit/s; mahimahi or throughput log), as the simulator serves it
+trace_mean_mbps = scenarios.trace_mean_mbps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,8 +186,14 @@ class OwlEpisodes:
     rtt_ms: tuple[float, float] = (1.0, 40.0)
     buffer_pkts: tuple[float, float] = (3.0, 2000.0)
     loss: tuple[float, float] = (0.0, 0.0)
+    #: a trace episode's trace: one of these files, or with none a recording of the corpus's
+    #: train split (`corpus`), or with probability `synthetic_prob` a synthetic log
+    #: (``ccp_train.scenarios.draw_trace``)
     traces: tuple[str, ...] = ()
     trace_prob: float = 0.0
+    corpus: TraceDraw | None = None
+    synthetic_prob: float = 0.0
+    synthetic_kinds: Mapping[str, float] | None = None
     trace_scale: tuple[float, float] = (1.0, 1.0)
     trace_offsets: int = 8
     multi_prob: float = 0.0
@@ -197,10 +210,15 @@ class OwlEpisodes:
         lines = [f"duration_s = {rng.uniform(*self.duration_s):.3f}",
                  f"seed = {rng.randrange(1, 2**31)}", "[link]"]
         trace = None
-        if self.traces and rng.random() < self.trace_prob:
-            trace = Path(rng.choice(list(self.traces)))
-            frac = rng.randrange(max(1, self.trace_offsets)) / max(1, self.trace_offsets)
-            path = _rotated(trace, frac, Path(self.trace_cache))
+        if scenarios.trace_on(rng, self.traces, self.corpus, self.synthetic_prob,
+                              self.trace_prob):
+            trace, synthetic = scenarios.draw_trace(
+                rng, self.traces, self.corpus, self.synthetic_prob, self.synthetic_kinds,
+                Path(self.trace_cache))
+            path = trace
+            if not synthetic:  # a synthetic log is drawn fresh: nothing to rotate
+                frac = rng.randrange(max(1, self.trace_offsets)) / max(1, self.trace_offsets)
+                path = _rotated(trace, frac, Path(self.trace_cache))
             lines.append(f'trace = "{path}"')
             scale = 1.0
             if self.trace_scale != (1.0, 1.0):
@@ -238,11 +256,28 @@ class OwlEpisodes:
             "loss": list(self.loss),
             "traces": [Path(t).name for t in self.traces], "trace_prob": self.trace_prob,
             "trace_scale": list(self.trace_scale), "trace_offsets": self.trace_offsets,
+            **scenarios.describe_trace_source(self.traces, self.corpus, self.synthetic_prob,
+                                              self.synthetic_kinds),
             "flows": {"multi_prob": self.multi_prob, "max": self.max_flows,
                       "stagger_s": list(self.stagger_s)},
             "netstats": {"prob": self.netstats_prob, "period_s": self.netstats_period_s,
                          "known_share": list(self.known_share)},
         }
+
+
+def episodes_from_args(args: argparse.Namespace, out: Path) -> OwlEpisodes:
+    """The episodes of the ``train`` flags (rotated and synthetic traces under
+    ``out/traces``); raises ``SystemExit`` with the reason for a bad trace flag."""
+    check_trace_ranges(args)
+    source = trace_source_from_args(args)
+    has = bool(source["traces"]) or source["corpus"] is not None or source["synthetic_prob"] > 0
+    return OwlEpisodes(
+        duration_s=args.duration_s, rate_mbps=args.rate_mbps, rtt_ms=args.rtt_ms,
+        buffer_pkts=args.buffer_pkts, loss=args.loss, trace_prob=args.trace_prob if has else 0.0,
+        trace_scale=args.trace_scale, trace_offsets=args.trace_offsets,
+        multi_prob=args.multi_prob, max_flows=args.max_flows, stagger_s=args.stagger_s,
+        netstats_prob=args.netstats_prob, netstats_period_s=args.netstats_period_s,
+        known_share=args.known_share, trace_cache=str(out / "traces"), **source)
 
 
 def _rotated(trace: Path, frac: float, cache: Path) -> Path:
@@ -321,21 +356,11 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
     # Owl-Loss), settable for a run
     reward_names = set(defaults) - set(_native.dynamics(ALG))
     knobs = Knobs(ALG, args.knob, settable=reward_names)
-    traces = []
-    for t in filter(None, (args.traces or "").split(",")):
-        f = next((c for c in (Path(t), REPO_ROOT / t) if c.is_file()), None)
-        if f is None:
-            print(f"error: --traces: {t} is not a file", file=sys.stderr)
-            return 2
-        traces.append(str(f.resolve()))
-    episodes = OwlEpisodes(
-        duration_s=args.duration_s, rate_mbps=args.rate_mbps, rtt_ms=args.rtt_ms,
-        buffer_pkts=args.buffer_pkts, loss=args.loss, traces=tuple(traces),
-        trace_prob=args.trace_prob if traces else 0.0, trace_scale=args.trace_scale,
-        trace_offsets=args.trace_offsets, multi_prob=args.multi_prob,
-        max_flows=args.max_flows, stagger_s=args.stagger_s,
-        netstats_prob=args.netstats_prob, netstats_period_s=args.netstats_period_s,
-        known_share=args.known_share, trace_cache=str(out / "traces"))
+    try:
+        episodes = episodes_from_args(args, out)
+    except SystemExit as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     command = "python -m ccp_train.owl " + shlex.join(argv)
     log = Logger(Path(args.log) if args.log else out / f"{ALG}.train.jsonl")
     log.log({"kind": "setup", "command": command, "spec": dataclasses.asdict(spec),
@@ -540,13 +565,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--rtt-ms", type=floats(2), default="1,40", help="minimum RTT, uniform")
     s.add_argument("--buffer-pkts", type=floats(2), default="3,2000", help="log-uniform")
     s.add_argument("--loss", type=floats(2), default="0,0", help="random loss, uniform")
-    s.add_argument("--traces", default=",".join(TRAIN_TRACES),
-                   help="mahimahi traces replacing the constant rate ('' for none)")
-    s.add_argument("--trace-prob", type=float, default=0.25, help="P(an episode runs a trace)")
+    s.add_argument("--trace-prob", type=float, default=0.25,
+                   help="P(an episode runs a trace instead of a constant rate)")
     s.add_argument("--trace-scale", type=floats(2), default="1,1",
                    help="trace capacity multiplier range")
     s.add_argument("--trace-offsets", type=int, default=8,
                    help="points of a trace's period an episode may start at")
+    add_trace_source(s)
     s.add_argument("--multi-prob", type=float, default=0.3,
                    help="P(several Owl flows share the bottleneck)")
     s.add_argument("--max-flows", type=int, default=4, help="most Owl flows per bottleneck")

@@ -6,7 +6,11 @@
 The card's ``training.command`` is one trainer command or a chain (``A && B && C``, a fine-tune
 chaining its starting point's command). Each part runs in order with this Python, every
 ``--out DIR`` moved into the work folder (and every ``--init DIR/FILE`` that names an earlier
-part's output with it), so nothing outside the work folder is written. Exit 0 when the
+part's output with it), so nothing outside the work folder is written. A card trained before
+the trace corpus (its ``scenario_ranges`` has no ``trace_source``) drew its trace episodes from
+the two cellular traces that were then ``--traces``' default; a part that does not name
+``--traces`` is replayed with them explicitly (the card's ``scenario_ranges.traces``, under
+``datapath/sim/scenarios/traces/``) and ``--trace-kinds ''``. Exit 0 when the
 regenerated ONNX file's sha256 equals the card's, 1 when it differs (both printed, with the
 card's ``training.determinism`` and this machine's), 2 for a card that cannot be replayed.
 """
@@ -24,16 +28,38 @@ from pathlib import Path
 
 from ccp_train.card import sha256_file
 from ccp_train.rl import determinism
+from ccp_train.rl.flags import REPO_ROOT
 
 _TRAINER_PREFIX = "ccp_train."
+#: where a pre-corpus card's ``scenario_ranges.traces`` names live (relative to the repository)
+LEGACY_TRACE_DIR = "datapath/sim/scenarios/traces"
 
 
 class ReplayError(ValueError):
     """A card whose command cannot be replayed; the message says why."""
 
 
-def plan(command: str, work: Path) -> tuple[list[list[str]], Path]:
-    """The argument lists to run (without the interpreter) and the last part's output folder."""
+def legacy_traces(scenario_ranges: object) -> list[str] | None:
+    """The ``--traces`` flags a pre-corpus card's parts ran with by default (None: the card
+    records its trace source, or has no scenario ranges: nothing to add)."""
+    if not isinstance(scenario_ranges, dict) or "trace_source" in scenario_ranges \
+            or "traces" not in scenario_ranges:
+        return None
+    files = []
+    for name in scenario_ranges["traces"] or ():
+        rel = f"{LEGACY_TRACE_DIR}/{name}"
+        if not (REPO_ROOT / rel).is_file():
+            raise ReplayError(f"the card trained on the trace {name}, which is not in "
+                              f"{LEGACY_TRACE_DIR}/: the command cannot be replayed")
+        files.append(rel)
+    return ["--traces", ",".join(files), "--trace-kinds", ""]
+
+
+def plan(command: str, work: Path, scenario_ranges: object = None
+         ) -> tuple[list[list[str]], Path]:
+    """The argument lists to run (without the interpreter) and the last part's output folder;
+    `scenario_ranges` (the card's): a pre-corpus card's parts get :func:`legacy_traces`."""
+    legacy = legacy_traces(scenario_ranges)
     parts = [p.strip() for p in command.split("&&") if p.strip()]
     if not parts:
         raise ReplayError("the card has no training command")
@@ -60,6 +86,9 @@ def plan(command: str, work: Path) -> tuple[list[list[str]], Path]:
                 args[j + 1] = str(moved[parent] / src.name)
         if "--out" not in args:
             args += ["--out", str(out_dir)]
+        if legacy is not None and not any(a == "--traces" or a.startswith("--traces=")
+                                           for a in args):
+            args += legacy
         runs.append(args)
         last_out = out_dir
     assert last_out is not None
@@ -96,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.workdir or Path(tempfile.mkdtemp(prefix=f"reproduce-{alg}-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        runs, final = plan(command, work)
+        runs, final = plan(command, work, card["training"].get("scenario_ranges"))
         if args.from_checkpoint is not None:
             runs = last_part(runs, args.from_checkpoint.resolve())
     except ReplayError as e:

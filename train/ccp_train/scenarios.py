@@ -1,22 +1,125 @@
 """Scenario distributions for training: ranges in, seeded scenario TOML out.
 
 A `ScenarioRanges` describes a family of dumbbell scenarios (link rate, RTT, buffer, random
-loss, optional cellular traces, competing flows and their algorithms, learning flows and
-their preferences). `sample(rng)` draws one and renders it in the simulator's scenario
+loss, optional variable-capacity traces, competing flows and their algorithms, learning flows
+and their preferences). `sample(rng)` draws one and renders it in the simulator's scenario
 format (see datapath/sim/scenarios/*.toml), so training and `ccp-agent --sim` read the same
-files. An `Episodes` adds the algorithm's `[algs.*]` table to each scenario: the run's fixed
-knobs (its dynamics) and, per episode, an optional `EpisodeStart` (knobs that only set where
-an episode begins).
+files.
+
+Trace episodes (:func:`draw_trace`): a recording drawn from the trace corpus's ``train`` split
+by kind weight (``corpus`` a :class:`ccp_train.corpus.TraceDraw`, the trainers' default), or
+from explicit files (``traces``, the pre-corpus behaviour, same draws), or with probability
+``synthetic_prob`` a synthetic capacity log (``ccp_train.capgen``). Every drawn recording
+passes :func:`guard_training_trace` first: a corpus ``tune`` or ``eval`` recording never
+reaches training.
+
+An `Episodes` adds the algorithm's `[algs.*]` table to each scenario: the run's fixed knobs
+(its dynamics) and, per episode, an optional `EpisodeStart` (knobs that only set where an
+episode begins).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the corpus module pulls in the harness: imported where it is used
+    from ccp_train.corpus import TraceDraw
+
+#: length of a synthetic capacity log (``--synthetic-prob``), seconds (the simulator loops it)
+SYNTHETIC_DURATION_S = 120.0
+
+
+@functools.lru_cache(maxsize=1)
+def _corpus_splits() -> Mapping[str, str]:
+    """Resolved path -> split of every corpus recording, read once per process."""
+    from ccp_train import corpus
+
+    return {str(t.file): t.split for t in corpus.load()}
+
+
+def guard_training_trace(path: str | Path, from_corpus: bool) -> None:
+    """Refuse a trace a training episode is about to use that the corpus tags ``tune`` or
+    ``eval`` (or, drawn from the corpus, that is not in its ``train`` split at all): the
+    runtime guard behind :func:`ccp_train.corpus.check_training_traces` (cached, per episode)."""
+    from ccp_train.corpus import CorpusError
+
+    split = _corpus_splits().get(str(Path(path).resolve()))
+    if split == "train" or (split is None and not from_corpus):
+        return
+    what = f"a corpus `{split}` trace" if split else "not a corpus recording"
+    raise CorpusError(f"{path} was drawn for a training episode but is {what}: training sees "
+                      "the corpus `train` split only (docs/corpus.md)")
+
+
+def draw_trace(rng: random.Random, files: Sequence[str], corpus: TraceDraw | None,
+               synthetic_prob: float, synthetic_kinds: Mapping[str, float] | None,
+               cache: Path) -> tuple[Path, bool]:
+    """The trace of one trace episode (its ``trace_prob`` draw done) and whether it is
+    synthetic. With probability ``synthetic_prob`` (always, with no recordings to draw) a
+    synthetic capacity log written under ``cache``; else one of ``files`` (uniformly: the
+    pre-corpus draw) or, with no files, a corpus ``train`` recording (``corpus.draw``). A
+    recording passes :func:`guard_training_trace` first."""
+    recordings = bool(files) or corpus is not None
+    # drawn only when enabled, so the other ranges keep their seeded sequences
+    if synthetic_prob > 0 and (not recordings or rng.random() < synthetic_prob):
+        from ccp_train import capgen  # written separately; needed only here
+
+        kinds = dict(synthetic_kinds) if synthetic_kinds else None
+        return Path(capgen.synthetic_trace(rng, SYNTHETIC_DURATION_S, cache, kinds)), True
+    if files:
+        path = rng.choice(list(files))
+        guard_training_trace(path, from_corpus=False)
+    elif corpus is not None:
+        path = corpus.draw(rng)
+        guard_training_trace(path, from_corpus=True)
+    else:
+        raise ValueError("a trace episode with no trace source (no files, no corpus, "
+                         "synthetic_prob 0)")
+    return Path(path), False
+
+
+def trace_on(rng: random.Random, files: Sequence[str], corpus: TraceDraw | None,
+             synthetic_prob: float, trace_prob: float) -> bool:
+    """Whether this episode runs a trace. Explicit files draw exactly as before the corpus
+    (one draw whenever files are given, even at ``trace_prob`` 0); the other sources draw only
+    when they can give a trace, so a trainer without trace episodes keeps its sequence."""
+    if files:
+        return rng.random() < trace_prob
+    if trace_prob <= 0 or (corpus is None and synthetic_prob <= 0):
+        return False
+    return rng.random() < trace_prob
+
+
+def describe_trace_source(files: Sequence[str], corpus: TraceDraw | None,
+                          synthetic_prob: float,
+                          synthetic_kinds: Mapping[str, float] | None) -> dict[str, Any]:
+    """Where trace episodes come from, for a model card's ``scenario_ranges``."""
+    if files:
+        source: dict[str, Any] = {"source": "files", "files": [Path(t).name for t in files]}
+    elif corpus is not None:
+        source = corpus.describe()
+    else:
+        source = {"source": "none"}
+    out: dict[str, Any] = {"trace_source": source, "synthetic_prob": synthetic_prob}
+    if synthetic_prob > 0:
+        out["synthetic_kinds"] = dict(synthetic_kinds) if synthetic_kinds else None
+        out["synthetic_duration_s"] = SYNTHETIC_DURATION_S
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def trace_mean_mbps(path: str) -> float:
+    """A trace's mean capacity (Mbit/s; mahimahi or throughput log), as the simulator reads
+    and serves it."""
+    from ccp_train import _native
+
+    return float(_native.trace_mean_mbps(path))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,9 +154,15 @@ class ScenarioRanges:
     other_preferences: Sequence[tuple[float, float, float]] = ()
     mixed_prob: float = 0.0
     competitors: Sequence[Competitor] = ()
-    #: mahimahi traces; with probability `trace_prob` one replaces the constant rate
+    #: with probability `trace_prob` a trace replaces the constant rate: one of these files
+    #: (uniformly; the pre-corpus behaviour) or, with none, a recording of the corpus's train
+    #: split (`corpus`), or with probability `synthetic_prob` a synthetic capacity log
+    #: (`ccp_train.capgen`, written under `trace_cache`, kinds `synthetic_kinds`)
     traces: Sequence[str] = ()
     trace_prob: float = 0.0
+    corpus: TraceDraw | None = None
+    synthetic_prob: float = 0.0
+    synthetic_kinds: Mapping[str, float] | None = None
     #: capacity multiplier for a trace link (`link.trace_scale`), drawn per episode
     trace_scale: tuple[float, float] = (1.0, 1.0)
     #: more than 1: a trace starts at one of this many points of its period (the harness's
@@ -79,14 +188,17 @@ class ScenarioRanges:
             f"seed = {rng.randrange(1, 2**31)}",
             "[link]",
         ]
-        if self.traces and rng.random() < self.trace_prob:
-            trace = Path(rng.choice(list(self.traces))).resolve()
+        if trace_on(rng, self.traces, self.corpus, self.synthetic_prob, self.trace_prob):
+            cache = Path(self.trace_cache or "traces")
+            trace, synthetic = draw_trace(rng, self.traces, self.corpus, self.synthetic_prob,
+                                          self.synthetic_kinds, cache)
+            trace = trace.resolve()
             # drawn only when enabled, so other ranges keep their seeded sequences
-            if self.trace_offsets > 1:
+            if self.trace_offsets > 1 and not synthetic:
                 from ccp_train.harness.runner import rotated_trace
 
                 frac = rng.randrange(self.trace_offsets) / self.trace_offsets
-                trace = rotated_trace(trace, frac, Path(self.trace_cache or "traces"))
+                trace = rotated_trace(trace, frac, cache)
             lines.append(f'trace = "{trace}"')
             if self.trace_scale != (1.0, 1.0):
                 lines.append(f"trace_scale = {uni(self.trace_scale):.4f}")
@@ -141,6 +253,8 @@ class ScenarioRanges:
             "trace_prob": self.trace_prob,
             "trace_scale": list(self.trace_scale),
             **({"trace_offsets": self.trace_offsets} if self.trace_offsets > 1 else {}),
+            **describe_trace_source(self.traces, self.corpus, self.synthetic_prob,
+                                    self.synthetic_kinds),
             "mixed_w_prob": self.mixed_prob,
             "competitors": [{"alg": c.alg, "count": list(c.count)} for c in self.competitors],
             **({"netstats_prob": self.netstats_prob, "known_share": list(self.known_share)}

@@ -140,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     chains: dict[int, list[list[str]]] = {}
     for s in seeds:
         try:
-            chains[s], finals[s] = plan(with_seed(command, s), (args.out / f"seed{s}").resolve())
+            # a pre-corpus card's recipe keeps its own traces (reproduce.legacy_traces)
+            chains[s], finals[s] = plan(with_seed(command, s), (args.out / f"seed{s}").resolve(),
+                                        card["training"].get("scenario_ranges"))
         except ReplayError as e:
             print(f"error: {args.card}: {e}", file=sys.stderr)
             return 2

@@ -98,6 +98,44 @@ def test_replay_plan_moves_outputs_and_refuses_foreign_inits(tmp_path):
         reproduce.plan("rm -rf / && python -m ccp_train.mocc train", tmp_path)
 
 
+def test_a_pre_corpus_card_replays_with_its_traces(tmp_path):
+    """Cards trained before the trace corpus (no ``trace_source``) ran the then-default
+    ``--traces``: the replay names them (and turns the corpus off), so the same episodes are
+    drawn; a part naming ``--traces`` and a card recording its source are left alone."""
+    from ccp_train import owl
+    from ccp_train.rl.spec import Knobs
+
+    root = Path(__file__).resolve().parents[2]
+    legacy = ["--traces", "datapath/sim/scenarios/traces/ATT-LTE-driving-2016.down,"
+              "datapath/sim/scenarios/traces/TMobile-UMTS-driving.down", "--trace-kinds", ""]
+    shipped = {a: json.loads((root / f"models/{a}.json").read_text()) for a in ("mocc", "owl")}
+    for alg, c in shipped.items():
+        ranges = c["training"]["scenario_ranges"]
+        assert "trace_source" not in ranges  # trained before the corpus
+        runs, _ = reproduce.plan(c["training"]["command"], tmp_path, ranges)
+        assert runs and all(r[-4:] == legacy for r in runs)
+        # the replayed flags give the card's ranges back (trace source: the two files)
+        parsed = (mocc.build_parser() if alg == "mocc" else owl.parser()).parse_args(runs[-1][2:])
+        desc = (mocc.episodes_from_args(parsed, Knobs("mocc")).ranges.describe()
+                if alg == "mocc" else owl.episodes_from_args(parsed, tmp_path).describe())
+        assert desc["trace_source"]["source"] == "files"
+        assert {k: v for k, v in desc.items() if k in ranges} == \
+            {k: v for k, v in ranges.items() if k in desc}
+    ranges = shipped["owl"]["training"]["scenario_ranges"]
+    # a part that names --traces keeps them; without the card's ranges nothing is added
+    runs, _ = reproduce.plan("python -m ccp_train.owl train --traces a.down --seed 2", tmp_path,
+                             ranges)
+    assert runs[0].count("--traces") == 1 and "--trace-kinds" not in runs[0]
+    assert "--traces" not in reproduce.plan("python -m ccp_train.owl train", tmp_path)[0][0]
+    # a card that records its trace source, or has no scenario ranges (nuwa hold): as written
+    for other in ({**ranges, "trace_source": {"source": "corpus train split"}}, {}, None):
+        assert "--traces" not in reproduce.plan("python -m ccp_train.owl train", tmp_path,
+                                                other)[0][0]
+    with pytest.raises(reproduce.ReplayError, match="gone.down"):
+        reproduce.plan("python -m ccp_train.owl train", tmp_path,
+                       {**ranges, "traces": ["gone.down"]})
+
+
 def test_seed_choice_rule_and_command_rewrite():
     from ccp_train import seeds
 
