@@ -54,9 +54,9 @@
 //!   the first report where the bytes delivered since reach the target (all outstanding at
 //!   its start is acknowledged: Linux's packet-timed round, to a report's grain), or after
 //!   2 smoothed RTTs (losses keep the count short).
-//! - Recovery episodes are Reno's `LossClock`: at least 1.25 RTTs and until the in-flight
-//!   bytes at the loss are acknowledged, at most 4 RTTs. Time is datapath time summed from
-//!   report intervals.
+//! - Recovery episodes are the window algorithms' `LossClock` (`window.rs`): at least 1.25
+//!   RTTs and until the in-flight bytes at the loss are acknowledged, at most 4 RTTs. Time is
+//!   datapath time summed from report intervals.
 //! - The bandwidth filter is an exact max over per-round maxima (tcp_bbr.c keeps a 3-sample
 //!   approximation); like Linux's it ages only when a sample enters it.
 //!
@@ -70,8 +70,8 @@
 use std::collections::VecDeque;
 
 use crate::controller::{Action, Algorithm, Controller, FlowInfo, FlowMetrics};
-use crate::reno::{Congestion, LossClock};
 use crate::signals::{fields, FoldProgram, Interval, ProgramBuilder, Trigger};
+use crate::window::{Congestion, LossClock};
 
 /// BBR's knobs; defaults from `tcp_bbr.c`.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
@@ -202,8 +202,10 @@ const BBR_FIELDS: [&str; 9] = [
     fields::DELIVERY_RATE_MAX,
 ];
 
-/// Longest report interval BBR asks for (µs).
-const MAX_INTERVAL_US: u64 = 1_000_000;
+/// BBR's cap on its own report clock (µs): at most one report a second however long
+/// `min_rtt / reports_per_rtt` is (inside the agent's range,
+/// [`crate::controller::MAX_REPORT_INTERVAL_US`]).
+const REPORT_INTERVAL_CAP_US: u64 = 1_000_000;
 
 /// Number of phases in the PROBE_BW gain cycle.
 pub const CYCLE_LEN: usize = 8;
@@ -214,7 +216,7 @@ pub struct Bbr {
     pub config: BbrConfig,
 }
 
-impl crate::registry::FromConfig for Bbr {
+impl crate::controller::FromConfig for Bbr {
     type Config = BbrConfig;
     fn from_config(config: &BbrConfig) -> Self {
         Self {
@@ -517,35 +519,41 @@ impl BbrFlow {
             None => self.config.initial_interval_us.max(1),
             Some(rtt) => {
                 let per = u64::from(self.config.reports_per_rtt.max(1));
-                let min = u64::from(self.config.min_interval_us.max(1)).min(MAX_INTERVAL_US);
-                (rtt / per).clamp(min, MAX_INTERVAL_US) as u32
+                let min = u64::from(self.config.min_interval_us.max(1)).min(REPORT_INTERVAL_CAP_US);
+                (rtt / per).clamp(min, REPORT_INTERVAL_CAP_US) as u32
             }
         }
     }
 }
 
-/// A gain knob, or `default` if it is not a positive finite number.
-fn sane_gain(g: f64, default: f64) -> f64 {
-    if g.is_finite() && g > 0.0 {
-        g
-    } else {
-        default
-    }
+/// One report as BBR's steps read it: tcp_bbr.c's `struct rate_sample`, per report instead of
+/// per ACK, with the loss events the report brought.
+#[derive(Debug, Clone, Copy)]
+struct RateSample {
+    /// Datapath time (µs): the loss clock's, after this report.
+    now: u64,
+    /// Smoothed RTT (µs; 0 before the first sample).
+    srtt: f64,
+    /// Bytes newly delivered (Linux's `acked_sacked`).
+    acked: f64,
+    /// Bytes in flight, when the datapath reports them.
+    inflight: Option<f64>,
+    /// A loss (not a timeout) opened a recovery episode with this report.
+    entered_recovery: bool,
+    /// A timeout: the round ends with this report.
+    force_round: bool,
+    /// A recovery episode is open after this report.
+    in_recovery: bool,
+    /// The recovery episode ended with this report.
+    left_recovery: bool,
 }
 
-impl Controller for BbrFlow {
-    fn initial_action(&mut self) -> Action {
-        let a = Action {
-            cwnd_bytes: Some(to_u32(self.cwnd)),
-            rate_bps: None,
-            report_interval_us: Some(self.report_interval_us()),
-        };
-        self.metrics.record(&a);
-        a
-    }
-
-    fn on_report(&mut self, iv: &Interval) -> Action {
-        self.metrics.observe(iv);
+/// The steps of a report, named after tcp_bbr.c's functions.
+impl BbrFlow {
+    /// What the report delivered and lost: Linux's `acked_sacked`, and the loss events that
+    /// reach BBR before `bbr_main` (tcp_enter_recovery / tcp_enter_loss call `bbr_ssthresh`,
+    /// `bbr_set_state(TCP_CA_Loss)`).
+    fn rate_sample(&mut self, iv: &Interval) -> RateSample {
         let mss = self.mss;
         let srtt = self.metrics.srtt_us;
         // newly delivered bytes (Linux's acked_sacked): SACKed bytes count when they arrive,
@@ -556,7 +564,7 @@ impl Controller for BbrFlow {
         self.sacked_pending += sacked - consumed;
         let inflight = iv.inflight_bytes.map(|b| b as f64);
 
-        // --- losses (tcp_enter_recovery / tcp_enter_loss call bbr_ssthresh first)
+        // losses (tcp_enter_recovery / tcp_enter_loss call bbr_ssthresh first)
         let event = self.clock.advance(iv, srtt, inflight.unwrap_or(self.cwnd));
         let now = self.clock.now_us;
         let mut entered_recovery = false;
@@ -576,21 +584,44 @@ impl Controller for BbrFlow {
             Congestion::None => {}
         }
         let in_recovery = self.clock.in_episode();
-        let left_recovery = self.in_recovery && !in_recovery;
+        RateSample {
+            now,
+            srtt,
+            acked,
+            inflight,
+            entered_recovery,
+            force_round,
+            in_recovery,
+            left_recovery: self.in_recovery && !in_recovery,
+        }
+    }
 
-        // --- bbr_update_bw: rounds, then the bandwidth sample
+    /// `bbr_update_model`: the bandwidth estimate, the state machine (gain cycle, full pipe,
+    /// DRAIN, min_rtt and PROBE_RTT), then the gains of the mode it leaves (`bbr_update_gains`).
+    fn update_model(&mut self, iv: &Interval, rs: &RateSample) {
+        self.update_bw(iv, rs);
+        self.update_cycle_phase(rs, iv.lost_pkts > 0);
+        self.check_full_bw_reached();
+        self.check_drain(rs);
+        self.update_min_rtt(iv, rs);
+        self.update_gains();
+    }
+
+    /// `bbr_update_bw`: packet-timed rounds, then the bandwidth sample.
+    fn update_bw(&mut self, iv: &Interval, rs: &RateSample) {
+        let (now, srtt, acked) = (rs.now, rs.srtt, rs.acked);
         self.delivered += acked;
         self.round_start = false;
         let round_timed_out =
             srtt > 0.0 && now.saturating_sub(self.round_start_us) as f64 >= 2.0 * srtt;
-        if force_round
+        if rs.force_round
             || self.delivered - self.round_start_delivered >= self.round_target
             || round_timed_out
         {
             self.round_count += 1;
             self.round_start = true;
             self.packet_conservation = false;
-            self.start_round(now, inflight);
+            self.start_round(now, rs.inflight);
         }
         let sample = iv.delivery_rate_max_bps.map(|v| v as f64).or_else(|| {
             (iv.interval_us > 0 && acked > 0.0).then(|| acked * 1e6 / iv.interval_us as f64)
@@ -603,14 +634,18 @@ impl Controller for BbrFlow {
                 self.bw.update(self.round_count, s);
             }
         }
+    }
 
-        // --- bbr_update_cycle_phase
-        if self.mode == Mode::ProbeBw && self.is_next_cycle_phase(now, inflight, iv.lost_pkts > 0) {
+    /// `bbr_update_cycle_phase`.
+    fn update_cycle_phase(&mut self, rs: &RateSample, lost: bool) {
+        if self.mode == Mode::ProbeBw && self.is_next_cycle_phase(rs.now, rs.inflight, lost) {
             self.cycle_idx = (self.cycle_idx + 1) % CYCLE_LEN;
-            self.cycle_start_us = now;
+            self.cycle_start_us = rs.now;
         }
+    }
 
-        // --- bbr_check_full_bw_reached
+    /// `bbr_check_full_bw_reached`.
+    fn check_full_bw_reached(&mut self) {
         if !self.full_bw_reached && self.round_start {
             let max_bw = self.bw.get();
             if max_bw >= self.full_bw * self.config.full_bw_thresh {
@@ -621,17 +656,24 @@ impl Controller for BbrFlow {
                 self.full_bw_reached = self.full_bw_count >= self.config.full_bw_rounds;
             }
         }
+    }
 
-        // --- bbr_check_drain
+    /// `bbr_check_drain`.
+    fn check_drain(&mut self, rs: &RateSample) {
+        let now = rs.now;
         if self.mode == Mode::Startup && self.full_bw_reached {
             self.mode = Mode::Drain;
             tracing::debug!(now_us = now, max_bw = self.bw.get(), "bbr: DRAIN");
         }
-        if self.mode == Mode::Drain && inflight.is_none_or(|x| x <= self.inflight_target(1.0)) {
+        if self.mode == Mode::Drain && rs.inflight.is_none_or(|x| x <= self.inflight_target(1.0)) {
             self.reset_probe_bw(now);
         }
+    }
 
-        // --- bbr_update_min_rtt and PROBE_RTT
+    /// `bbr_update_min_rtt`: the min_rtt filter, and PROBE_RTT's entry and exit
+    /// (`bbr_check_probe_rtt_done`).
+    fn update_min_rtt(&mut self, iv: &Interval, rs: &RateSample) {
+        let (now, inflight) = (rs.now, rs.inflight);
         let expired = now
             > self
                 .min_rtt_stamp_us
@@ -649,7 +691,7 @@ impl Controller for BbrFlow {
             tracing::debug!(now_us = now, "bbr: PROBE_RTT");
         }
         if self.mode == Mode::ProbeRtt {
-            self.app_limited_until = self.delivered + inflight.unwrap_or(0.0).max(mss);
+            self.app_limited_until = self.delivered + inflight.unwrap_or(0.0).max(self.mss);
             match self.probe_rtt_done_us {
                 None if inflight.is_none_or(|x| x <= self.min_cwnd()) => {
                     self.probe_rtt_done_us =
@@ -675,9 +717,11 @@ impl Controller for BbrFlow {
                 None => {}
             }
         }
-        self.update_gains();
+    }
 
-        // --- bbr_set_pacing_rate
+    /// `bbr_set_pacing_rate`: pacing_gain · max_bw less the margin, never lowered before the
+    /// pipe is full (`bbr_init_pacing_rate_from_rtt` before any bandwidth sample).
+    fn set_pacing_rate(&mut self, srtt: f64) {
         let margin = (1.0 - self.config.pacing_margin_percent / 100.0).clamp(0.0, 1.0);
         if self.rate <= 0.0 && srtt > 0.0 {
             // bbr_init_pacing_rate_from_rtt: high_gain · cwnd / srtt
@@ -690,9 +734,16 @@ impl Controller for BbrFlow {
                 self.rate = rate;
             }
         }
+        if !self.rate.is_finite() || self.rate < 0.0 {
+            self.rate = 0.0;
+        }
+    }
 
-        // --- bbr_set_cwnd
-        if left_recovery {
+    /// `bbr_set_cwnd`: recovery (`bbr_set_cwnd_to_recover_or_restore`), growth toward the
+    /// in-flight target, PROBE_RTT's floor; kept within `[mss, u32::MAX]`.
+    fn set_cwnd(&mut self, iv: &Interval, rs: &RateSample) {
+        let (mss, now, inflight, acked) = (self.mss, rs.now, rs.inflight, rs.acked);
+        if rs.left_recovery {
             self.cwnd = self.cwnd.max(self.prior_cwnd);
             self.packet_conservation = false;
         }
@@ -704,7 +755,7 @@ impl Controller for BbrFlow {
         // acked): each delivered packet is replaced, a lost one is not. A report's in-flight
         // is taken after the datapath refilled the window for the whole interval (lost
         // packets included), so the per-report form is max(cwnd, in-flight) − lost.
-        if entered_recovery && self.config.packet_conservation {
+        if rs.entered_recovery && self.config.packet_conservation {
             self.packet_conservation = true;
             self.start_round(now, inflight);
             // cut what the window allowed beyond what is in flight
@@ -734,20 +785,48 @@ impl Controller for BbrFlow {
         self.cwnd = self
             .cwnd
             .clamp(mss.min(f64::from(u32::MAX)), f64::from(u32::MAX));
-        if !self.rate.is_finite() || self.rate < 0.0 {
-            self.rate = 0.0;
-        }
-        self.in_recovery = in_recovery;
+    }
+}
+
+/// A gain knob, or `default` if it is not a positive finite number.
+fn sane_gain(g: f64, default: f64) -> f64 {
+    if g.is_finite() && g > 0.0 {
+        g
+    } else {
+        default
+    }
+}
+
+impl Controller for BbrFlow {
+    fn initial_action(&mut self) -> Action {
+        let a = Action {
+            cwnd_bytes: Some(to_u32(self.cwnd)),
+            rate_bps: None,
+            report_interval_us: Some(self.report_interval_us()),
+        };
+        self.metrics.record(&a);
+        a
+    }
+
+    /// One report, in tcp_bbr.c's order: what the report delivered and lost
+    /// (`rate_sample`), `bbr_update_model`, `bbr_set_pacing_rate`, `bbr_set_cwnd`.
+    fn on_report(&mut self, iv: &Interval) -> Action {
+        self.metrics.observe(iv);
+        let rs = self.rate_sample(iv);
+        self.update_model(iv, &rs);
+        self.set_pacing_rate(rs.srtt);
+        self.set_cwnd(iv, &rs);
+        self.in_recovery = rs.in_recovery;
 
         tracing::trace!(
-            now_us = now,
+            now_us = rs.now,
             mode = ?self.mode,
             phase = self.cycle_idx,
             round = self.round_count,
-            max_bw = bw,
+            max_bw = self.bw.get(),
             min_rtt_us = self.min_rtt_us.unwrap_or(0),
-            inflight = inflight.unwrap_or(-1.0),
-            acked,
+            inflight = rs.inflight.unwrap_or(-1.0),
+            acked = rs.acked,
             lost = iv.lost_pkts,
             cwnd = self.cwnd,
             rate = self.rate,

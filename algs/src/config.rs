@@ -1,15 +1,13 @@
-//! Every algorithm's knobs in one place: [`AlgsConfig`] (generated from the registry table,
-//! [`crate::registry`]) is what the agent's `--config` TOML
+//! Knob checking for every algorithm's config table: each config struct's `validate()`
+//! refuses a value outside its documented range, NaN and infinities with a [`KnobError`] that
+//! names the knob, its value and the range. The tables themselves are [`crate::AlgsConfig`]
+//! (generated from the registry table, [`crate::registry`]): what the agent's `--config` TOML
 //! file holds under `[algs.<name>]`, and what tests and the simulator runner pass in code.
 //! Missing tables and keys take each paper's defaults; unknown keys are errors.
-//!
-//! Every knob has a documented range: [`AlgsConfig::validate`] (each config struct's
-//! `validate()`) refuses a value outside it, NaN and infinities with a [`KnobError`] that
-//! names the knob, its value and the range.
 
 use std::fmt;
 
-pub use crate::registry::AlgsConfig;
+use crate::controller::FlowMetrics;
 
 /// A knob outside its range: `algs.<alg>.<knob> = <value>: expected <range>`.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -121,17 +119,101 @@ impl Knobs {
     }
 }
 
-/// Report intervals (µs) an algorithm may ask for: what the agent clamps to (1 ms to 10 s).
-pub(crate) const INTERVAL_US: (u64, u64) = (1_000, 10_000_000);
+/// Report intervals (µs) an algorithm may ask for: what the agent clamps to (1 ms to 10 s,
+/// [`crate::controller::MIN_REPORT_INTERVAL_US`] to [`crate::controller::MAX_REPORT_INTERVAL_US`]).
+pub(crate) const INTERVAL_US: (u64, u64) = (
+    crate::controller::MIN_REPORT_INTERVAL_US as u64,
+    crate::controller::MAX_REPORT_INTERVAL_US as u64,
+);
+
+/// The report clock of a learned window algorithm (Owl, Nuwa-RL): one report, and one
+/// decision, every `interval_rtts` smoothed RTTs, at least `min_interval_ms`;
+/// `initial_interval_ms` before the first RTT sample. Declared and checked once here, flattened
+/// into each algorithm's table, so its keys stay those of `[algs.<alg>]` itself (and of a
+/// model card's `dynamics`).
+///
+/// Its defaults are each algorithm's: serde gives a flattened field no container default, so
+/// the field reads with `deserialize_with` = a function calling `ReportClock::deserialize_over`
+/// with the algorithm's defaults.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ReportClock {
+    /// Report (decision) interval, in smoothed RTTs: one policy decision per interval.
+    pub interval_rtts: f64,
+    /// Shortest report interval (ms).
+    pub min_interval_ms: f64,
+    /// Report interval before the first RTT sample (ms).
+    pub initial_interval_ms: f64,
+}
+
+impl ReportClock {
+    /// Check the three knobs, in declaration order, as knobs of `k`'s table.
+    pub(crate) fn validate(&self, k: Knobs) -> Result<(), KnobError> {
+        k.real(
+            "interval_rtts",
+            self.interval_rtts,
+            Range::Closed(0.1, 10.0),
+        )?;
+        k.real(
+            "min_interval_ms",
+            self.min_interval_ms,
+            Range::Closed(1.0, 10_000.0),
+        )?;
+        k.real(
+            "initial_interval_ms",
+            self.initial_interval_ms,
+            Range::Closed(1.0, 10_000.0),
+        )
+    }
+
+    /// The next report interval (µs) of a flow with these metrics
+    /// ([`FlowMetrics::rtt_clock_us`]).
+    pub fn interval_us(&self, m: &FlowMetrics) -> u32 {
+        m.rtt_clock_us(
+            self.interval_rtts,
+            self.min_interval_ms,
+            self.initial_interval_ms,
+        )
+    }
+
+    /// The report interval before the first RTT sample (µs): the fold program's initial one.
+    pub fn initial_us(&self) -> u32 {
+        (self.initial_interval_ms * 1e3).round() as u32
+    }
+
+    /// Read the knobs a table sets, each other knob from `defaults` (what the algorithm's
+    /// `#[serde(default)]` does for its own fields). A key given with the wrong type is an
+    /// error as for any knob; keys that are not these three are left to the table (unknown
+    /// ones are refused by its `deny_unknown_fields`).
+    pub(crate) fn deserialize_over<'de, D: serde::Deserializer<'de>>(
+        d: D,
+        defaults: Self,
+    ) -> Result<Self, D::Error> {
+        fn given<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+            <f64 as serde::Deserialize>::deserialize(d).map(Some)
+        }
+        #[derive(serde::Deserialize)]
+        struct Given {
+            #[serde(default, deserialize_with = "given")]
+            interval_rtts: Option<f64>,
+            #[serde(default, deserialize_with = "given")]
+            min_interval_ms: Option<f64>,
+            #[serde(default, deserialize_with = "given")]
+            initial_interval_ms: Option<f64>,
+        }
+        let g = <Given as serde::Deserialize>::deserialize(d)?;
+        Ok(Self {
+            interval_rtts: g.interval_rtts.unwrap_or(defaults.interval_rtts),
+            min_interval_ms: g.min_interval_ms.unwrap_or(defaults.min_interval_ms),
+            initial_interval_ms: g
+                .initial_interval_ms
+                .unwrap_or(defaults.initial_interval_ms),
+        })
+    }
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn defaults_are_valid() {
-        AlgsConfig::default().validate().unwrap();
-    }
 
     #[test]
     fn ranges_refuse_out_of_range_nan_and_infinity() {
@@ -145,144 +227,5 @@ mod tests {
         }
         assert!(k.int("min_interval_us", 0u32, 1_000, 10).is_err());
         assert!(k.ordered("a", 2.0, "b", 1.0).is_err());
-    }
-
-    /// Every knob of every algorithm is checked: each struct refuses one bad value per knob.
-    #[test]
-    fn every_knob_is_checked() {
-        fn refused(knob: &str, c: AlgsConfig) {
-            let e = c.validate().expect_err(knob);
-            assert_eq!(e.knob, knob, "{e}");
-        }
-        macro_rules! bad {
-            ($alg:ident . $knob:ident = $($v:expr),+) => {$(
-                let mut c = AlgsConfig::default();
-                c.$alg.$knob = $v;
-                refused(stringify!($knob), c);
-            )+};
-        }
-        let (nan, inf) = (f64::NAN, f64::INFINITY);
-        bad!(reno.min_interval_us = 0, 99_999_999);
-        bad!(reno.initial_interval_us = 0, 99_999_999);
-        bad!(cubic.c = inf, 0.0, nan, -1.0);
-        bad!(cubic.beta = 1.5, 1.0, 0.0, nan);
-        bad!(cubic.min_interval_us = 0);
-        bad!(cubic.initial_interval_us = 0);
-        bad!(bbr.high_gain = nan, 0.5);
-        bad!(bbr.cwnd_gain = 0.0, inf);
-        bad!(bbr.probe_up_gain = 0.5);
-        bad!(bbr.probe_down_gain = 1.5, 0.0);
-        bad!(bbr.pacing_margin_percent = -1.0, 50.0);
-        bad!(bbr.full_bw_thresh = 1.0);
-        bad!(bbr.full_bw_rounds = 0);
-        bad!(bbr.bw_window_rounds = 0, 1025);
-        bad!(bbr.min_rtt_window_us = 0);
-        bad!(bbr.probe_rtt_duration_us = 0);
-        bad!(bbr.min_cwnd_pkts = 0);
-        bad!(bbr.quantization_pkts = 100_000);
-        bad!(bbr.reports_per_rtt = 0);
-        bad!(bbr.min_interval_us = 0);
-        bad!(bbr.initial_interval_us = 0);
-        bad!(iris.epoch_ms = 0);
-        bad!(iris.queue_target_pkts = -1.0, 0.0);
-        bad!(iris.expansion = inf);
-        bad!(iris.delta_ms = 0.0);
-        bad!(iris.min_window_s = 0.0);
-        bad!(iris.median_window_s = -inf);
-        bad!(iris.refit_interval_s = 0.0);
-        bad!(iris.history_s = nan);
-        bad!(iris.min_fit_samples = 0);
-        bad!(iris.max_condition = 0.5);
-        bad!(iris.min_fit_correlation = 2.0);
-        bad!(iris.initial_rate_kbps = -5.0);
-        bad!(iris.min_rate_kbps = 0.0);
-        bad!(iris.max_rate_mbps = 0.0);
-        bad!(iris.max_step = 0.0);
-        bad!(iris.drain_gain = 0.0);
-        bad!(iris.reprobe_gain = 0.5);
-        bad!(iris.max_random_loss = 1.0);
-        bad!(mocc.alpha = 0.0, nan);
-        bad!(mocc.initial_rtt_ms = 0.0);
-        bad!(mocc.min_mi_ms = -1.0);
-        bad!(mocc.max_mi_ms = nan);
-        bad!(mocc.min_rate_kbps = -1.0);
-        bad!(mocc.max_rate_mbps = 0.0);
-        bad!(mocc.startup_exit_latency_ratio = 0.5);
-        bad!(mocc.cwnd_headroom_pkts = -1.0);
-        bad!(mocc.initial_rate_mbps = Some(0.0), Some(nan));
-        bad!(mocc.additive_increase_pkts = -1.0);
-        bad!(mocc.additive_increase_cap = 2.0);
-        bad!(mocc.additive_increase_min_action = inf);
-        bad!(mocc.min_rate_pkts = -1.0);
-        bad!(mocc.share_probe_every_mis = 10_000_000);
-        bad!(mocc.share_probe_delta = 1.0);
-        bad!(mocc.share_probe_half_mis = 0, 5);
-        bad!(mocc.share_probe_below_capacity = -1.0);
-        bad!(mocc.share_probe_min_latency_ratio = -1.0);
-        bad!(mocc.share_probe_early_doublings = 100);
-        bad!(mocc.share_gain = 0.0);
-        bad!(mocc.share_guard_below = 2.0);
-        bad!(mocc.share_guard_min_trials = 10_000_000);
-        bad!(mocc.share_guard_min_action = nan);
-        bad!(mocc.share_guard_pkts = -1.0);
-        bad!(mocc.share_guard_loss_factor = 0.0);
-        bad!(mocc.share_peers_fair = -1.0);
-        bad!(mocc.share_peers_busy = -1.0);
-        bad!(jury.interval_ms = 0.0, nan, 20_000.0);
-        bad!(jury.alpha = 0.0, 1.0, nan);
-        bad!(jury.history = 0, 65);
-        bad!(jury.signal_window = 0);
-        bad!(jury.occupancy_window = 0, 257);
-        bad!(jury.min_probe = 0.0, 2.0);
-        bad!(jury.mu_bound = 0.0, 1.5, nan);
-        bad!(jury.min_delta = -0.1, 1.5, nan);
-        bad!(jury.explore_band = -0.1, 1.5);
-        bad!(jury.explore_prob = 2.0, nan);
-        bad!(jury.min_pkts = 2_000_000);
-        bad!(jury.initial_rtt_ms = 0.0, inf);
-        bad!(jury.min_cwnd_pkts = 0.5);
-        bad!(jury.max_cwnd_bdp = 0.5, 2000.0);
-        bad!(jury.initial_cwnd_pkts = Some(0.0), Some(nan));
-        bad!(jury.zeta = 0.0, 1.0);
-        bad!(jury.beta1 = -1.0, nan);
-        bad!(jury.beta2 = -1.0, 1e4);
-        bad!(nuwa.target_delay_ms = 0.0, nan);
-        bad!(nuwa.rho = 0.0, inf);
-        bad!(nuwa.k_min = 0.0, 1e9);
-        bad!(nuwa.k_max = 0.0, nan);
-        bad!(nuwa.k_init = 0.0, 1e9);
-        bad!(nuwa.slow_start_exit = -1.0, 20.0);
-        bad!(nuwa.loss_decrease = 0.0, 2.0);
-        bad!(nuwa.interval_rtts = 0.0, nan);
-        bad!(nuwa.min_interval_ms = 0.0);
-        bad!(nuwa.initial_interval_ms = -1.0);
-        bad!(nuwa.window_s = 0.0, inf);
-        bad!(nuwa.lstm_hidden = 0, 5000);
-        bad!(nuwa.reward_throughput = -1.0);
-        bad!(nuwa.reward_delay = nan);
-        bad!(nuwa.reward_loss = 1e4);
-        bad!(nuwa.alpha = 0.0, 11.0);
-        bad!(owl.history = 0, 65);
-        bad!(owl.interval_rtts = 0.0, nan, 20.0);
-        bad!(owl.min_interval_ms = 0.0, inf);
-        bad!(owl.initial_interval_ms = -1.0);
-        bad!(owl.loss_decrease = 0.0, 1.0, nan);
-        bad!(owl.min_cwnd_pkts = 0.5);
-        bad!(owl.window_s = 0.0, inf);
-        bad!(owl.stats_stale_ms = 0.0, -1.0);
-        bad!(owl.delta = -0.1, nan);
-        bad!(owl.beta = -1.0, inf);
-        // relations between knobs
-        let mut c = AlgsConfig::default();
-        c.mocc.min_mi_ms = 600.0;
-        refused("min_mi_ms", c);
-        let mut c = AlgsConfig::default();
-        c.iris.min_rate_kbps = 2e6;
-        c.iris.max_rate_mbps = 1.0;
-        refused("min_rate_kbps", c);
-        let mut c = AlgsConfig::default();
-        c.bbr.probe_rtt_duration_us = 2_000_000;
-        c.bbr.min_rtt_window_us = 1_000_000;
-        refused("probe_rtt_duration_us", c);
     }
 }

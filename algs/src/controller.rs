@@ -49,6 +49,15 @@ pub struct Action {
     pub report_interval_us: Option<u32>,
 }
 
+/// Build an algorithm from its config table (`[algs.<name>]`): how the registry table
+/// ([`crate::registry`]) constructs every algorithm it lists.
+pub trait FromConfig {
+    /// The algorithm's knobs (`RenoConfig`, …).
+    type Config;
+    /// The algorithm with these knobs.
+    fn from_config(config: &Self::Config) -> Self;
+}
+
 /// Per-flow observability counters. Every controller keeps one; the agent and the simulator
 /// print and export them.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -71,8 +80,16 @@ pub struct FlowMetrics {
     pub policy_errors: u64,
 }
 
-/// Longest report interval a per-RTT decision clock asks for (µs).
-pub const MAX_RTT_CLOCK_US: f64 = 10_000_000.0;
+/// Shortest report interval ([`Action::report_interval_us`], µs) a datapath is asked for: the
+/// agent clamps every action's interval into [`MIN_REPORT_INTERVAL_US`,
+/// `MAX_REPORT_INTERVAL_US`], and interval knobs are checked against the same range.
+pub const MIN_REPORT_INTERVAL_US: u32 = 1_000;
+/// Longest report interval (µs) a datapath is asked for (see [`MIN_REPORT_INTERVAL_US`]).
+pub const MAX_REPORT_INTERVAL_US: u32 = 10_000_000;
+
+/// Longest report interval a per-RTT decision clock asks for (µs): the longest the agent
+/// asks a datapath for.
+pub const MAX_RTT_CLOCK_US: f64 = MAX_REPORT_INTERVAL_US as f64;
 
 impl FlowMetrics {
     /// A decision clock of `rtts` smoothed RTTs, at least `min_ms`; `initial_ms` before the

@@ -24,12 +24,12 @@
 //! intervals. Reports fire every `max(srtt/2, min_interval)` and at once on loss or timeout.
 //! Losses inside a recovery episode are one congestion event; an episode lasts until the
 //! window at its start has been acknowledged (at least 1.25 RTTs, at most four; see
-//! `reno::LossClock`). A timeout inside an episode restarts slow start from one segment but
+//! `window::LossClock`). A timeout inside an episode restarts slow start from one segment but
 //! keeps the episode's ssthresh and W_max.
 
 use crate::controller::{Action, Algorithm, Controller, FlowInfo, FlowMetrics};
-use crate::reno::{half_rtt_interval, Congestion, LossClock, WINDOW_FIELDS};
 use crate::signals::{FoldProgram, Interval, ProgramBuilder, Trigger};
+use crate::window::{half_rtt_interval, Congestion, LossClock, WINDOW_FIELDS};
 
 /// Cubic's knobs (RFC 8312 names).
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
@@ -80,7 +80,7 @@ pub struct Cubic {
     pub config: CubicConfig,
 }
 
-impl crate::registry::FromConfig for Cubic {
+impl crate::controller::FromConfig for Cubic {
     type Config = CubicConfig;
     fn from_config(config: &CubicConfig) -> Self {
         Self {

@@ -490,7 +490,7 @@ impl Interval {
 
     /// Fraction of packets lost among those acked or lost in the interval.
     pub fn loss_fraction(&self) -> f64 {
-        let total = self.acked_pkts + self.lost_pkts;
+        let total = self.acked_pkts.saturating_add(self.lost_pkts);
         if total == 0 {
             0.0
         } else {

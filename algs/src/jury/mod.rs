@@ -125,7 +125,7 @@ impl Jury {
     }
 }
 
-impl crate::registry::FromConfig for Jury {
+impl crate::controller::FromConfig for Jury {
     type Config = JuryConfig;
     fn from_config(config: &JuryConfig) -> Self {
         Self::new(config.clone())

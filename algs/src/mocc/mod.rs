@@ -137,7 +137,7 @@ impl Mocc {
     }
 }
 
-impl crate::registry::FromConfig for Mocc {
+impl crate::controller::FromConfig for Mocc {
     type Config = MoccConfig;
     fn from_config(config: &MoccConfig) -> Self {
         Self::new(config.clone())

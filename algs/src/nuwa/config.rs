@@ -1,5 +1,7 @@
 //! Nuwa-RL's knobs and their ranges.
 
+use crate::config::ReportClock;
+
 /// Nuwa-RL's knobs. Defaults are the paper's where it gives one (the action set is fixed in
 /// [`super::ACTIONS`]; eq. 10's γ = θ = 0.4, φ = 0.2, α = 0.6; `k` = 1 as Nuwa's 4G setting,
 /// §III-B); the others are this implementation's choices, explained in the module header.
@@ -25,12 +27,10 @@ pub struct NuwaConfig {
     /// Window after a loss episode begins, as a fraction of the window (once per episode,
     /// [`crate::reno`]'s loss clock); 1 ignores losses as the paper's receiver-side window does.
     pub loss_decrease: f64,
-    /// Decision (report) interval, in smoothed RTTs.
-    pub interval_rtts: f64,
-    /// Shortest report interval (ms).
-    pub min_interval_ms: f64,
-    /// Report interval before the first RTT sample (ms).
-    pub initial_interval_ms: f64,
+    /// The report clock (`interval_rtts`, `min_interval_ms`, `initial_interval_ms`: keys of
+    /// `[algs.nuwa]` itself): one decision per report.
+    #[serde(flatten, deserialize_with = "clock")]
+    pub clock: ReportClock,
     /// Window (s) of the running best delivery rate that eq. 10's throughput is measured in.
     pub window_s: f64,
     /// Hidden size of the policy's LSTM (checked against the model card by the spec).
@@ -89,9 +89,11 @@ impl Default for NuwaConfig {
             k_max: 64.0,
             slow_start_exit: 0.5,
             loss_decrease: 0.7,
-            interval_rtts: 1.0,
-            min_interval_ms: 10.0,
-            initial_interval_ms: 20.0,
+            clock: ReportClock {
+                interval_rtts: 1.0,
+                min_interval_ms: 10.0,
+                initial_interval_ms: 20.0,
+            },
             window_s: 10.0,
             lstm_hidden: 64,
             reward_throughput: 0.4,
@@ -130,21 +132,7 @@ impl NuwaConfig {
             self.loss_decrease,
             Range::AboveTo(0.0, 1.0),
         )?;
-        k.real(
-            "interval_rtts",
-            self.interval_rtts,
-            Range::Closed(0.1, 10.0),
-        )?;
-        k.real(
-            "min_interval_ms",
-            self.min_interval_ms,
-            Range::Closed(1.0, 10_000.0),
-        )?;
-        k.real(
-            "initial_interval_ms",
-            self.initial_interval_ms,
-            Range::Closed(1.0, 10_000.0),
-        )?;
+        self.clock.validate(k)?;
         k.real("window_s", self.window_s, Range::AboveTo(0.0, 3600.0))?;
         k.int("lstm_hidden", self.lstm_hidden, 1, 4096)?;
         k.real(
@@ -162,4 +150,9 @@ impl NuwaConfig {
         )?;
         Ok(())
     }
+}
+
+/// Nuwa-RL's report clock as `[algs.nuwa]` sets it, the rest from Nuwa-RL's defaults.
+fn clock<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ReportClock, D::Error> {
+    ReportClock::deserialize_over(d, NuwaConfig::default().clock)
 }

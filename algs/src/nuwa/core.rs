@@ -8,10 +8,9 @@ use super::config::NuwaConfig;
 use crate::controller::{Action, FlowInfo, FlowMetrics};
 use crate::learned::LearnedCore;
 use crate::policy::PolicySpec;
-use crate::reno::{Congestion, LossClock};
-use crate::signals::{
-    fields, FoldProgram, Interval, ProgramBuilder, Trigger, INFINITY, RTT_SAMPLE_CEILING_US,
-};
+use crate::sanity;
+use crate::signals::{fields, FoldProgram, Interval, ProgramBuilder, Trigger, INFINITY};
+use crate::window::{Congestion, LossClock};
 
 /// Version of the observation layout; bump it whenever the features or their order change.
 pub const FEATURE_VERSION: u32 = 1;
@@ -51,10 +50,6 @@ pub const X_MAX_UNITS: f64 = 1e6;
 pub const X_MIN: f64 = 1e-3;
 /// Largest delay ratio `RTT / RTT_min` eq. 10 sees.
 pub const TAU_MAX: f64 = 1e3;
-/// Longest report interval believed (µs); a longer one counts as this long.
-pub const MAX_INTERVAL_US: u64 = 60_000_000;
-/// Largest count believed from a report.
-const MAX_COUNT: u64 = u32::MAX as u64;
 
 // ---- the fold program --------------------------------------------------------------------
 
@@ -459,22 +454,12 @@ pub struct NuwaCore {
     bad_actions: u64,
 }
 
-/// A report with every value the datapath gave checked: RTTs within
-/// `(0, RTT_SAMPLE_CEILING_US)` and finite, counts and the interval bounded.
+/// A report with every value the datapath gave checked: the shared checks
+/// ([`sanity::sanitized`]) plus the one field only Nuwa-RL reads, the datapath's window.
 fn sanitized(iv: &Interval) -> Interval {
-    let rtt = |v: Option<u64>| v.filter(|&r| r > 0 && r < RTT_SAMPLE_CEILING_US);
     Interval {
-        acked_bytes: iv.acked_bytes.min(MAX_COUNT * 65_536),
-        acked_pkts: iv.acked_pkts.min(MAX_COUNT),
-        lost_pkts: iv.lost_pkts.min(MAX_COUNT),
-        rtt_min_us: rtt(iv.rtt_min_us),
-        rtt_mean_us: iv
-            .rtt_mean_us
-            .filter(|r| r.is_finite() && *r > 0.0 && *r < RTT_SAMPLE_CEILING_US as f64),
-        rtt_last_us: rtt(iv.rtt_last_us),
-        interval_us: iv.interval_us.min(MAX_INTERVAL_US),
-        cwnd_bytes: iv.cwnd_bytes.filter(|&c| c > 0 && c <= u64::from(u32::MAX)),
-        ..*iv
+        cwnd_bytes: sanity::cwnd_bytes(iv.cwnd_bytes),
+        ..sanity::sanitized(iv)
     }
 }
 
@@ -561,9 +546,7 @@ impl NuwaCore {
     }
 
     fn report_interval_us(&self) -> u32 {
-        let c = &self.config;
-        self.metrics
-            .rtt_clock_us(c.interval_rtts, c.min_interval_ms, c.initial_interval_ms)
+        self.config.clock.interval_us(&self.metrics)
     }
 
     fn action(&mut self) -> Action {

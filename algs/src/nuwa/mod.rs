@@ -51,7 +51,7 @@
 //! - **Slow start and loss** (the paper leaves both to the sender's stack): the program slow
 //!   starts (cwnd += acked) until `D_c` exceeds `slow_start_exit · T_d`, then halves the
 //!   window (it grew a whole RTT past the delay it saw); a loss ends slow start, a timeout
-//!   restarts it. Once per loss episode ([`crate::reno`]'s loss clock) the agent bumps a cut
+//!   restarts it. Once per loss episode ([`crate::window`]'s loss clock) the agent bumps a cut
 //!   epoch and the program multiplies its window by `loss_decrease` (0.7): without it a
 //!   buffer shallower than `T_d` keeps the law growing into drops. Window ≥ 2 packets.
 //! - **Reward** (eq. 10): `x` = the interval's delivery rate in Mbit/s
@@ -108,7 +108,7 @@ impl Nuwa {
     }
 }
 
-impl crate::registry::FromConfig for Nuwa {
+impl crate::controller::FromConfig for Nuwa {
     type Config = NuwaConfig;
     fn from_config(config: &NuwaConfig) -> Self {
         Self::new(config.clone())
@@ -121,7 +121,7 @@ impl Algorithm for Nuwa {
     }
 
     fn program(&self) -> FoldProgram {
-        let initial = (self.config.initial_interval_ms * 1e3).round() as u32;
+        let initial = self.config.clock.initial_us();
         program(&self.config, initial)
     }
 

@@ -9,8 +9,9 @@ use crate::controller::{Action, FlowInfo, FlowMetrics};
 use crate::learned::LearnedCore;
 use crate::netstats::NetStats;
 use crate::policy::PolicySpec;
-use crate::reno::{Congestion, LossClock};
-use crate::signals::{Interval, RTT_SAMPLE_CEILING_US};
+use crate::sanity;
+use crate::signals::Interval;
+use crate::window::{Congestion, LossClock};
 
 /// Version of the observation layout; bump it whenever the features or their order change.
 pub const FEATURE_VERSION: u32 = 1;
@@ -61,11 +62,6 @@ pub const LOSS_MAX: f64 = 0.99;
 pub const LAMBDA_MAX: f64 = 4.0;
 /// Largest window (bytes) ever set.
 pub const MAX_CWND_BYTES: f64 = (1u64 << 30) as f64;
-/// Longest report interval believed (µs); a longer one counts as this long.
-pub const MAX_INTERVAL_US: u64 = 60_000_000;
-/// Largest packet count and delivery rate (bytes/s, 100 Gbit/s) believed from a report.
-const MAX_COUNT: u64 = u32::MAX as u64;
-const MAX_RATE_BPS: u64 = 12_500_000_000;
 
 /// The policy layout of an Owl model under `config`: `history` intervals of
 /// [`FEATURES_PER_INTERVAL`] features and as many mask values in, one action index in
@@ -119,7 +115,7 @@ pub fn utility(lambda: f64, loss: f64, rtt_ratio: f64, delta: f64, beta: f64) ->
 pub enum Phase {
     /// Below ssthresh: grow by the acknowledged bytes (RFC 5681), no policy.
     SlowStart,
-    /// A loss episode is open (`reno::LossClock`): the reduced window holds, no policy.
+    /// A loss episode is open (`window::LossClock`): the reduced window holds, no policy.
     Recovery,
     /// The policy's actions set the window (Algorithm 1).
     CongestionAvoidance,
@@ -215,23 +211,14 @@ pub struct OwlCore {
     bad_actions: u64,
 }
 
-/// A report with every value the datapath gave checked: RTTs within
-/// `(0, RTT_SAMPLE_CEILING_US)` and finite, counts, rates and the interval bounded.
+/// A report with every value the datapath gave checked: the shared checks
+/// ([`sanity::sanitized`]) plus the two fields only Owl reads, the flight and the best
+/// delivery-rate sample.
 fn sanitized(iv: &Interval) -> Interval {
-    let rtt = |v: Option<u64>| v.filter(|&r| r > 0 && r < RTT_SAMPLE_CEILING_US);
     Interval {
-        acked_bytes: iv.acked_bytes.min(MAX_COUNT * 65_536),
-        acked_pkts: iv.acked_pkts.min(MAX_COUNT),
-        lost_pkts: iv.lost_pkts.min(MAX_COUNT),
-        rtt_min_us: rtt(iv.rtt_min_us),
-        rtt_mean_us: iv
-            .rtt_mean_us
-            .filter(|r| r.is_finite() && *r > 0.0 && *r < RTT_SAMPLE_CEILING_US as f64),
-        rtt_last_us: rtt(iv.rtt_last_us),
-        inflight_bytes: iv.inflight_bytes.map(|b| b.min(MAX_COUNT * 65_536)),
-        interval_us: iv.interval_us.min(MAX_INTERVAL_US),
-        delivery_rate_max_bps: iv.delivery_rate_max_bps.map(|r| r.min(MAX_RATE_BPS)),
-        ..*iv
+        inflight_bytes: sanity::inflight_bytes(iv.inflight_bytes),
+        delivery_rate_max_bps: sanity::delivery_rate_bps(iv.delivery_rate_max_bps),
+        ..sanity::sanitized(iv)
     }
 }
 
@@ -364,9 +351,7 @@ impl OwlCore {
     }
 
     fn report_interval_us(&self) -> u32 {
-        let c = &self.config;
-        self.metrics
-            .rtt_clock_us(c.interval_rtts, c.min_interval_ms, c.initial_interval_ms)
+        self.config.clock.interval_us(&self.metrics)
     }
 
     /// Eq. 7 for the last interval's measurements with `λ` given.

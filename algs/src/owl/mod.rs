@@ -10,7 +10,7 @@
 //!   s_t   = rows t−k+1..t, feature-major (Table I's N × k matrix), k = 5; mask m_t
 //!   slow start   (cwnd < ssthresh):  cwnd += acked                          (RFC 5681)
 //!   loss         (new episode):      ssthresh = cwnd = max(0.7·cwnd, 2 MSS); RTO: cwnd = 1
-//!   recovery     (episode open):     cwnd holds                    (reno::LossClock)
+//!   recovery     (episode open):     cwnd holds                    (window::LossClock)
 //!   avoidance:   a = argmax_a Q(s_t, m_t, a);  cwnd += A[a]·MSS,  A = {−10,−3,−1,0,1,3,10}
 //!   U_t = λ − δ·λ/(1 − p) − β·log10(RTT/RTT_min),   λ = cwnd/RTT / max delivery rate  (eq. 7)
 //! ```
@@ -41,7 +41,7 @@
 //!   before k exist are zero and masked, and so are the RTT features before a sample and
 //!   the flight when the datapath gives none.
 //! - **Slow start and loss** (§VI: the RL acts in congestion avoidance only, ssthresh from
-//!   Cubic): Reno's slow start and NewReno-like episodes ([`crate::reno`]), β = 0.7; the
+//!   Cubic): Reno's slow start and NewReno-like episodes ([`crate::window`]), β = 0.7; the
 //!   policy is not asked in slow start, in an episode, or on an interval without ACKs or
 //!   RTT. A policy decrease lowers ssthresh with the window, so slow start does not undo it.
 //!   Window at least `min_cwnd_pkts` (2) under the policy, 1 GiB at most.
@@ -110,7 +110,7 @@ impl Owl {
     }
 }
 
-impl crate::registry::FromConfig for Owl {
+impl crate::controller::FromConfig for Owl {
     type Config = OwlConfig;
     fn from_config(config: &OwlConfig) -> Self {
         Self::new(config.clone())
@@ -123,7 +123,7 @@ impl Algorithm for Owl {
     }
 
     fn program(&self) -> FoldProgram {
-        let initial = (self.config.initial_interval_ms * 1e3).round() as u32;
+        let initial = self.config.clock.initial_us();
         ProgramBuilder::new("owl_iv", initial)
             .fields(&OWL_FIELDS)
             .trigger(Trigger::IntervalOrLoss)

@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use ccp_algs::controller::{MAX_REPORT_INTERVAL_US, MIN_REPORT_INTERVAL_US};
 use ccp_algs::netstats::{NetStats, NetworkStats, PathKey};
 use ccp_algs::registry::ALGORITHMS;
 use ccp_algs::signals::INTERVAL_REG;
@@ -32,10 +33,6 @@ use crate::flows::{FlowKey, FlowTables};
 use crate::guard::{flow_params, FlowRequest, LogLimit};
 use crate::portfolio::{AutoSelect, Choice};
 use crate::prefs::{FlowAddr, PrefCell, PrefSource};
-
-/// Smallest and largest report interval the agent will ask a datapath for (µs).
-pub const MIN_INTERVAL_US: u32 = 1_000;
-pub const MAX_INTERVAL_US: u32 = 10_000_000;
 
 /// What the agent knows about one flow, for output and tests.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -250,7 +247,7 @@ pub fn sanitize(mut a: Action, mss: u32) -> Action {
         a.rate_bps = Some(r.clamp(1, u64::from(u32::MAX)));
     }
     if let Some(i) = a.report_interval_us {
-        a.report_interval_us = Some(i.clamp(MIN_INTERVAL_US, MAX_INTERVAL_US));
+        a.report_interval_us = Some(i.clamp(MIN_REPORT_INTERVAL_US, MAX_REPORT_INTERVAL_US));
     }
     a
 }
@@ -581,7 +578,7 @@ mod tests {
         );
         assert_eq!(a.cwnd_bytes, Some(1448));
         assert_eq!(a.rate_bps, Some(u64::from(u32::MAX)));
-        assert_eq!(a.report_interval_us, Some(MIN_INTERVAL_US));
+        assert_eq!(a.report_interval_us, Some(MIN_REPORT_INTERVAL_US));
         let a = sanitize(
             Action {
                 rate_bps: Some(0),
