@@ -472,3 +472,30 @@ def test_trace_capacity_by_hand(tmp_path):
     ts, cap = _trace_capacity(t, 0.5)
     assert ts == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
     assert cap[1:] == pytest.approx([12.0] * 4)
+
+
+def test_readme_tables_come_from_a_sweep(tmp_path):
+    from ccp_train.harness.readme import ReadmeError, update
+
+    out = tmp_path / "sweep"
+    out.mkdir()
+    meta = {"split": "eval", "seeds": [1, 2], "runs": 4, "failed": 0, "wall_s": 120,
+            "command": "python -m ccp_train.harness --out x"}
+    (out / "meta.json").write_text(json.dumps(meta))
+    (out / "headline.md").write_text("| alg | x |\n|---|---:|\n| cubic | 1 |\n")
+    (out / "corpus.md").write_text("| alg | 5g |\n|---|---:|\n| cubic | 2 |\n")
+    readme = ("intro\n<!-- BEGIN harness:headline -->\nold\n<!-- END harness:headline -->\n"
+              "mid\n<!-- BEGIN harness:corpus -->\n<!-- END harness:corpus -->\nend\n")
+    new = update(readme, out)
+    assert "| cubic | 1 |" in new and "| cubic | 2 |" in new and "old" not in new
+    assert new.startswith("intro\n") and new.endswith("end\n") and "mid\n" in new
+    assert "eval split, seeds [1, 2], 4 runs, 2 min" in new
+    assert update(new, out) == new  # idempotent
+    with pytest.raises(ReadmeError, match="markers"):
+        update("no markers\n", out)
+    (out / "meta.json").write_text(json.dumps({**meta, "split": "tune"}))
+    with pytest.raises(ReadmeError, match="eval split"):
+        update(readme, out)
+    (out / "meta.json").write_text(json.dumps({**meta, "failed": 3}))
+    with pytest.raises(ReadmeError, match="failed"):
+        update(readme, out)
