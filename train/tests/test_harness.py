@@ -342,13 +342,31 @@ def test_tiny_matrix_end_to_end(tmp_path):
           'preference_algs = ["reno"]\nprefs = [[0.8, 0.1, 0.1], [0.1, 0.8, 0.1]]\n'
           '[[scenario]]\nname = "p"\nsplit = "tune"\n'
           'link = { rate_mbps = 20 }\nflows = [{ rtt_ms = 20 }]\n')
+    # a corpus of two recordings: a throughput log in tune (it runs), one in train (never)
+    c = tmp_path / "corpus"
+    (c / "x").mkdir(parents=True)
+    write(c / "x" / "log.tput", "0 20\n1 10\n2 30\n")
+    write(c / "x" / "train.tput", "0 20\n")
+    head = ("path,format,source_repo,commit,license,kind,direction,duration_s,mean_mbps,cv,"
+            "p5_mbps,p95_mbps,outage_frac,origin_path,note\n")
+    write(c / "catalogue.csv", head + "x/log.tput,tput,r,c,MIT,5g,down,3,20,0.4,10,30,0,o,n\n"
+          "x/train.tput,tput,r,c,MIT,wifi,down,1,20,0,20,20,0,o,n\n")
+    write(c / "split.csv", "path,split\nx/log.tput,tune\nx/train.tput,train\n")
+    write(m / "corpus.toml",
+          'suite = "corpus"\ndescription = "x"\nduration_s = 6\ncorpus_dir = "../corpus"\n'
+          'rtts_ms = [40]\nbuffers_bdp = [1.0]\n')
     out = tmp_path / "out"
     res = evaluate(out, split="tune", algs=["reno", "cubic"], seeds=[1, 2], matrix_dir=m,
                    jobs=2)
     assert not res["failures"], res["failures"]
     lines = (out / "results.jsonl").read_text().splitlines()
-    # 5 one-per-alg scenarios x 2 algs x 2 seeds, + preferences: reno per w (2), cubic once
-    assert len(lines) == 5 * 2 * 2 + (2 + 1) * 2
+    # 6 one-per-alg scenarios x 2 algs x 2 seeds, + preferences: reno per w (2), cubic once
+    assert len(lines) == 6 * 2 * 2 + (2 + 1) * 2
+    corp = [json.loads(x) for x in lines if json.loads(x)["suite"] == "corpus"]
+    assert {r["scenario"] for r in corp} == {"5g-x:log.tput-40ms-1bdp"}
+    # the log's 20 Mbit/s mean is carried (utilization against its own capacity)
+    assert all(0.5 < r["metrics"]["utilization"] <= 1.0 for r in corp)
+    assert "5g util" in (out / "corpus.md").read_text()
     recs = [json.loads(x) for x in lines]
     assert {r["split"] for r in recs} == {"tune"}  # the eval scenario did not run
     for r in recs:
@@ -369,7 +387,7 @@ def test_tiny_matrix_end_to_end(tmp_path):
     assert (out / "runs" / f"{s1['run_id']}.toml").is_file()
     csv_head = (out / "summary.csv").read_text().splitlines()
     assert csv_head[0].startswith("suite,scenario,split,alg,w,seeds")
-    assert len(csv_head) == 1 + 5 * 2 + 2 + 2  # per (scenario, alg[, w]); cubic's w rows too
+    assert len(csv_head) == 1 + 6 * 2 + 2 + 2  # per (scenario, alg[, w]); cubic's w rows too
     report = (out / "report.md").read_text()
     for suite in ("links", "cellular", "fairness", "friendliness", "dynamics", "preferences"):
         assert f"## {suite}" in report
