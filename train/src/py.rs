@@ -214,6 +214,38 @@ fn learned(alg: &str, algs: &AlgsConfig) -> PyResult<Arc<dyn LearnedAlgorithm>> 
     })
 }
 
+/// `algorithms()`: every algorithm of the registry as `(name, kind)`, `kind` one of
+/// `builtin` (needs no model), `learned` (served with a trained model) or `reserved` (a name
+/// without an implementation), in registry order: the one list the harness and the
+/// portfolio derive theirs from.
+#[pyfunction]
+fn algorithms() -> Vec<(&'static str, &'static str)> {
+    let builtin = ccp_algs::Registry::builtin();
+    ccp_algs::registry::ALGORITHMS
+        .iter()
+        .map(|&n| {
+            let kind = if ccp_algs::registry::is_learned(n) {
+                "learned"
+            } else if builtin.get(n).is_some() {
+                "builtin"
+            } else {
+                "reserved"
+            };
+            (n, kind)
+        })
+        .collect()
+}
+
+/// `receiver_forms()`: the simulator's receiver-side laws as `(algorithm, receiver)` pairs
+/// (a scenario flow's `receiver = "<receiver>"` with `alg = "<algorithm>"`).
+#[pyfunction]
+fn receiver_forms() -> Vec<(&'static str, &'static str)> {
+    ccp_sim::ReceiverKind::ALL
+        .iter()
+        .map(|k| (k.alg(), k.name()))
+        .collect()
+}
+
 /// `learned_algorithms()`: the learned (trainable) algorithms' registry names.
 #[pyfunction]
 fn learned_algorithms() -> Vec<&'static str> {
@@ -307,6 +339,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_mean_mbps, m)?)?;
     m.add_function(wrap_pyfunction!(defaults, m)?)?;
     m.add_function(wrap_pyfunction!(learned_algorithms, m)?)?;
+    m.add_function(wrap_pyfunction!(algorithms, m)?)?;
+    m.add_function(wrap_pyfunction!(receiver_forms, m)?)?;
     m.add_function(wrap_pyfunction!(spec, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -517,3 +517,23 @@ def test_readme_tables_come_from_a_sweep(tmp_path):
     (out / "meta.json").write_text(json.dumps({**meta, "failed": 3}))
     with pytest.raises(ReadmeError, match="failed"):
         update(readme, out)
+
+
+def test_default_algorithms_and_receiver_forms_come_from_the_registry(tmp_path):
+    from ccp_train import _native
+    from ccp_train.harness.matrix import default_algs
+    from ccp_train.harness.runner import rx_algs
+
+    kinds = dict(_native.algorithms())
+    builtin = tuple(n for n, k in _native.algorithms() if k == "builtin")
+    assert {"reno", "cubic", "bbr", "iris"} <= set(builtin)
+    assert set(_native.learned_algorithms()) == {n for n, k in kinds.items() if k == "learned"}
+    # a learned algorithm runs by default exactly when it has a model
+    assert default_algs(tmp_path) == builtin
+    (tmp_path / "nuwa.onnx").write_bytes(b"")
+    assert default_algs(tmp_path) == tuple(n for n, k in _native.algorithms()
+                                           if k == "builtin" or n == "nuwa")
+    shipped = {p.stem for p in (ROOT / "models").glob("*.onnx")}
+    assert set(default_algs()) == set(builtin) | shipped
+    assert rx_algs() == ("nuwa",)
+    assert {rx for _, rx in _native.receiver_forms()} == {"nuwa", "nuwa_kalman"}

@@ -259,6 +259,15 @@ pub enum ReceiverKind {
 impl ReceiverKind {
     /// The names a scenario may give, in the order of the variants.
     pub const NAMES: [&'static str; 2] = ["nuwa", "nuwa_kalman"];
+    /// Every variant, in the order of [`Self::NAMES`].
+    pub const ALL: [ReceiverKind; 2] = [ReceiverKind::Nuwa, ReceiverKind::NuwaKalman];
+
+    /// The algorithm whose program this receiver reads (its flows must run it).
+    pub fn alg(self) -> &'static str {
+        match self {
+            ReceiverKind::Nuwa | ReceiverKind::NuwaKalman => "nuwa",
+        }
+    }
 
     /// The name a scenario gives it.
     pub fn name(self) -> &'static str {
@@ -290,7 +299,7 @@ impl ReceiverKind {
     /// Every receiver-side law takes its gain and target from the flow's Nuwa program.
     fn check_alg(self, field: &str, alg: Option<&str>) -> Result<(), ScenarioError> {
         let alg = alg.map(|a| a.strip_prefix(DATAPATH_PREFIX).unwrap_or(a));
-        if alg == Some("nuwa") {
+        if alg == Some(self.alg()) {
             return Ok(());
         }
         Err(field_err(

@@ -23,12 +23,12 @@ from pathlib import Path
 
 from . import plots as plotting
 from .matrix import (
-    DEFAULT_ALGS,
     DEFAULT_DIR,
     SPLITS,
     SUITES,
     MatrixError,
     comma_list,
+    default_algs,
     load_matrix,
     select,
 )
@@ -136,8 +136,9 @@ def parser() -> argparse.ArgumentParser:
                         "selection and knob tuning use tune only)")
     p.add_argument("--suites", type=comma_list, default=None,
                    help=f"comma-separated subset of {','.join(SUITES)} (default: all)")
-    p.add_argument("--algs", type=comma_list, default=list(DEFAULT_ALGS),
-                   help=f"algorithms to compare (default: {','.join(DEFAULT_ALGS)})")
+    p.add_argument("--algs", type=comma_list, default=list(default_algs()),
+                   help="algorithms to compare (default: every built-in algorithm of the "
+                        f"registry and every learned one with a model: {','.join(default_algs())})")
     p.add_argument("--seeds", type=int, default=None,
                    help="seeds per scenario, 1..N (default 5; 2 with --quick)")
     p.add_argument("--quick", action="store_true",

@@ -25,8 +25,18 @@ from pathlib import Path
 from typing import Any
 
 SPLITS = ("tune", "eval")
-#: algorithms a sweep compares by default (the agent must run each: learned ones need models)
-DEFAULT_ALGS = ("reno", "cubic", "bbr", "iris", "mocc", "owl")
+
+
+def default_algs(models: Path | None = None) -> tuple[str, ...]:
+    """The algorithms a sweep compares by default, from the registry (the one list of
+    algorithms): every built-in one and every learned one with a model in ``models`` (default:
+    the repository's ``models/``; ``<name>.onnx``), in registry order."""
+    from .. import _native
+
+    models = models if models is not None else repo_root() / "models"
+    return tuple(n for n, kind in _native.algorithms()
+                 if kind == "builtin" or (kind == "learned" and (models / f"{n}.onnx").is_file()))
+
 #: suites in report order
 SUITES = ("links", "cellular", "corpus", "fairness", "friendliness", "dynamics", "preferences")
 

@@ -45,8 +45,14 @@ RX_SUFFIX = "+rx"
 #: ``ALG+rxk``: the same with the receiver's one-way delay Kalman-filtered
 #: (``receiver = "nuwa_kalman"``, the paper's extended version)
 RXK_SUFFIX = "+rxk"
-#: the algorithms a receiver-side law exists for
-RX_ALGS = ("nuwa",)
+
+
+@functools.lru_cache(maxsize=1)
+def rx_algs() -> tuple[str, ...]:
+    """The algorithms a receiver-side law exists for (the simulator's receivers)."""
+    from .. import _native
+
+    return tuple(sorted({alg for alg, _ in _native.receiver_forms()}))
 
 
 def _rx_suffix(alg: str) -> str | None:
@@ -71,8 +77,8 @@ def receiver_of(alg: str) -> str | None:
 def check_alg_variant(alg: str) -> None:
     """Refuse a sweep name whose variant does not exist (``cubic+rx``), naming the fix."""
     sfx = _rx_suffix(alg)
-    if sfx and base_alg(alg) not in RX_ALGS:
-        raise ValueError(f"{alg!r}: only {', '.join(a + sfx for a in RX_ALGS)} has a "
+    if sfx and base_alg(alg) not in rx_algs():
+        raise ValueError(f"{alg!r}: only {', '.join(a + sfx for a in rx_algs())} has a "
                          f"receiver-side form; drop the {sfx} suffix")
 
 

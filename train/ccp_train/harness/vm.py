@@ -41,11 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .matrix import (
-    DEFAULT_ALGS,
     SPLITS,
     MatrixError,
     Scenario,
     comma_list,
+    default_algs,
     load_matrix,
     repo_root,
     select,
@@ -369,8 +369,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="only the scenarios marked quick")
     p.add_argument("--seconds", type=int, default=10,
                    help="length of each transfer (default 10)")
-    p.add_argument("--algs", type=comma_list, default=list(DEFAULT_ALGS),
-                   help=f"the agent's algorithms (default: {','.join(DEFAULT_ALGS)})")
+    p.add_argument("--algs", type=comma_list, default=list(default_algs()),
+                   help=f"the agent's algorithms (default: {','.join(default_algs())})")
     p.add_argument("--models", type=Path, default=None,
                    help="the agent's models and cards (default: the repository's models/)")
     p.add_argument("--netstats", action="store_true",
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = [a for a in args.algs if not re.fullmatch(r"[a-z0-9_]+", a)]
     if bad or not args.algs:
         print(f"error: --algs {','.join(args.algs)!r}: give algorithm names such as "
-              f"{','.join(DEFAULT_ALGS)}", file=sys.stderr)
+              f"{','.join(default_algs())}", file=sys.stderr)
         return 2
     try:
         scen = select(load_matrix(suites=["links"]), args.split, quick=args.quick,
