@@ -150,7 +150,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--matrix", type=Path, default=DEFAULT_DIR,
                    help="folder of suite files (default: ops/eval)")
     p.add_argument("--traces", type=Path, default=None,
-                   help="cellular suite over the mahimahi traces in this folder instead")
+                   help="cellular suite over the traces in this folder instead (mahimahi "
+                        "files or throughput logs)")
     p.add_argument("--traces-split", choices=SPLITS, default="eval",
                    help="split of the traces given with --traces (default eval)")
     p.add_argument("--agent", default=str(ROOT / "target" / "release" / "ccp-agent"),

@@ -201,7 +201,8 @@ def _cellular(path: Path, raw: dict[str, Any], traces_dir: Path | None,
         if traces_split not in SPLITS:
             raise MatrixError(f"--traces-split is {traces_split!r}: use tune or eval")
     if not folder.is_dir():
-        raise _err(path, "traces_dir", f"{folder} is not a folder of mahimahi traces")
+        raise _err(path, "traces_dir", f"{folder} is not a folder of traces (mahimahi files or "
+                   "throughput logs)")
     files = sorted(p for p in folder.iterdir()
                    if p.is_file() and p.name != "README" and not p.name.startswith("."))
     if not files:
