@@ -161,7 +161,7 @@ pub enum Capacity {
         scale: f64,
     },
     /// A throughput log (`time_s rate_mbps`): a piecewise-constant rate repeating with the
-    /// log's period, each rate times `scale` ([`crate::trace`]).
+    /// log's period, each rate times `scale` (`src/trace.rs`).
     Log {
         path: PathBuf,
         log: Arc<RateLog>,
