@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use ccp_runtime::flows::FlowTables;
-use ccp_runtime::guard::{
+use ccp_runtime::ipc::guard::{
     GuardStats, Guarded, CREATE, MAX_FLOWS_PER_DATAPATH, MAX_INIT_CWND_BYTES, MAX_MSS, MEASURE,
     READY,
 };

@@ -28,11 +28,11 @@ use portus::lang::Scope;
 use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
 use tracing::{debug, info, warn};
 
-use crate::flowlog::FlowLog;
+use crate::flows::flowlog::FlowLog;
+use crate::flows::portfolio::{AutoSelect, Choice};
+use crate::flows::prefs::{FlowAddr, PrefCell, PrefSource};
 use crate::flows::{FlowKey, FlowTables};
-use crate::guard::{flow_params, FlowRequest, LogLimit};
-use crate::portfolio::{AutoSelect, Choice};
-use crate::prefs::{FlowAddr, PrefCell, PrefSource};
+use crate::ipc::guard::{flow_params, FlowRequest, LogLimit};
 
 /// What the agent knows about one flow, for output and tests.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -42,7 +42,7 @@ pub struct FlowRecord {
     pub requested: String,
     /// The algorithm that runs the flow.
     pub alg: &'static str,
-    /// The preference in force, and where it came from ([`crate::prefs`]).
+    /// The preference in force, and where it came from ([`crate::flows::prefs`]).
     pub w: Preference,
     pub w_source: PrefSource,
     /// The CREATE's addresses and ports (none for flows started without a CREATE).
@@ -68,7 +68,7 @@ pub struct AgentCore {
     pub network_stats: Option<Arc<dyn NetworkStats>>,
 }
 
-static LOG_NO_PROGRAM: LogLimit = LogLimit::new(crate::guard::LOG_EVERY);
+static LOG_NO_PROGRAM: LogLimit = LogLimit::new(crate::ipc::guard::LOG_EVERY);
 
 impl AgentCore {
     /// The names of the algorithms this agent runs: what a datapath may request.
@@ -738,7 +738,7 @@ mod tests {
 
     #[test]
     fn a_preference_set_mid_flow_reaches_the_controllers_next_decision() {
-        use crate::prefs::{FlowAddr, SocketPair};
+        use crate::flows::prefs::{FlowAddr, SocketPair};
         let registry = ccp_algs::Registry::builtin();
         let reno = registry.get("reno").cloned().unwrap();
         let core = AgentCore {

@@ -232,7 +232,7 @@ impl UnixAgent {
         let timeouts = Arc::new(AtomicU64::new(0));
         let agent = Agent::with_registry(&options(default), registry(None, &timeouts))
             .expect("a valid agent");
-        let sock = ccp_runtime::unix::UnixSocket::bind(name).expect("bind the agent's socket");
+        let sock = ccp_runtime::ipc::unix::UnixSocket::bind(name).expect("bind the agent's socket");
         let running = agent.spawn(sock).expect("start the agent");
         UnixAgent {
             agent,

@@ -17,11 +17,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::flows::FlowTables;
-use crate::guard::GuardStats;
-use crate::policy::ModelStore;
 #[cfg(doc)]
-use crate::prefs::PrefStore;
+use crate::flows::prefs::PrefStore;
+use crate::flows::FlowTables;
+use crate::ipc::guard::GuardStats;
+use crate::policy::ModelStore;
 
 /// Upper bounds (seconds) of the decision-latency histogram's buckets (+Inf implied).
 pub const DECISION_BUCKETS: [f64; 13] = [
@@ -84,7 +84,7 @@ impl DecisionStats {
 /// Read `/proc/net/ccp`-style `name value` lines (at most 64 KiB, at most 256 lines); `None`
 /// if the file is absent or unreadable.
 pub fn read_proc_counters(path: &Path) -> Option<Vec<(String, u64)>> {
-    let text = crate::files::read_regular_to_string(path, 64 * 1024).ok()?;
+    let text = crate::sources::files::read_regular_to_string(path, 64 * 1024).ok()?;
     Some(
         text.lines()
             .take(256)
@@ -109,7 +109,7 @@ pub struct Sources<'a> {
     /// `/proc/net/ccp`, or another file in tests; `None`: not read.
     pub proc_ccp: Option<&'a Path>,
     /// The in-network statistics poller, when one runs.
-    pub netstats: Option<&'a crate::netstats::PolledStats>,
+    pub netstats: Option<&'a crate::sources::netstats::PolledStats>,
 }
 
 fn escape(v: &str) -> String {
@@ -359,7 +359,7 @@ pub fn render(src: &Sources<'_>) -> String {
             "counter",
             "Polls of the in-network statistics endpoint that failed, by reason.",
         );
-        for (reason, v) in crate::netstats::REASONS.iter().zip(&c.failed) {
+        for (reason, v) in crate::sources::netstats::REASONS.iter().zip(&c.failed) {
             o.labelled(
                 "ccp_netstats_polls_failed_total",
                 &format!("reason=\"{reason}\""),
@@ -444,7 +444,7 @@ mod tests {
         let tables = FlowTables::default();
         tables.decisions.observe(Duration::from_micros(3));
         let guard = GuardStats::default();
-        guard.count(crate::guard::Reject::BadName);
+        guard.count(crate::ipc::guard::Reject::BadName);
         let text = render(&Sources {
             tables: &tables,
             guard: &guard,

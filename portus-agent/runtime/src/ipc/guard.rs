@@ -17,7 +17,7 @@
 //!
 //! The guard also reads the flow's request out of CREATE: its addresses and ports, an
 //! optional `;w=a,b,c` suffix (the simulator's way to carry a per-flow preference), and from
-//! them the flow's preference, resolved here once ([`crate::prefs`]: per-socket entry, rule,
+//! them the flow's preference, resolved here once ([`crate::flows::prefs`]: per-socket entry, rule,
 //! suffix, `--w`); then the congAlg name is rewritten to the registry name portus dispatches
 //! on (`ccp_cubic` → `cubic`; `ccp`, unknown or unavailable → empty, i.e. the default
 //! algorithm). The request is recorded in the [`FlowTables`] for the algorithm adapter to
@@ -48,9 +48,9 @@ use ccp_algs::Preference;
 use portus::ipc::Ipc;
 use tracing::warn;
 
+use crate::flows::portfolio::{AutoSelect, Choice};
+use crate::flows::prefs::{FlowAddr, PrefStore, Resolved};
 use crate::flows::{FlowKey, FlowTables};
-use crate::portfolio::{AutoSelect, Choice};
-use crate::prefs::{FlowAddr, PrefStore, Resolved};
 
 /// Message types (portus `serialize`): datapath → agent.
 pub const CREATE: u16 = 0;
@@ -158,7 +158,7 @@ pub struct GuardStats {
     /// Datapaths dropped after a failed send.
     pub dropped_datapaths: AtomicU64,
     /// Netlink datagrams not sent by the kernel (another process's), dropped unread
-    /// ([`crate::netlink`]).
+    /// ([`crate::ipc::netlink`]).
     pub not_from_kernel: AtomicU64,
     /// Datagrams from the kernel that were not one whole netlink message of the `ccp`
     /// family carrying one CCP message (or another message the agent expects), dropped.
@@ -418,7 +418,7 @@ pub fn create_addr(msg: &[u8]) -> FlowAddr {
 
 /// Normalize a validated CREATE in place and return the flow's request: the flow's
 /// preference is resolved (`prefs`: per-socket entry, rule, `;w=` suffix, default; see
-/// [`crate::prefs`]), the name becomes the registry name portus dispatches on
+/// [`crate::flows::prefs`]), the name becomes the registry name portus dispatches on
 /// (`ccp_cubic;w=…` → `cubic`; `ccp_auto` → the portfolio's choice for the resolved
 /// preference (`auto`); `ccp`, unknown or unavailable → empty, i.e. the default), and
 /// the initial window is clamped (see [`flow_params`]; counted in `clamped_create`). The
@@ -989,7 +989,7 @@ mod tests {
 
     #[test]
     fn ccp_auto_chooses_from_the_resolved_preference() {
-        use crate::prefs::{PrefConfig, SocketPair};
+        use crate::flows::prefs::{PrefConfig, SocketPair};
         let path = std::env::temp_dir().join(format!("ccp-guard-pf-{}.json", std::process::id()));
         std::fs::write(
             &path,
@@ -1031,7 +1031,7 @@ mod tests {
         assert_eq!(req.alg, "mocc");
         assert_eq!(
             req.resolved.map(|r| r.source),
-            Some(crate::prefs::PrefSource::Socket)
+            Some(crate::flows::prefs::PrefSource::Socket)
         );
         assert_eq!(&m[CREATE_NAME..CREATE_NAME + 5], b"mocc\0");
     }

@@ -13,14 +13,18 @@
 //! carries a generation, so a flow replaced by a new CREATE for the same socket id never
 //! removes its successor's request or record.
 
+pub mod flowlog;
+pub mod portfolio;
+pub mod prefs;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::adapter::FlowRecord;
-use crate::guard::FlowRequest;
-use crate::metrics::DecisionStats;
-use crate::prefs::PrefStore;
+use crate::control::metrics::DecisionStats;
+use crate::flows::prefs::PrefStore;
+use crate::ipc::guard::FlowRequest;
 
 /// Records of closed flows kept (most recent first out of the ring).
 pub const CLOSED_KEPT: usize = 1024;

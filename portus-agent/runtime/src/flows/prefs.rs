@@ -2,7 +2,7 @@
 //! it changes while the flow runs.
 //!
 //! **Resolution at CREATE** ([`PrefStore::resolve`], called once per CREATE by
-//! [`crate::guard::normalize_create`]), first match wins:
+//! [`crate::ipc::guard::normalize_create`]), first match wins:
 //!
 //! 1. an explicit **per-socket** entry set through the control socket (`ctl set-pref`, the
 //!    Python helper), keyed by the flow's addresses and ports ([`PrefKey`]);

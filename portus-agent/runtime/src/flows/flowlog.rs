@@ -31,7 +31,7 @@ pub struct FlowLog {
 }
 
 /// Flows whose last report time is kept before old entries are pruned.
-const MAX_TRACKED: usize = 2 * crate::guard::MAX_FLOWS;
+const MAX_TRACKED: usize = 2 * crate::ipc::guard::MAX_FLOWS;
 
 impl FlowLog {
     /// Create (truncate) `path` for writing, without blocking.
