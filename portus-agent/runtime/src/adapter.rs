@@ -32,7 +32,8 @@ use crate::flows::flowlog::FlowLog;
 use crate::flows::portfolio::{AutoSelect, Choice};
 use crate::flows::prefs::{FlowAddr, PrefCell, PrefSource};
 use crate::flows::{FlowKey, FlowTables};
-use crate::ipc::guard::{flow_params, FlowRequest, LogLimit};
+use crate::ipc::guard::{flow_params, FlowRequest};
+use crate::log_limit::LogLimit;
 
 /// What the agent knows about one flow, for output and tests.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

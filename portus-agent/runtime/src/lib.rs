@@ -33,6 +33,9 @@
 //!   mid-flow changes.
 //! - [`flows::portfolio`]: `ccp_auto`, the portfolio's choice of an algorithm per flow.
 //!
+//! [`log_limit`]: rate-limited logging (one line per interval per call site), shared by
+//! the guard, the sockets, the adapter and the poller.
+//!
 //! [`policy`]: the learned-policy runtime (ONNX models, model cards, `--models DIR`).
 //!
 //! [`sources`]: data from outside the agent, read without stalling it.
@@ -47,6 +50,7 @@ pub mod control;
 pub mod flows;
 pub mod inline;
 pub mod ipc;
+pub mod log_limit;
 pub mod policy;
 pub mod programs;
 pub mod simrun;

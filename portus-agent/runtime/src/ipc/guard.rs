@@ -40,7 +40,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ccp_algs::registry::strip_prefix;
@@ -51,6 +51,7 @@ use tracing::warn;
 use crate::flows::portfolio::{AutoSelect, Choice};
 use crate::flows::prefs::{FlowAddr, PrefStore, Resolved};
 use crate::flows::{FlowKey, FlowTables};
+use crate::log_limit::LogLimit;
 
 /// Message types (portus `serialize`): datapath → agent.
 pub const CREATE: u16 = 0;
@@ -275,36 +276,6 @@ pub struct FlowRequest {
     pub resolved: Option<Resolved>,
     /// For a flow that asked for `ccp_auto`: the portfolio's choice and why.
     pub choice: Option<Choice>,
-}
-
-/// At most one log line per `every` from one call site; counts what it held back.
-#[derive(Debug)]
-pub struct LogLimit {
-    every: Duration,
-    state: Mutex<(Option<Instant>, u64)>,
-}
-
-impl LogLimit {
-    pub const fn new(every: Duration) -> Self {
-        Self {
-            every,
-            state: Mutex::new((None, 0)),
-        }
-    }
-
-    /// `Some(lines held back since the last one)` if a line may be written now.
-    pub fn allow(&self) -> Option<u64> {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        if st.0.is_none_or(|t| now.duration_since(t) >= self.every) {
-            let held = st.1;
-            *st = (Some(now), 0);
-            Some(held)
-        } else {
-            st.1 += 1;
-            None
-        }
-    }
 }
 
 /// Rate limit of the guard's (and the adapters') per-message warnings.
@@ -1034,14 +1005,5 @@ mod tests {
             Some(crate::flows::prefs::PrefSource::Socket)
         );
         assert_eq!(&m[CREATE_NAME..CREATE_NAME + 5], b"mocc\0");
-    }
-
-    #[test]
-    fn log_limit_holds_back_and_counts() {
-        let l = LogLimit::new(Duration::from_secs(3600));
-        assert_eq!(l.allow(), Some(0));
-        for _ in 0..1000 {
-            assert_eq!(l.allow(), None);
-        }
     }
 }

@@ -40,7 +40,7 @@ use ccp_algs::netstats::{NetStats, NetworkStats, PathKey};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing::{info, warn};
 
-use crate::ipc::guard::LogLimit;
+use crate::log_limit::LogLimit;
 
 /// Largest reply body read (bytes): a few hundred paths.
 pub const MAX_BODY: usize = 64 * 1024;
