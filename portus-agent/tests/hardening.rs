@@ -295,7 +295,7 @@ fn closed_flows_leave_the_tables() {
 #[test]
 fn live_flows_are_capped() {
     let a = ChanAgent::start(AgentOptions::default());
-    let cap = ccp_runtime::ipc::guard::MAX_FLOWS_PER_DATAPATH as u32;
+    let cap = ccp_runtime::flows::MAX_FLOWS_PER_DATAPATH as u32;
     for sid in 1..=cap + 500 {
         a.tx.send(wire::create(sid, "ccp_reno", 14480, 1448))
             .unwrap();

@@ -22,37 +22,18 @@ use ccp_algs::controller::{MAX_REPORT_INTERVAL_US, MIN_REPORT_INTERVAL_US};
 use ccp_algs::netstats::{NetStats, NetworkStats, PathKey};
 use ccp_algs::registry::ALGORITHMS;
 use ccp_algs::signals::INTERVAL_REG;
-use ccp_algs::{Action, Algorithm, Controller, FlowInfo, FlowMetrics, Interval, Preference};
+use ccp_algs::{Action, Algorithm, Controller, FlowInfo, Interval, Preference};
 use portus::ipc::Ipc;
 use portus::lang::Scope;
 use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
 use tracing::{debug, info, warn};
 
 use crate::flows::flowlog::FlowLog;
-use crate::flows::portfolio::{AutoSelect, Choice};
-use crate::flows::prefs::{FlowAddr, PrefCell, PrefSource};
-use crate::flows::{FlowKey, FlowTables};
-use crate::ipc::guard::{flow_params, FlowRequest};
+use crate::flows::portfolio::AutoSelect;
+use crate::flows::prefs::{PrefCell, PrefSource};
+use crate::flows::{FlowKey, FlowRecord, FlowRequest, FlowTables};
+use crate::ipc::guard::flow_params;
 use crate::log_limit::LogLimit;
-
-/// What the agent knows about one flow, for output and tests.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct FlowRecord {
-    pub sid: u32,
-    /// congAlg name as the datapath sent it.
-    pub requested: String,
-    /// The algorithm that runs the flow.
-    pub alg: &'static str,
-    /// The preference in force, and where it came from ([`crate::flows::prefs`]).
-    pub w: Preference,
-    pub w_source: PrefSource,
-    /// The CREATE's addresses and ports (none for flows started without a CREATE).
-    pub addr: Option<FlowAddr>,
-    /// `ccp_auto` flows: the portfolio's choice and why.
-    pub choice: Option<Choice>,
-    pub closed: bool,
-    pub metrics: FlowMetrics,
-}
 
 /// State shared by all adapters (one agent, one portus thread).
 pub struct AgentCore {
@@ -565,6 +546,8 @@ impl<I: Ipc> CongAlg<I> for DefaultAlg {
 
 #[cfg(test)]
 mod tests {
+    use ccp_algs::FlowMetrics;
+
     use super::*;
 
     #[test]

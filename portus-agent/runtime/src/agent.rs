@@ -12,11 +12,11 @@ use portus::ipc::{BackendBuilder, Ipc};
 use portus::{CCPHandle, RunBuilder};
 use tracing::info;
 
-use crate::adapter::{AgentCore, DefaultAlg, FlowRecord, Slot};
+use crate::adapter::{AgentCore, DefaultAlg, Slot};
 use crate::flows::flowlog::FlowLog;
 use crate::flows::portfolio::AutoSelect;
 use crate::flows::prefs::{PrefConfig, PrefRule, PrefStore};
-use crate::flows::{FlowTables, TableSizes};
+use crate::flows::{FlowRecord, FlowTables, TableSizes};
 use crate::ipc::guard::{GuardStats, Guarded};
 use crate::policy::{ModelContract, ModelStore};
 

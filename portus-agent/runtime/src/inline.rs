@@ -22,10 +22,9 @@ use portus::serialize;
 use tracing::debug;
 
 use crate::adapter::{AgentCore, FlowDriver};
-use crate::flows::FlowKey;
+use crate::flows::{FlowKey, FlowRequest, MAX_FLOWS_PER_DATAPATH};
 use crate::ipc::guard::{
-    check_message, normalize_create, u16_at, u32_at, FlowRequest, GuardStats, CREATE, HDR_LEN,
-    MAX_FLOWS_PER_DATAPATH, MEASURE, READY,
+    check_message, normalize_create, u16_at, u32_at, GuardStats, CREATE, HDR_LEN, MEASURE, READY,
 };
 
 /// A program compiled once: its uid, scope and INSTALL message.

@@ -21,8 +21,8 @@ use ccp_algs::netstats::{NetStatsCell, NetworkStats};
 use ccp_sim::{ChanIpc, Scenario, SimOptions, SimResults, Simulator, UnixIpc};
 use serde_json::json;
 
-use crate::adapter::FlowRecord;
 use crate::agent::{Agent, AgentOptions};
+use crate::flows::FlowRecord;
 use crate::ipc::guard::GuardStats;
 
 /// The longest a run waits for the agent to read the simulator's last messages.

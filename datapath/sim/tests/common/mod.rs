@@ -14,7 +14,7 @@ use ccp_algs::{
     Action, Algorithm, Controller, FlowInfo, FlowMetrics, FoldProgram, Interval, Preference,
     Registry,
 };
-use ccp_runtime::adapter::FlowRecord;
+use ccp_runtime::flows::FlowRecord;
 use ccp_runtime::simrun::{run_sim_with_registry, IpcKind, RunOptions};
 use ccp_runtime::{Agent, AgentOptions, RunningAgent};
 use ccp_sim::{Scenario, SimResults};

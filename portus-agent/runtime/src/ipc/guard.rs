@@ -48,9 +48,9 @@ use ccp_algs::Preference;
 use portus::ipc::Ipc;
 use tracing::warn;
 
-use crate::flows::portfolio::{AutoSelect, Choice};
-use crate::flows::prefs::{FlowAddr, PrefStore, Resolved};
-use crate::flows::{FlowKey, FlowTables};
+use crate::flows::portfolio::AutoSelect;
+use crate::flows::prefs::{FlowAddr, PrefStore};
+use crate::flows::{FlowKey, FlowRequest, FlowTables, MAX_FLOWS, MAX_FLOWS_PER_DATAPATH};
 use crate::log_limit::LogLimit;
 
 /// Message types (portus `serialize`): datapath → agent.
@@ -79,11 +79,6 @@ pub const MAX_MSS: u32 = 65_535;
 pub const MAX_PORT: u32 = 65_535;
 /// A CREATE's initial window is clamped to at most this many bytes (1 GiB).
 pub const MAX_INIT_CWND_BYTES: u32 = 1 << 30;
-/// Live flows per datapath: libccp's socket ids are 16-bit, so no datapath holds more
-/// (ccp-kernel's table has `max_flows` slots, 1024 by default, up to 65,535).
-pub const MAX_FLOWS_PER_DATAPATH: usize = 65_535;
-/// Live flows over all datapaths.
-pub const MAX_FLOWS: usize = 4 * MAX_FLOWS_PER_DATAPATH;
 /// Datapaths tracked at once.
 pub const MAX_DATAPATHS: usize = 64;
 /// How long a dropped datapath's messages are ignored after its first failed send.
@@ -259,23 +254,6 @@ impl GuardStats {
         .map(|c| c.load(Ordering::Relaxed))
         .sum()
     }
-}
-
-/// What a datapath asked for when it created a flow.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FlowRequest {
-    /// The congAlg name as the datapath sent it (`ccp_cubic;w=…`).
-    pub requested: String,
-    /// The registry name portus will dispatch on; empty = the default algorithm.
-    pub alg: String,
-    /// The flow's own preference (the `;w=` suffix), if it carried one.
-    pub preference: Option<Preference>,
-    /// The CREATE's addresses and ports.
-    pub addr: Option<FlowAddr>,
-    /// The flow's preference as resolved at CREATE ([`PrefStore::resolve`]).
-    pub resolved: Option<Resolved>,
-    /// For a flow that asked for `ccp_auto`: the portfolio's choice and why.
-    pub choice: Option<Choice>,
 }
 
 /// Rate limit of the guard's (and the adapters') per-message warnings.
