@@ -3,12 +3,13 @@
 
 Reads every `.rs` file under SRC (a crate's `src/`), strips comments, string and char
 literals, and collects each `crate::...` path (a `use crate::{a, b::c}` tree is expanded;
-`super::` paths are resolved against the file's module). Each path is resolved to the
+`super::` paths are resolved against the module they are written in, inline `mod`s
+included). Each path is resolved to the
 longest module that exists (`src/a/b.rs` or `src/a/b/mod.rs` is `a::b`), following one level
 of `pub use` re-exports. Edges are grouped at a depth (`--depth 1`: the top-level modules and
 folders, the default; `--depth 0`: every file), and the strongly connected components with
-more than one member (Tarjan) are printed. Test code counts: a test that imports a module is
-an import. Exit status 1 if there is a cycle.
+more than one member (Tarjan) are printed. Test code counts (a test that imports a module is
+an import) unless `--no-tests`. Exit status 1 if there is a cycle.
 
     python3 ops/import_cycles.py portus-agent/runtime/src            # top-level modules
     python3 ops/import_cycles.py portus-agent/runtime/src --depth 0  # every file
@@ -91,6 +92,23 @@ def parse_tree(s: str, i: int, prefix: list, paths: list) -> int:
         return i
 
 
+def inline_mods(text: str) -> list:
+    """(start, end) of each inline `mod name { ... }` block in stripped source."""
+    out = []
+    for m in re.finditer(r"\bmod\s+" + IDENT + r"\s*\{", text):
+        depth, i = 0, m.end() - 1
+        while i < len(text):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        out.append((m.start(), i))
+    return out
+
+
 def module_of(path: Path, src: Path) -> tuple:
     rel = path.relative_to(src).with_suffix("")
     parts = list(rel.parts)
@@ -104,9 +122,16 @@ def main() -> int:
     ap.add_argument("src")
     ap.add_argument("--depth", type=int, default=1)
     ap.add_argument("--edges", action="store_true", help="print every edge with the paths behind it")
+    ap.add_argument("--no-tests", action="store_true", help="leave out `#[cfg(test)] mod` blocks")
     args = ap.parse_args()
     src = Path(args.src)
     files = {module_of(p, src): strip(p.read_text()) for p in sorted(src.rglob("*.rs"))}
+    if args.no_tests:
+        for mod, text in files.items():
+            for a, b in reversed(inline_mods(text)):
+                if re.search(r"#\[cfg\(test\)\]\s*$", text[:a]):
+                    text = text[:a] + " " * (b + 1 - a) + text[b + 1 :]
+            files[mod] = text
     modules = set(files)
 
     def longest(path):
@@ -145,14 +170,16 @@ def main() -> int:
             paths = []
             parse_tree(text, m.end(), [], paths)
             found += paths
+        inline = inline_mods(text)
         for m in re.finditer(r"(?<![A-Za-z0-9_:])((?:super\s*::\s*)+)", text):
             ups = m.group(1).count("super")
             paths = []
             parse_tree(text, m.end(), [], paths)
-            # `super::` inside a file's inline `mod tests` names the file's own module:
-            # resolve against the module itself and against its parent, keep both.
-            for base in (mod[: len(mod) - ups + 1], mod[: len(mod) - ups]):
-                found += [list(base) + p for p in paths]
+            # `super::` inside an inline `mod tests { ... }` counts that module too
+            depth = sum(1 for a, b in inline if a < m.start() < b)
+            base = list(mod) + ["<inline>"] * depth
+            base = [x for x in base[: len(base) - ups] if x != "<inline>"]
+            found += [base + p for p in paths]
         for p in found:
             target = resolve(p)
             edges.setdefault(mod, {}).setdefault(target, set()).add("::".join(p))
