@@ -41,8 +41,8 @@ use ccp_algs::netstats::{NetStats, NetStatsCell, NetworkStats};
 use ccp_algs::policy::PolicySpec;
 use ccp_algs::Registry;
 use ccp_algs::{Action, Algorithm, Controller, FlowInfo, FlowMetrics, Interval, Preference};
+use ccp_runtime::agent::inline::{ExternalControl, InlineAgent};
 use ccp_runtime::flows::FlowRequest;
-use ccp_runtime::inline::{ExternalControl, InlineAgent};
 use ccp_runtime::{Agent, AgentOptions};
 use ccp_sim::{CapacityMeter, Scenario, Session, SimOptions, SimResults, Simulator};
 

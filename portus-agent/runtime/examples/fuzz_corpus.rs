@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ccp_runtime::inline::InlineAgent;
+use ccp_runtime::agent::inline::InlineAgent;
 use ccp_runtime::ipc::guard::{CREATE, MEASURE, READY};
 use ccp_runtime::ipc::wire;
 use ccp_runtime::{Agent, AgentOptions};

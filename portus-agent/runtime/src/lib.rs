@@ -8,8 +8,10 @@
 //!
 //! The core:
 //! - [`agent`]: building the registry, validating programs, running portus.
+//! - [`agent::inline`]: the same agent answering synchronously in-process (training, fast
+//!   runs); in the agent's folder, as the agent's other form (its test drives it through an
+//!   [`Agent`]).
 //! - [`adapter`]: `Algorithm`/`Controller` → portus `CongAlg`/`Flow`.
-//! - [`inline`]: the same agent answering synchronously in-process (training, fast runs).
 //! - [`programs`]: start-up checks of fold programs against libccp's limits.
 //! - [`simrun`]: `--sim`, the agent plus the simulated datapath in one process.
 //!
@@ -48,7 +50,6 @@ pub mod adapter;
 pub mod agent;
 pub mod control;
 pub mod flows;
-pub mod inline;
 pub mod ipc;
 pub mod log_limit;
 pub mod policy;

@@ -1,4 +1,8 @@
 //! Starting and stopping the portus run loop with every algorithm registered.
+//!
+//! [`inline`]: the same agent without a run loop, answering in-process ([`Agent::inline`]).
+
+pub mod inline;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -532,8 +536,8 @@ impl Agent {
     }
 
     /// The same agent as a synchronous in-process datapath peer (no portus run loop).
-    pub fn inline(&self) -> anyhow::Result<crate::inline::InlineAgent> {
-        crate::inline::InlineAgent::new(self.core.clone(), self.stats.clone())
+    pub fn inline(&self) -> anyhow::Result<crate::agent::inline::InlineAgent> {
+        crate::agent::inline::InlineAgent::new(self.core.clone(), self.stats.clone())
     }
 
     /// Records of the live flows and of the last [`crate::flows::CLOSED_KEPT`] closed ones,
