@@ -29,9 +29,10 @@ use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
 use tracing::{debug, info, warn};
 
 use crate::flows::flowlog::FlowLog;
+use crate::flows::key::FlowKey;
 use crate::flows::portfolio::AutoSelect;
 use crate::flows::prefs::{PrefCell, PrefSource};
-use crate::flows::{FlowKey, FlowRecord, FlowRequest, FlowTables};
+use crate::flows::{FlowRecord, FlowRequest, FlowTables};
 use crate::ipc::guard::flow_params;
 use crate::log_limit::LogLimit;
 

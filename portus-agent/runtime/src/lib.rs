@@ -30,6 +30,8 @@
 //!
 //! [`flows`]: what the agent knows per flow.
 //! - [`flows`] itself: the agent's bounded flow tables (requests and records).
+//! - [`flows::key`]: [`flows::key::FlowKey`], how the agent names a flow.
+//! - [`flows::decisions`]: the decision counters and latency histogram the drivers add to.
 //! - [`flows::flowlog`]: the `--flow-log` JSON-lines writer.
 //! - [`flows::prefs`]: per-flow preferences: resolution at CREATE, per-socket entries, rules,
 //!   mid-flow changes.

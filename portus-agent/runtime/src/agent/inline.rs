@@ -22,7 +22,8 @@ use portus::serialize;
 use tracing::debug;
 
 use crate::adapter::{AgentCore, FlowDriver};
-use crate::flows::{FlowKey, FlowRequest, MAX_FLOWS_PER_DATAPATH};
+use crate::flows::key::FlowKey;
+use crate::flows::{FlowRequest, MAX_FLOWS_PER_DATAPATH};
 use crate::ipc::guard::{
     check_message, normalize_create, u16_at, u32_at, GuardStats, CREATE, HDR_LEN, MEASURE, READY,
 };

@@ -15,6 +15,7 @@
 
 pub mod decisions;
 pub mod flowlog;
+pub mod key;
 pub mod portfolio;
 pub mod prefs;
 
@@ -25,6 +26,7 @@ use std::sync::Mutex;
 use ccp_algs::{FlowMetrics, Preference};
 
 use crate::flows::decisions::DecisionStats;
+use crate::flows::key::FlowKey;
 use crate::flows::portfolio::Choice;
 use crate::flows::prefs::{FlowAddr, PrefSource, PrefStore, Resolved};
 
@@ -71,13 +73,6 @@ pub struct FlowRecord {
     pub choice: Option<Choice>,
     pub closed: bool,
     pub metrics: FlowMetrics,
-}
-
-/// A flow: its datapath (numbered by the guard; 0 for the in-process agent) and socket id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FlowKey {
-    pub peer: u32,
-    pub sid: u32,
 }
 
 /// Sizes of the tables (for tests and the soak benchmark).

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use ccp_algs::Preference;
 
-use crate::flows::FlowKey;
+use crate::flows::key::FlowKey;
 
 /// How long a preference set for a socket that has no flow (yet, or any more) is kept.
 pub const DEFAULT_PENDING_TTL: Duration = Duration::from_secs(60);

@@ -48,9 +48,10 @@ use ccp_algs::Preference;
 use portus::ipc::Ipc;
 use tracing::warn;
 
+use crate::flows::key::FlowKey;
 use crate::flows::portfolio::AutoSelect;
 use crate::flows::prefs::{FlowAddr, PrefStore};
-use crate::flows::{FlowKey, FlowRequest, FlowTables, MAX_FLOWS, MAX_FLOWS_PER_DATAPATH};
+use crate::flows::{FlowRequest, FlowTables, MAX_FLOWS, MAX_FLOWS_PER_DATAPATH};
 use crate::log_limit::LogLimit;
 
 /// Message types (portus `serialize`): datapath → agent.
