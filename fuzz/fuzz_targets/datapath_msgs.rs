@@ -21,12 +21,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use ccp_runtime::flows::FlowTables;
-use ccp_runtime::guard::{
-    GuardStats, Guarded, CREATE, MAX_FLOWS_PER_DATAPATH, MAX_INIT_CWND_BYTES, MAX_MSS, MEASURE,
-    READY,
+use ccp_runtime::flows::{FlowTables, MAX_FLOWS_PER_DATAPATH};
+use ccp_runtime::ipc::guard::{
+    GuardStats, Guarded, CREATE, MAX_INIT_CWND_BYTES, MAX_MSS, MEASURE, READY,
 };
-use ccp_runtime::inline::InlineAgent;
+use ccp_runtime::agent::inline::InlineAgent;
 use ccp_runtime::{Agent, AgentOptions};
 use ccp_sim::DatapathIpc;
 use libfuzzer_sys::fuzz_target;

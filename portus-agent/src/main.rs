@@ -10,8 +10,8 @@ use ccp_algs::netstats::NetworkStats;
 use ccp_algs::Preference;
 use ccp_runtime::agent::AgentConfig;
 use ccp_runtime::control::{self, AuthPolicy, ControlOptions, ControlPlane};
-use ccp_runtime::netstats::PolledStats;
 use ccp_runtime::simrun::{self, IpcKind, RunOptions};
+use ccp_runtime::sources::netstats::PolledStats;
 use ccp_runtime::{Agent, AgentOptions, ConfigError};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
@@ -129,7 +129,7 @@ struct Cli {
     /// [netstats] url of --config; none: the features stay masked]. Period, timeout and
     /// staleness: [netstats] period_ms, timeout_ms, stale_after_ms.
     #[arg(long, value_name = "URL", conflicts_with = "sim", value_parser = parse_url)]
-    netstats_url: Option<ccp_runtime::netstats::HttpUrl>,
+    netstats_url: Option<ccp_runtime::sources::netstats::HttpUrl>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -183,7 +183,7 @@ enum CtlOp {
     Ping,
 }
 
-fn parse_url(s: &str) -> Result<ccp_runtime::netstats::HttpUrl, String> {
+fn parse_url(s: &str) -> Result<ccp_runtime::sources::netstats::HttpUrl, String> {
     s.parse()
 }
 
@@ -248,11 +248,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Some(url) => {
             info!(url = %url, period_ms = config.netstats.period.as_millis() as u64, "polling in-network statistics");
             Some(
-                ccp_runtime::netstats::NetStatsPoller::spawn(url, &config.netstats).map_err(
-                    |e| {
+                ccp_runtime::sources::netstats::NetStatsPoller::spawn(url, &config.netstats)
+                    .map_err(|e| {
                         Failure::Runtime(anyhow::anyhow!("cannot start the statistics poller: {e}"))
-                    },
-                )?,
+                    })?,
             )
         }
         None => None,
@@ -367,7 +366,8 @@ fn start_control(
         control::load_state(f, &agent.tables().prefs);
     }
     // read at each scrape (ccp_kernel_present says whether it was there)
-    let mut shared = agent.control_shared(Some(PathBuf::from(ccp_runtime::metrics::PROC_CCP)));
+    let mut shared =
+        agent.control_shared(Some(PathBuf::from(ccp_runtime::control::metrics::PROC_CCP)));
     shared.netstats = netstats;
     let opts = ControlOptions {
         control: sock,
@@ -427,7 +427,7 @@ fn serve(
     let ipc = cli.ipc.unwrap_or(IpcArg::Netlink);
     let running = match ipc {
         IpcArg::Netlink => {
-            let s = ccp_runtime::netlink::KernelSocket::open(agent.stats.clone()).map_err(|e| {
+            let s = ccp_runtime::ipc::netlink::KernelSocket::open(agent.stats.clone()).map_err(|e| {
                 Failure::Runtime(anyhow::anyhow!("cannot serve the kernel datapath: {e}"))
             })?;
             agent.spawn(s)
@@ -441,8 +441,8 @@ fn serve(
             agent.spawn(s)
         }
         IpcArg::Unix => {
-            let s = ccp_runtime::unix::UnixSocket::bind(&cli.unix_name).map_err(|e| match e {
-                ccp_runtime::unix::BindError::BadName { .. } => Failure::Usage(e.into()),
+            let s = ccp_runtime::ipc::unix::UnixSocket::bind(&cli.unix_name).map_err(|e| match e {
+                ccp_runtime::ipc::unix::BindError::BadName { .. } => Failure::Usage(e.into()),
                 other => Failure::Runtime(anyhow::Error::from(other).context("cannot serve")),
             })?;
             agent.spawn(s)

@@ -12,8 +12,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ccp_runtime::control::request;
-use ccp_runtime::guard::{CHANGE_PROG, UPDATE_FIELDS};
-use ccp_runtime::wire;
+use ccp_runtime::ipc::guard::{CHANGE_PROG, UPDATE_FIELDS};
+use ccp_runtime::ipc::wire;
 use common::{reno_report, unique, AgentProc, Peer};
 use serde_json::{json, Value};
 

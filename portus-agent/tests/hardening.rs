@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ccp_runtime::guard::{CHANGE_PROG, UPDATE_FIELDS};
-use ccp_runtime::wire;
+use ccp_runtime::ipc::guard::{CHANGE_PROG, UPDATE_FIELDS};
+use ccp_runtime::ipc::wire;
 use ccp_runtime::{Agent, AgentOptions};
 use common::{close, reno_report, unique, AgentProc, Peer};
 use crossbeam_channel::{unbounded, Receiver, Sender};
@@ -295,7 +295,7 @@ fn closed_flows_leave_the_tables() {
 #[test]
 fn live_flows_are_capped() {
     let a = ChanAgent::start(AgentOptions::default());
-    let cap = ccp_runtime::guard::MAX_FLOWS_PER_DATAPATH as u32;
+    let cap = ccp_runtime::flows::MAX_FLOWS_PER_DATAPATH as u32;
     for sid in 1..=cap + 500 {
         a.tx.send(wire::create(sid, "ccp_reno", 14480, 1448))
             .unwrap();

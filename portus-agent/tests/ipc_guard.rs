@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use ccp_runtime::guard::{CHANGE_PROG, HDR_LEN, INSTALL, MEASURE, UPDATE_FIELDS};
+use ccp_runtime::ipc::guard::{CHANGE_PROG, HDR_LEN, INSTALL, MEASURE, UPDATE_FIELDS};
 use ccp_runtime::{Agent, AgentOptions};
 use crossbeam_channel::{unbounded, Receiver, Sender};
 
@@ -17,7 +17,7 @@ fn create(sid: u32, name: &str) -> Vec<u8> {
     wire::create(sid, name, 14480, 1448)
 }
 
-use ccp_runtime::wire::{self, header, measure};
+use ccp_runtime::ipc::wire::{self, header, measure};
 
 fn typ(m: &[u8]) -> u16 {
     wire::type_and_sid(m).unwrap().0

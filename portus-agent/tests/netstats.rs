@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ccp_runtime::guard::{CHANGE_PROG, UPDATE_FIELDS};
-use ccp_runtime::wire;
+use ccp_runtime::ipc::guard::{CHANGE_PROG, UPDATE_FIELDS};
+use ccp_runtime::ipc::wire;
 use common::{reno_report, unique, AgentProc, Peer};
 
 const T: Duration = Duration::from_secs(10);

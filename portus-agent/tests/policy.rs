@@ -1059,8 +1059,8 @@ fn an_agent_reload_keeps_the_old_mocc_model_when_the_new_one_has_other_dynamics(
 /// serving the old model (a new `ccp_mocc` flow still runs MOCC).
 #[test]
 fn sighup_keeps_the_old_mocc_model_and_logs_the_knob() {
-    use ccp_runtime::guard::CHANGE_PROG;
-    use ccp_runtime::wire;
+    use ccp_runtime::ipc::guard::CHANGE_PROG;
+    use ccp_runtime::ipc::wire;
     use std::time::{Duration, Instant};
     let d = mocc_models("mocc-hup", Some(&AlgsConfig::default()));
     let flow_log = d.join("flows.jsonl");

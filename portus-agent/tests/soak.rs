@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ccp_runtime::guard::{CHANGE_PROG, UPDATE_FIELDS};
-use ccp_runtime::wire;
+use ccp_runtime::ipc::guard::{CHANGE_PROG, UPDATE_FIELDS};
+use ccp_runtime::ipc::wire;
 use common::{close, reno_report, unique, AgentProc, Peer};
 
 #[test]

@@ -25,7 +25,7 @@ scores highest under MOCC's eq. 2, ``U = w · o`` with ``o = (utilization, RTT_b
   flow starts), ``links`` and ``cellular``. Each class must hold every (algorithm, w) on every
   one of its scenarios and seeds; a gap is an error, since a missing run would bias a mean.
 
-The table is JSON (``version`` 1); the agent (``portus-agent/runtime/src/portfolio.rs``)
+The table is JSON (``version`` 1); the agent (``portus-agent/runtime/src/flows/portfolio.rs``)
 validates it at start-up and on SIGHUP.
 """
 

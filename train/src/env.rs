@@ -41,8 +41,8 @@ use ccp_algs::netstats::{NetStats, NetStatsCell, NetworkStats};
 use ccp_algs::policy::PolicySpec;
 use ccp_algs::Registry;
 use ccp_algs::{Action, Algorithm, Controller, FlowInfo, FlowMetrics, Interval, Preference};
-use ccp_runtime::guard::FlowRequest;
-use ccp_runtime::inline::{ExternalControl, InlineAgent};
+use ccp_runtime::agent::inline::{ExternalControl, InlineAgent};
+use ccp_runtime::flows::FlowRequest;
 use ccp_runtime::{Agent, AgentOptions};
 use ccp_sim::{CapacityMeter, Scenario, Session, SimOptions, SimResults, Simulator};
 
@@ -471,7 +471,7 @@ impl TrainEnv {
 
     /// The agent's records of this environment's flows, learners included (by socket id;
     /// the episodes' flows closed so far and the live ones, bounded as the agent's tables).
-    pub fn records(&self) -> Vec<ccp_runtime::adapter::FlowRecord> {
+    pub fn records(&self) -> Vec<ccp_runtime::flows::FlowRecord> {
         self.agent.records()
     }
 

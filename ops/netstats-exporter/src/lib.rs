@@ -1,5 +1,5 @@
 //! `ccp-netstats-exporter`: a Linux router's in-network statistics for Owl, served as the
-//! JSON the CCP agent's poller reads (`ccp_runtime::netstats`; the format is in
+//! JSON the CCP agent's poller reads (`ccp_runtime::sources::netstats`; the format is in
 //! `docs/algorithms/owl.md`, "The statistics endpoint").
 //!
 //! ```text

@@ -13,7 +13,7 @@ use ccp_netstats_exporter::rtnl::Rtnl;
 use ccp_netstats_exporter::{
     compute, parse_link, parse_path, respond, sample_loop, Exporter, ExporterConfig, Published,
 };
-use ccp_runtime::netstats::{NetStatsConfig, NetStatsPoller};
+use ccp_runtime::sources::netstats::{NetStatsConfig, NetStatsPoller};
 
 /// An rtnetlink socket, or why the test cannot run here.
 fn rtnl_or_skip(test: &str) -> Option<Rtnl> {
@@ -168,7 +168,7 @@ fn paths_take_their_own_links_and_the_server_answers_only_get() {
     );
     // what the agent's poller reads
     assert_eq!(
-        ccp_runtime::netstats::parse_reply(body.as_bytes())
+        ccp_runtime::sources::netstats::parse_reply(body.as_bytes())
             .unwrap()
             .len(),
         2

@@ -9,8 +9,8 @@
 use std::os::unix::net::UnixDatagram;
 use std::time::{Duration, Instant};
 
-use ccp_runtime::guard::{CHANGE_PROG, UPDATE_FIELDS};
-use ccp_runtime::wire;
+use ccp_runtime::ipc::guard::{CHANGE_PROG, UPDATE_FIELDS};
+use ccp_runtime::ipc::wire;
 use ccp_runtime::{Agent, AgentOptions};
 
 const N: usize = 50_000;

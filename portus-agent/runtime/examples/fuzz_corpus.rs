@@ -11,9 +11,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ccp_runtime::guard::{CREATE, MEASURE, READY};
-use ccp_runtime::inline::InlineAgent;
-use ccp_runtime::{wire, Agent, AgentOptions};
+use ccp_runtime::agent::inline::InlineAgent;
+use ccp_runtime::ipc::guard::{CREATE, MEASURE, READY};
+use ccp_runtime::ipc::wire;
+use ccp_runtime::{Agent, AgentOptions};
 use ccp_sim::{DatapathIpc, Scenario, SimOptions, Simulator};
 
 /// Records what the datapath sends on its way to the agent.

@@ -22,36 +22,19 @@ use ccp_algs::controller::{MAX_REPORT_INTERVAL_US, MIN_REPORT_INTERVAL_US};
 use ccp_algs::netstats::{NetStats, NetworkStats, PathKey};
 use ccp_algs::registry::ALGORITHMS;
 use ccp_algs::signals::INTERVAL_REG;
-use ccp_algs::{Action, Algorithm, Controller, FlowInfo, FlowMetrics, Interval, Preference};
+use ccp_algs::{Action, Algorithm, Controller, FlowInfo, Interval, Preference};
 use portus::ipc::Ipc;
 use portus::lang::Scope;
 use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
 use tracing::{debug, info, warn};
 
-use crate::flowlog::FlowLog;
-use crate::flows::{FlowKey, FlowTables};
-use crate::guard::{flow_params, FlowRequest, LogLimit};
-use crate::portfolio::{AutoSelect, Choice};
-use crate::prefs::{FlowAddr, PrefCell, PrefSource};
-
-/// What the agent knows about one flow, for output and tests.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct FlowRecord {
-    pub sid: u32,
-    /// congAlg name as the datapath sent it.
-    pub requested: String,
-    /// The algorithm that runs the flow.
-    pub alg: &'static str,
-    /// The preference in force, and where it came from ([`crate::prefs`]).
-    pub w: Preference,
-    pub w_source: PrefSource,
-    /// The CREATE's addresses and ports (none for flows started without a CREATE).
-    pub addr: Option<FlowAddr>,
-    /// `ccp_auto` flows: the portfolio's choice and why.
-    pub choice: Option<Choice>,
-    pub closed: bool,
-    pub metrics: FlowMetrics,
-}
+use crate::flows::flowlog::FlowLog;
+use crate::flows::key::FlowKey;
+use crate::flows::portfolio::AutoSelect;
+use crate::flows::prefs::{PrefCell, PrefSource};
+use crate::flows::{FlowRecord, FlowRequest, FlowTables};
+use crate::ipc::guard::flow_params;
+use crate::log_limit::LogLimit;
 
 /// State shared by all adapters (one agent, one portus thread).
 pub struct AgentCore {
@@ -68,7 +51,7 @@ pub struct AgentCore {
     pub network_stats: Option<Arc<dyn NetworkStats>>,
 }
 
-static LOG_NO_PROGRAM: LogLimit = LogLimit::new(crate::guard::LOG_EVERY);
+static LOG_NO_PROGRAM: LogLimit = LogLimit::new(crate::ipc::guard::LOG_EVERY);
 
 impl AgentCore {
     /// The names of the algorithms this agent runs: what a datapath may request.
@@ -564,6 +547,8 @@ impl<I: Ipc> CongAlg<I> for DefaultAlg {
 
 #[cfg(test)]
 mod tests {
+    use ccp_algs::FlowMetrics;
+
     use super::*;
 
     #[test]
@@ -738,7 +723,7 @@ mod tests {
 
     #[test]
     fn a_preference_set_mid_flow_reaches_the_controllers_next_decision() {
-        use crate::prefs::{FlowAddr, SocketPair};
+        use crate::flows::prefs::{FlowAddr, SocketPair};
         let registry = ccp_algs::Registry::builtin();
         let reno = registry.get("reno").cloned().unwrap();
         let core = AgentCore {

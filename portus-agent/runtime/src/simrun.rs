@@ -21,9 +21,9 @@ use ccp_algs::netstats::{NetStatsCell, NetworkStats};
 use ccp_sim::{ChanIpc, Scenario, SimOptions, SimResults, Simulator, UnixIpc};
 use serde_json::json;
 
-use crate::adapter::FlowRecord;
 use crate::agent::{Agent, AgentOptions};
-use crate::guard::GuardStats;
+use crate::flows::FlowRecord;
+use crate::ipc::guard::GuardStats;
 
 /// The longest a run waits for the agent to read the simulator's last messages.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(5);

@@ -8,8 +8,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use ccp_runtime::guard::{CHANGE_PROG, INSTALL, UPDATE_FIELDS};
-use ccp_runtime::wire;
+use ccp_runtime::ipc::guard::{CHANGE_PROG, INSTALL, UPDATE_FIELDS};
+use ccp_runtime::ipc::wire;
 
 pub const SOCK_DIR: &str = "/tmp/ccp";
 

@@ -14,7 +14,7 @@ use ccp_algs::{
     Action, Algorithm, Controller, FlowInfo, FlowMetrics, FoldProgram, Interval, Preference,
     Registry,
 };
-use ccp_runtime::adapter::FlowRecord;
+use ccp_runtime::flows::FlowRecord;
 use ccp_runtime::simrun::{run_sim_with_registry, IpcKind, RunOptions};
 use ccp_runtime::{Agent, AgentOptions, RunningAgent};
 use ccp_sim::{Scenario, SimResults};
@@ -232,7 +232,7 @@ impl UnixAgent {
         let timeouts = Arc::new(AtomicU64::new(0));
         let agent = Agent::with_registry(&options(default), registry(None, &timeouts))
             .expect("a valid agent");
-        let sock = ccp_runtime::unix::UnixSocket::bind(name).expect("bind the agent's socket");
+        let sock = ccp_runtime::ipc::unix::UnixSocket::bind(name).expect("bind the agent's socket");
         let running = agent.spawn(sock).expect("start the agent");
         UnixAgent {
             agent,

@@ -59,14 +59,12 @@ impl OnnxModel {
         card: &Path,
         contract: &ModelContract,
     ) -> Result<Arc<Self>, PolicyLoadError> {
-        let card_text =
-            crate::files::read_regular_to_string(card, MAX_CARD_BYTES).map_err(|e| {
-                PolicyLoadError::Io {
-                    path: card.to_path_buf(),
-                    reason: e.to_string(),
-                }
+        let card_text = crate::sources::files::read_regular_to_string(card, MAX_CARD_BYTES)
+            .map_err(|e| PolicyLoadError::Io {
+                path: card.to_path_buf(),
+                reason: e.to_string(),
             })?;
-        let bytes = crate::files::read_regular(model, MAX_MODEL_BYTES).map_err(|e| {
+        let bytes = crate::sources::files::read_regular(model, MAX_MODEL_BYTES).map_err(|e| {
             PolicyLoadError::Io {
                 path: model.to_path_buf(),
                 reason: e.to_string(),

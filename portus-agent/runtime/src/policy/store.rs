@@ -314,8 +314,8 @@ fn reload_one(
     if let Some(cur) = current {
         // Unchanged files keep the running session (no rebuild).
         if let (Ok(bytes), Ok(text)) = (
-            crate::files::read_regular(&model, super::onnx::MAX_MODEL_BYTES),
-            crate::files::read_regular_to_string(&card, super::onnx::MAX_CARD_BYTES),
+            crate::sources::files::read_regular(&model, super::onnx::MAX_MODEL_BYTES),
+            crate::sources::files::read_regular_to_string(&card, super::onnx::MAX_CARD_BYTES),
         ) {
             let same_card = super::card::ModelCard::from_json(&text)
                 .map(|c| &c == cur.card())

@@ -7,29 +7,72 @@
 //! when portus hands it a new flow, on the same thread.
 //!
 //! Bounds: a live flow has one request and one record; the guard caps live flows
-//! (`guard::MAX_FLOWS_PER_DATAPATH`, `guard::MAX_FLOWS`). When a flow closes (or its
+//! ([`MAX_FLOWS_PER_DATAPATH`], [`MAX_FLOWS`]). When a flow closes (or its
 //! datapath is dropped) its request goes and its record moves to a ring of the
 //! [`CLOSED_KEPT`] most recently closed flows (for `--sim` output and tests). Every request
 //! carries a generation, so a flow replaced by a new CREATE for the same socket id never
 //! removes its successor's request or record.
 
+pub mod decisions;
+pub mod flowlog;
+pub mod key;
+pub mod portfolio;
+pub mod prefs;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::adapter::FlowRecord;
-use crate::guard::FlowRequest;
-use crate::metrics::DecisionStats;
-use crate::prefs::PrefStore;
+use ccp_algs::{FlowMetrics, Preference};
+
+use crate::flows::decisions::DecisionStats;
+use crate::flows::key::FlowKey;
+use crate::flows::portfolio::Choice;
+use crate::flows::prefs::{FlowAddr, PrefSource, PrefStore, Resolved};
 
 /// Records of closed flows kept (most recent first out of the ring).
 pub const CLOSED_KEPT: usize = 1024;
 
-/// A flow: its datapath (numbered by the guard; 0 for the in-process agent) and socket id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FlowKey {
-    pub peer: u32,
+/// Live flows per datapath: libccp's socket ids are 16-bit, so no datapath holds more
+/// (ccp-kernel's table has `max_flows` slots, 1024 by default, up to 65,535).
+pub const MAX_FLOWS_PER_DATAPATH: usize = 65_535;
+/// Live flows over all datapaths.
+pub const MAX_FLOWS: usize = 4 * MAX_FLOWS_PER_DATAPATH;
+
+/// What a datapath asked for when it created a flow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowRequest {
+    /// The congAlg name as the datapath sent it (`ccp_cubic;w=…`).
+    pub requested: String,
+    /// The registry name portus will dispatch on; empty = the default algorithm.
+    pub alg: String,
+    /// The flow's own preference (the `;w=` suffix), if it carried one.
+    pub preference: Option<Preference>,
+    /// The CREATE's addresses and ports.
+    pub addr: Option<FlowAddr>,
+    /// The flow's preference as resolved at CREATE ([`PrefStore::resolve`]).
+    pub resolved: Option<Resolved>,
+    /// For a flow that asked for `ccp_auto`: the portfolio's choice and why.
+    pub choice: Option<Choice>,
+}
+
+/// What the agent knows about one flow, for output and tests.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FlowRecord {
     pub sid: u32,
+    /// congAlg name as the datapath sent it.
+    pub requested: String,
+    /// The algorithm that runs the flow.
+    pub alg: &'static str,
+    /// The preference in force, and where it came from ([`crate::flows::prefs`]).
+    pub w: Preference,
+    pub w_source: PrefSource,
+    /// The CREATE's addresses and ports (none for flows started without a CREATE).
+    pub addr: Option<FlowAddr>,
+    /// `ccp_auto` flows: the portfolio's choice and why.
+    pub choice: Option<Choice>,
+    pub closed: bool,
+    pub metrics: FlowMetrics,
 }
 
 /// Sizes of the tables (for tests and the soak benchmark).

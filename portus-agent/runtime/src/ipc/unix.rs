@@ -10,7 +10,7 @@
 //!   symlink.
 //! - **Bounded sends**: every send gives up after [`SEND_TIMEOUT`] when the peer's receive
 //!   queue stays full (`SO_SNDTIMEO`), so a datapath that stops reading cannot freeze the
-//!   agent; the guard then drops that datapath (see [`crate::guard`]).
+//!   agent; the guard then drops that datapath (see [`crate::ipc::guard`]).
 //! - Receives time out after [`RECV_TIMEOUT`], so a stop request is seen promptly.
 //! - The socket file is removed when the agent closes the socket (if it is still ours).
 

@@ -1,4 +1,8 @@
 //! Starting and stopping the portus run loop with every algorithm registered.
+//!
+//! [`inline`]: the same agent without a run loop, answering in-process ([`Agent::inline`]).
+
+pub mod inline;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,13 +16,13 @@ use portus::ipc::{BackendBuilder, Ipc};
 use portus::{CCPHandle, RunBuilder};
 use tracing::info;
 
-use crate::adapter::{AgentCore, DefaultAlg, FlowRecord, Slot};
-use crate::flowlog::FlowLog;
-use crate::flows::{FlowTables, TableSizes};
-use crate::guard::{GuardStats, Guarded};
+use crate::adapter::{AgentCore, DefaultAlg, Slot};
+use crate::flows::flowlog::FlowLog;
+use crate::flows::portfolio::AutoSelect;
+use crate::flows::prefs::{PrefConfig, PrefRule, PrefStore};
+use crate::flows::{FlowRecord, FlowTables, TableSizes};
+use crate::ipc::guard::{GuardStats, Guarded};
 use crate::policy::{ModelContract, ModelStore};
-use crate::portfolio::AutoSelect;
-use crate::prefs::{PrefConfig, PrefRule, PrefStore};
 
 /// What `--alg auto` runs when the portfolio cannot choose (no runnable entry).
 pub const AUTO_FALLBACK: &str = "cubic";
@@ -42,7 +46,7 @@ pub enum ConfigError {
     ConfigFile { path: PathBuf, msg: String },
     /// A bad preference portfolio table (`<models>/portfolio.json`).
     #[error(transparent)]
-    Portfolio(#[from] crate::portfolio::PortfolioError),
+    Portfolio(#[from] crate::flows::portfolio::PortfolioError),
     /// A knob outside its range (algorithm options given in code).
     #[error("config: {0}")]
     Knob(#[from] ccp_algs::config::KnobError),
@@ -58,7 +62,7 @@ pub struct AgentOptions {
     pub default_alg: String,
     /// Preference for flows that carry none (`--w`).
     pub default_w: Preference,
-    /// `[[preference]]` rules (see [`crate::prefs`]).
+    /// `[[preference]]` rules (see [`crate::flows::prefs`]).
     pub preferences: Vec<PrefRule>,
     /// How long a per-socket preference waits for its flow.
     pub pending_ttl: std::time::Duration,
@@ -82,8 +86,8 @@ impl Default for AgentOptions {
             default_alg: "cubic".into(),
             default_w: Preference::default(),
             preferences: Vec::new(),
-            pending_ttl: crate::prefs::DEFAULT_PENDING_TTL,
-            max_pref_entries: crate::prefs::DEFAULT_MAX_ENTRIES,
+            pending_ttl: crate::flows::prefs::DEFAULT_PENDING_TTL,
+            max_pref_entries: crate::flows::prefs::DEFAULT_MAX_ENTRIES,
             algs: AlgsConfig::default(),
             flow_log: None,
             models: None,
@@ -101,12 +105,13 @@ pub fn load_config(path: &std::path::Path) -> Result<AlgsConfig, ConfigError> {
 /// Read the whole config file: `[algs.<name>]` knobs, `[control]` and `[[preference]]`
 /// rules (see [`agent_config_from_toml`]).
 pub fn load_agent_config(path: &std::path::Path) -> Result<AgentConfig, ConfigError> {
-    let text = crate::files::read_regular_to_string(path, MAX_CONFIG_BYTES).map_err(|e| {
-        ConfigError::ConfigFile {
-            path: path.into(),
-            msg: format!("cannot read it: {e}"),
-        }
-    })?;
+    let text =
+        crate::sources::files::read_regular_to_string(path, MAX_CONFIG_BYTES).map_err(|e| {
+            ConfigError::ConfigFile {
+                path: path.into(),
+                msg: format!("cannot read it: {e}"),
+            }
+        })?;
     agent_config_from_toml(&text).map_err(|msg| ConfigError::ConfigFile {
         path: path.into(),
         msg,
@@ -141,8 +146,8 @@ impl Default for ControlConfig {
         Self {
             socket: None,
             group: None,
-            pending_ttl: crate::prefs::DEFAULT_PENDING_TTL,
-            max_entries: crate::prefs::DEFAULT_MAX_ENTRIES,
+            pending_ttl: crate::flows::prefs::DEFAULT_PENDING_TTL,
+            max_entries: crate::flows::prefs::DEFAULT_MAX_ENTRIES,
             max_connections: crate::control::DEFAULT_MAX_CONNECTIONS,
         }
     }
@@ -157,7 +162,7 @@ pub struct AgentConfig {
     pub preferences: Vec<PrefRule>,
     /// `[netstats]`: the in-network statistics poller (`url` absent: none, unless
     /// `--netstats-url`).
-    pub netstats: crate::netstats::NetStatsConfig,
+    pub netstats: crate::sources::netstats::NetStatsConfig,
 }
 
 /// A gid by group name (or a number).
@@ -299,20 +304,22 @@ pub fn agent_config_from_toml(text: &str) -> Result<AgentConfig, String> {
             Some(W::List(v)) => Preference::from_slice(&v),
         }
         .map_err(|e| format!("{at}: w: {e}"))?;
-        let port = |key: &str, v: Option<Num>| -> Result<Option<crate::prefs::PortRange>, String> {
-            v.map(|v| match v {
-                Num::Int(n) => n.to_string().parse(),
-                Num::Text(t) => t.parse(),
-            })
-            .transpose()
-            .map_err(|e| format!("{at}: {key}: {e} (write 5201 or \"5000-5100\")"))
-        };
-        let subnet =
-            |key: &str, v: Option<String>| -> Result<Option<crate::prefs::Subnet4>, String> {
-                v.map(|t| t.parse())
-                    .transpose()
-                    .map_err(|e| format!("{at}: {key}: {e}"))
+        let port =
+            |key: &str, v: Option<Num>| -> Result<Option<crate::flows::prefs::PortRange>, String> {
+                v.map(|v| match v {
+                    Num::Int(n) => n.to_string().parse(),
+                    Num::Text(t) => t.parse(),
+                })
+                .transpose()
+                .map_err(|e| format!("{at}: {key}: {e} (write 5201 or \"5000-5100\")"))
             };
+        let subnet = |key: &str,
+                      v: Option<String>|
+         -> Result<Option<crate::flows::prefs::Subnet4>, String> {
+            v.map(|t| t.parse())
+                .transpose()
+                .map_err(|e| format!("{at}: {key}: {e}"))
+        };
         let rule = PrefRule {
             name: r.name,
             w,
@@ -334,7 +341,7 @@ pub fn agent_config_from_toml(text: &str) -> Result<AgentConfig, String> {
         preferences.push(rule);
     }
     let n = f.netstats;
-    let mut netstats = crate::netstats::NetStatsConfig {
+    let mut netstats = crate::sources::netstats::NetStatsConfig {
         url: n
             .url
             .map(|u| u.parse())
@@ -453,7 +460,9 @@ impl Agent {
             opts.default_alg.as_str()
         };
         let auto = Arc::new(AutoSelect::open(
-            opts.models.as_ref().map(|m| m.join(crate::portfolio::FILE)),
+            opts.models
+                .as_ref()
+                .map(|m| m.join(crate::flows::portfolio::FILE)),
             opts.default_w,
             for_default,
         )?);
@@ -501,7 +510,7 @@ impl Agent {
 
     /// Read the preference portfolio table again (SIGHUP); a bad new table keeps the old
     /// one. `Ok(false)`: there is no table file.
-    pub fn reload_portfolio(&self) -> Result<bool, crate::portfolio::PortfolioError> {
+    pub fn reload_portfolio(&self) -> Result<bool, crate::flows::portfolio::PortfolioError> {
         self.core.auto.reload()
     }
 
@@ -527,8 +536,8 @@ impl Agent {
     }
 
     /// The same agent as a synchronous in-process datapath peer (no portus run loop).
-    pub fn inline(&self) -> anyhow::Result<crate::inline::InlineAgent> {
-        crate::inline::InlineAgent::new(self.core.clone(), self.stats.clone())
+    pub fn inline(&self) -> anyhow::Result<crate::agent::inline::InlineAgent> {
+        crate::agent::inline::InlineAgent::new(self.core.clone(), self.stats.clone())
     }
 
     /// Records of the live flows and of the last [`crate::flows::CLOSED_KEPT`] closed ones,
@@ -655,7 +664,10 @@ mod tests {
     #[test]
     fn the_netstats_section_is_read_and_checked() {
         let c = agent_config_from_toml("").unwrap();
-        assert_eq!(c.netstats, crate::netstats::NetStatsConfig::default());
+        assert_eq!(
+            c.netstats,
+            crate::sources::netstats::NetStatsConfig::default()
+        );
         let c = agent_config_from_toml(
             "[netstats]\nurl = \"http://10.0.0.1:9465/netstats\"\nperiod_ms = 2000\ntimeout_ms = 300\nstale_after_ms = 5000\n",
         )

@@ -51,7 +51,8 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, error, warn};
 
-use crate::guard::{GuardStats, LogLimit, LOG_EVERY};
+use crate::ipc::guard::{GuardStats, LOG_EVERY};
+use crate::log_limit::LogLimit;
 
 /// The generic netlink family of the ccp-kernel module.
 pub const FAMILY: &str = "ccp";

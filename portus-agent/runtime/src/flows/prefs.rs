@@ -2,7 +2,7 @@
 //! it changes while the flow runs.
 //!
 //! **Resolution at CREATE** ([`PrefStore::resolve`], called once per CREATE by
-//! [`crate::guard::normalize_create`]), first match wins:
+//! [`crate::ipc::guard::normalize_create`]), first match wins:
 //!
 //! 1. an explicit **per-socket** entry set through the control socket (`ctl set-pref`, the
 //!    Python helper), keyed by the flow's addresses and ports ([`PrefKey`]);
@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use ccp_algs::Preference;
 
-use crate::flows::FlowKey;
+use crate::flows::key::FlowKey;
 
 /// How long a preference set for a socket that has no flow (yet, or any more) is kept.
 pub const DEFAULT_PENDING_TTL: Duration = Duration::from_secs(60);

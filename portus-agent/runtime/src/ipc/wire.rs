@@ -3,7 +3,7 @@
 //! that play the datapath's part; portus's own CREATE serializer panics on short names
 //! (defect 11), so it is not used for this.
 
-use crate::guard::{CREATE, CREATE_LEN, HDR_LEN, MEASURE, READY};
+use crate::ipc::guard::{CREATE, CREATE_LEN, HDR_LEN, MEASURE, READY};
 
 /// Header of any message.
 pub fn header(typ: u16, len: usize, sid: u32) -> Vec<u8> {

@@ -40,7 +40,7 @@ use ccp_algs::netstats::{NetStats, NetworkStats, PathKey};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing::{info, warn};
 
-use crate::guard::LogLimit;
+use crate::log_limit::LogLimit;
 
 /// Largest reply body read (bytes): a few hundred paths.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -1226,8 +1226,8 @@ mod tests {
     #[test]
     fn flows_keep_deciding_whatever_the_source_answers() {
         use crate::adapter::AgentCore;
+        use crate::flows::portfolio::AutoSelect;
         use crate::flows::FlowTables;
-        use crate::portfolio::AutoSelect;
         use ccp_algs::{Action, Controller, FlowMetrics, Interval, Preference};
 
         type Seen = Arc<Mutex<Vec<Option<(u64, f64)>>>>;

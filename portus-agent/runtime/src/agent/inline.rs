@@ -22,10 +22,10 @@ use portus::serialize;
 use tracing::debug;
 
 use crate::adapter::{AgentCore, FlowDriver};
-use crate::flows::FlowKey;
-use crate::guard::{
-    check_message, normalize_create, u16_at, u32_at, FlowRequest, GuardStats, CREATE, HDR_LEN,
-    MAX_FLOWS_PER_DATAPATH, MEASURE, READY,
+use crate::flows::key::FlowKey;
+use crate::flows::{FlowRequest, MAX_FLOWS_PER_DATAPATH};
+use crate::ipc::guard::{
+    check_message, normalize_create, u16_at, u32_at, GuardStats, CREATE, HDR_LEN, MEASURE, READY,
 };
 
 /// A program compiled once: its uid, scope and INSTALL message.
@@ -398,8 +398,8 @@ mod tests {
     use ccp_sim::DatapathIpc;
 
     use super::*;
-    use crate::guard::{CHANGE_PROG, UPDATE_FIELDS};
-    use crate::wire;
+    use crate::ipc::guard::{CHANGE_PROG, UPDATE_FIELDS};
+    use crate::ipc::wire;
     use crate::{Agent, AgentOptions};
 
     /// Claims every Cubic flow with a controller that holds 20 packets and counts reports;

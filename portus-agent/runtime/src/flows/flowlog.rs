@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use ccp_algs::Action;
 use serde_json::json;
 
-use crate::adapter::FlowRecord;
+use crate::flows::FlowRecord;
 
 pub struct FlowLog {
     out: BufWriter<File>,
@@ -31,7 +31,7 @@ pub struct FlowLog {
 }
 
 /// Flows whose last report time is kept before old entries are pruned.
-const MAX_TRACKED: usize = 2 * crate::guard::MAX_FLOWS;
+const MAX_TRACKED: usize = 2 * crate::flows::MAX_FLOWS;
 
 impl FlowLog {
     /// Create (truncate) `path` for writing, without blocking.

@@ -3,7 +3,7 @@
 //! own beside portus's run loop.
 //!
 //! The decision path never waits on this side: what the control plane changes (a flow's
-//! preference) is written into the flow's [`crate::prefs::PrefCell`] and read by the flow's
+//! preference) is written into the flow's [`crate::flows::prefs::PrefCell`] and read by the flow's
 //! next decision with one atomic load; what it reads (records, counters) it copies under the
 //! flow tables' lock, which every holder keeps for a map operation at most.
 //!
@@ -35,9 +35,11 @@
 //! one `not_permitted` reply and are closed. Bounds: [`MAX_LINE`] bytes a request,
 //! `max_connections` at once, [`IDLE_TIMEOUT`] without a request closes a connection.
 //!
-//! **Metrics** (`--metrics ADDR`): `GET /metrics` answers [`crate::metrics::render`]; a
+//! **Metrics** (`--metrics ADDR`): `GET /metrics` answers [`crate::control::metrics::render`]; a
 //! loopback address only, unless the operator allows others explicitly
 //! (`--metrics-allow-remote`): the counters name flows and models.
+
+pub mod metrics;
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -53,10 +55,10 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tracing::{debug, info, warn};
 
+use crate::flows::prefs::{PrefError, SocketPair};
 use crate::flows::FlowTables;
-use crate::guard::GuardStats;
+use crate::ipc::guard::GuardStats;
 use crate::policy::ModelStore;
-use crate::prefs::{PrefError, SocketPair};
 
 /// Default path of the control socket.
 pub const DEFAULT_SOCKET: &str = "/run/ccp/control.sock";
@@ -83,13 +85,13 @@ pub struct Shared {
     /// `/proc/net/ccp` (read at each scrape when it exists); `None`: not read.
     pub proc_ccp: Option<PathBuf>,
     /// The in-network statistics poller's table and counters, when one runs.
-    pub netstats: Option<Arc<crate::netstats::PolledStats>>,
+    pub netstats: Option<Arc<crate::sources::netstats::PolledStats>>,
 }
 
 impl Shared {
     /// The metrics text.
     pub fn metrics(&self) -> String {
-        crate::metrics::render(&crate::metrics::Sources {
+        crate::control::metrics::render(&crate::control::metrics::Sources {
             tables: &self.tables,
             guard: &self.guard,
             models: self.models.as_deref(),
@@ -441,10 +443,12 @@ pub fn state_file(socket: &Path) -> PathBuf {
 
 /// Take back the per-socket preferences an earlier agent saved at `path` (a missing file
 /// is none; a bad one is logged and ignored). Returns how many.
-pub fn load_state(path: &Path, prefs: &crate::prefs::PrefStore) -> usize {
-    let text = match crate::files::read_regular_to_string(path, MAX_STATE_BYTES) {
+pub fn load_state(path: &Path, prefs: &crate::flows::prefs::PrefStore) -> usize {
+    let text = match crate::sources::files::read_regular_to_string(path, MAX_STATE_BYTES) {
         Ok(t) => t,
-        Err(crate::files::ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => return 0,
+        Err(crate::sources::files::ReadError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+            return 0
+        }
         Err(e) => {
             warn!(path = %path.display(), error = %e, "saved preferences not read");
             return 0;
@@ -473,7 +477,7 @@ pub fn load_state(path: &Path, prefs: &crate::prefs::PrefStore) -> usize {
 }
 
 /// Save the per-socket preferences to `path` (mode 0600, written whole then renamed).
-pub fn save_state(path: &Path, prefs: &crate::prefs::PrefStore) -> io::Result<()> {
+pub fn save_state(path: &Path, prefs: &crate::flows::prefs::PrefStore) -> io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let entries: Vec<Value> = prefs
         .snapshot()
@@ -896,7 +900,7 @@ pub fn request(path: &Path, req: &Value, timeout: Duration) -> Result<Value, Cli
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prefs::{FlowAddr, PrefSource};
+    use crate::flows::prefs::{FlowAddr, PrefSource};
 
     fn shared() -> Shared {
         Shared {

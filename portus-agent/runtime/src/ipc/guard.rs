@@ -17,7 +17,7 @@
 //!
 //! The guard also reads the flow's request out of CREATE: its addresses and ports, an
 //! optional `;w=a,b,c` suffix (the simulator's way to carry a per-flow preference), and from
-//! them the flow's preference, resolved here once ([`crate::prefs`]: per-socket entry, rule,
+//! them the flow's preference, resolved here once ([`crate::flows::prefs`]: per-socket entry, rule,
 //! suffix, `--w`); then the congAlg name is rewritten to the registry name portus dispatches
 //! on (`ccp_cubic` → `cubic`; `ccp`, unknown or unavailable → empty, i.e. the default
 //! algorithm). The request is recorded in the [`FlowTables`] for the algorithm adapter to
@@ -40,7 +40,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ccp_algs::registry::strip_prefix;
@@ -48,9 +48,11 @@ use ccp_algs::Preference;
 use portus::ipc::Ipc;
 use tracing::warn;
 
-use crate::flows::{FlowKey, FlowTables};
-use crate::portfolio::{AutoSelect, Choice};
-use crate::prefs::{FlowAddr, PrefStore, Resolved};
+use crate::flows::key::FlowKey;
+use crate::flows::portfolio::AutoSelect;
+use crate::flows::prefs::{FlowAddr, PrefStore};
+use crate::flows::{FlowRequest, FlowTables, MAX_FLOWS, MAX_FLOWS_PER_DATAPATH};
+use crate::log_limit::LogLimit;
 
 /// Message types (portus `serialize`): datapath → agent.
 pub const CREATE: u16 = 0;
@@ -78,11 +80,6 @@ pub const MAX_MSS: u32 = 65_535;
 pub const MAX_PORT: u32 = 65_535;
 /// A CREATE's initial window is clamped to at most this many bytes (1 GiB).
 pub const MAX_INIT_CWND_BYTES: u32 = 1 << 30;
-/// Live flows per datapath: libccp's socket ids are 16-bit, so no datapath holds more
-/// (ccp-kernel's table has `max_flows` slots, 1024 by default, up to 65,535).
-pub const MAX_FLOWS_PER_DATAPATH: usize = 65_535;
-/// Live flows over all datapaths.
-pub const MAX_FLOWS: usize = 4 * MAX_FLOWS_PER_DATAPATH;
 /// Datapaths tracked at once.
 pub const MAX_DATAPATHS: usize = 64;
 /// How long a dropped datapath's messages are ignored after its first failed send.
@@ -158,7 +155,7 @@ pub struct GuardStats {
     /// Datapaths dropped after a failed send.
     pub dropped_datapaths: AtomicU64,
     /// Netlink datagrams not sent by the kernel (another process's), dropped unread
-    /// ([`crate::netlink`]).
+    /// ([`crate::ipc::netlink`]).
     pub not_from_kernel: AtomicU64,
     /// Datagrams from the kernel that were not one whole netlink message of the `ccp`
     /// family carrying one CCP message (or another message the agent expects), dropped.
@@ -257,53 +254,6 @@ impl GuardStats {
         .iter()
         .map(|c| c.load(Ordering::Relaxed))
         .sum()
-    }
-}
-
-/// What a datapath asked for when it created a flow.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FlowRequest {
-    /// The congAlg name as the datapath sent it (`ccp_cubic;w=…`).
-    pub requested: String,
-    /// The registry name portus will dispatch on; empty = the default algorithm.
-    pub alg: String,
-    /// The flow's own preference (the `;w=` suffix), if it carried one.
-    pub preference: Option<Preference>,
-    /// The CREATE's addresses and ports.
-    pub addr: Option<FlowAddr>,
-    /// The flow's preference as resolved at CREATE ([`PrefStore::resolve`]).
-    pub resolved: Option<Resolved>,
-    /// For a flow that asked for `ccp_auto`: the portfolio's choice and why.
-    pub choice: Option<Choice>,
-}
-
-/// At most one log line per `every` from one call site; counts what it held back.
-#[derive(Debug)]
-pub struct LogLimit {
-    every: Duration,
-    state: Mutex<(Option<Instant>, u64)>,
-}
-
-impl LogLimit {
-    pub const fn new(every: Duration) -> Self {
-        Self {
-            every,
-            state: Mutex::new((None, 0)),
-        }
-    }
-
-    /// `Some(lines held back since the last one)` if a line may be written now.
-    pub fn allow(&self) -> Option<u64> {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        if st.0.is_none_or(|t| now.duration_since(t) >= self.every) {
-            let held = st.1;
-            *st = (Some(now), 0);
-            Some(held)
-        } else {
-            st.1 += 1;
-            None
-        }
     }
 }
 
@@ -418,7 +368,7 @@ pub fn create_addr(msg: &[u8]) -> FlowAddr {
 
 /// Normalize a validated CREATE in place and return the flow's request: the flow's
 /// preference is resolved (`prefs`: per-socket entry, rule, `;w=` suffix, default; see
-/// [`crate::prefs`]), the name becomes the registry name portus dispatches on
+/// [`crate::flows::prefs`]), the name becomes the registry name portus dispatches on
 /// (`ccp_cubic;w=…` → `cubic`; `ccp_auto` → the portfolio's choice for the resolved
 /// preference (`auto`); `ccp`, unknown or unavailable → empty, i.e. the default), and
 /// the initial window is clamped (see [`flow_params`]; counted in `clamped_create`). The
@@ -989,7 +939,7 @@ mod tests {
 
     #[test]
     fn ccp_auto_chooses_from_the_resolved_preference() {
-        use crate::prefs::{PrefConfig, SocketPair};
+        use crate::flows::prefs::{PrefConfig, SocketPair};
         let path = std::env::temp_dir().join(format!("ccp-guard-pf-{}.json", std::process::id()));
         std::fs::write(
             &path,
@@ -1031,17 +981,8 @@ mod tests {
         assert_eq!(req.alg, "mocc");
         assert_eq!(
             req.resolved.map(|r| r.source),
-            Some(crate::prefs::PrefSource::Socket)
+            Some(crate::flows::prefs::PrefSource::Socket)
         );
         assert_eq!(&m[CREATE_NAME..CREATE_NAME + 5], b"mocc\0");
-    }
-
-    #[test]
-    fn log_limit_holds_back_and_counts() {
-        let l = LogLimit::new(Duration::from_secs(3600));
-        assert_eq!(l.allow(), Some(0));
-        for _ in 0..1000 {
-            assert_eq!(l.allow(), None);
-        }
     }
 }

@@ -15,76 +15,23 @@
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-use crate::flows::FlowTables;
-use crate::guard::GuardStats;
-use crate::policy::ModelStore;
 #[cfg(doc)]
-use crate::prefs::PrefStore;
-
-/// Upper bounds (seconds) of the decision-latency histogram's buckets (+Inf implied).
-pub const DECISION_BUCKETS: [f64; 13] = [
-    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
-];
+use crate::flows::decisions::DecisionStats;
+use crate::flows::decisions::DECISION_BUCKETS;
+#[cfg(doc)]
+use crate::flows::prefs::PrefStore;
+use crate::flows::FlowTables;
+use crate::ipc::guard::GuardStats;
+use crate::policy::ModelStore;
 
 /// Where the kernel datapath publishes its counters.
 pub const PROC_CCP: &str = "/proc/net/ccp";
 
-/// Decisions made and how long they took (a flow's driver, from a report's values to the
-/// register updates that answer it: the controller, its policy and the bookkeeping).
-#[derive(Debug, Default)]
-pub struct DecisionStats {
-    /// Reports decided on.
-    pub decisions: AtomicU64,
-    /// Reports that could not be read (answered with what is in force).
-    pub unreadable: AtomicU64,
-    buckets: [AtomicU64; DECISION_BUCKETS.len() + 1],
-    sum_ns: AtomicU64,
-    /// Policy outputs clamped (NaN/inf or out of range), over all flows.
-    pub clamped_outputs: AtomicU64,
-    /// Policy invocations that failed, over all flows.
-    pub policy_errors: AtomicU64,
-    /// Flows started and closed.
-    pub flows_started: AtomicU64,
-    pub flows_closed: AtomicU64,
-}
-
-impl DecisionStats {
-    /// Count one decision that took `took`.
-    pub fn observe(&self, took: Duration) {
-        self.decisions.fetch_add(1, Ordering::Relaxed);
-        let s = took.as_secs_f64();
-        let i = DECISION_BUCKETS
-            .iter()
-            .position(|b| s <= *b)
-            .unwrap_or(DECISION_BUCKETS.len());
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
-        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
-    }
-
-    /// Cumulative bucket counts (Prometheus `le` semantics), the last one +Inf.
-    pub fn cumulative(&self) -> Vec<u64> {
-        let mut acc = 0;
-        self.buckets
-            .iter()
-            .map(|b| {
-                acc += b.load(Ordering::Relaxed);
-                acc
-            })
-            .collect()
-    }
-
-    pub fn sum_seconds(&self) -> f64 {
-        self.sum_ns.load(Ordering::Relaxed) as f64 * 1e-9
-    }
-}
-
 /// Read `/proc/net/ccp`-style `name value` lines (at most 64 KiB, at most 256 lines); `None`
 /// if the file is absent or unreadable.
 pub fn read_proc_counters(path: &Path) -> Option<Vec<(String, u64)>> {
-    let text = crate::files::read_regular_to_string(path, 64 * 1024).ok()?;
+    let text = crate::sources::files::read_regular_to_string(path, 64 * 1024).ok()?;
     Some(
         text.lines()
             .take(256)
@@ -109,7 +56,7 @@ pub struct Sources<'a> {
     /// `/proc/net/ccp`, or another file in tests; `None`: not read.
     pub proc_ccp: Option<&'a Path>,
     /// The in-network statistics poller, when one runs.
-    pub netstats: Option<&'a crate::netstats::PolledStats>,
+    pub netstats: Option<&'a crate::sources::netstats::PolledStats>,
 }
 
 fn escape(v: &str) -> String {
@@ -359,7 +306,7 @@ pub fn render(src: &Sources<'_>) -> String {
             "counter",
             "Polls of the in-network statistics endpoint that failed, by reason.",
         );
-        for (reason, v) in crate::netstats::REASONS.iter().zip(&c.failed) {
+        for (reason, v) in crate::sources::netstats::REASONS.iter().zip(&c.failed) {
             o.labelled(
                 "ccp_netstats_polls_failed_total",
                 &format!("reason=\"{reason}\""),
@@ -408,7 +355,10 @@ pub fn render(src: &Sources<'_>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::flows::decisions::DecisionStats;
 
     #[test]
     fn histogram_buckets_are_cumulative_and_count_everything() {
@@ -444,7 +394,7 @@ mod tests {
         let tables = FlowTables::default();
         tables.decisions.observe(Duration::from_micros(3));
         let guard = GuardStats::default();
-        guard.count(crate::guard::Reject::BadName);
+        guard.count(crate::ipc::guard::Reject::BadName);
         let text = render(&Sources {
             tables: &tables,
             guard: &guard,
