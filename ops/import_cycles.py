@@ -39,7 +39,8 @@ def strip(src: str) -> str:
                     depth, i = depth - 1, i + 2
                 else:
                     i += 1
-        elif c == "r" and re.match(r'r#*"', src[i:i + 10]) and not re.match(r"[A-Za-z0-9_]", src[i - 1] if i else " "):
+        elif (c == "r" and re.match(r'r#*"', src[i:i + 10])
+              and not re.match(r"[A-Za-z0-9_]", src[i - 1] if i else " ")):
             m = re.match(r'r(#*)"', src[i:])
             end = '"' + m.group(1)
             j = src.find(end, i + m.end())
@@ -118,10 +119,12 @@ def module_of(path: Path, src: Path) -> tuple:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("src")
     ap.add_argument("--depth", type=int, default=1)
-    ap.add_argument("--edges", action="store_true", help="print every edge with the paths behind it")
+    ap.add_argument("--edges", action="store_true",
+                    help="print every edge with the paths behind it")
     ap.add_argument("--no-tests", action="store_true", help="leave out `#[cfg(test)] mod` blocks")
     args = ap.parse_args()
     src = Path(args.src)
@@ -134,7 +137,7 @@ def main() -> int:
             files[mod] = text
     modules = set(files)
 
-    def longest(path):
+    def longest(path: list[str]) -> tuple[tuple[str, ...], list[str]]:
         for k in range(len(path), -1, -1):
             if tuple(path[:k]) in modules:
                 return tuple(path[:k]), path[k:]
@@ -156,7 +159,7 @@ def main() -> int:
                 if p and p[-1] != "*":
                     reexports[(mod, p[-1])] = tuple(rel) + tuple(p)
 
-    def resolve(path):
+    def resolve(path: list[str]) -> tuple[str, ...]:
         mod, rest = longest(list(path))
         if rest and (mod, rest[0]) in reexports:
             mod2, _ = longest(list(reexports[(mod, rest[0])]))
@@ -184,7 +187,7 @@ def main() -> int:
             target = resolve(p)
             edges.setdefault(mod, {}).setdefault(target, set()).add("::".join(p))
 
-    def group(m):
+    def group(m: tuple[str, ...]) -> str:
         if args.depth == 0:
             return "::".join(m) or "lib"
         return "::".join(m[: args.depth]) or "lib"
@@ -213,7 +216,7 @@ def main() -> int:
     # Tarjan
     index, low, on, stack, sccs, counter = {}, {}, set(), [], [], [0]
 
-    def visit(v):
+    def visit(v: str) -> None:
         index[v] = low[v] = counter[0]
         counter[0] += 1
         stack.append(v)

@@ -31,7 +31,10 @@ suite python-build .venv/bin/maturin develop --release --quiet
 suite rust cargo test --workspace --no-fail-fast
 suite fuzz bash ops/fuzz.sh
 suite agent-build cargo build --release --quiet -p ccp-agent
-suite ruff .venv/bin/ruff check train ops/bench
+suite ruff .venv/bin/ruff check train ops/bench ops/import_cycles.py
+# no import loop between the top-level modules of the algorithms, the runtime, the simulator
+import_cycles() { local d; for d in algs/src portus-agent/runtime/src datapath/sim/src; do python3 ops/import_cycles.py "$d" || return 1; done; }
+suite import-cycles import_cycles
 suite python .venv/bin/python -m pytest train/tests -q
 # the evaluation harness's CI subset (eval scenarios marked quick, 2 seeds): every run must work
 suite harness-quick .venv/bin/python -m ccp_train.harness --quick --no-plots --out target/eval-quick

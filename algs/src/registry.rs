@@ -143,7 +143,7 @@ pub const DATAPATH_PREFIX: &str = "ccp_";
 
 /// The name a flow asks for (`ccp_auto`, `auto` in a scenario) to have the agent choose its
 /// algorithm from its preference `w` and the preference portfolio table
-/// (`portus-agent/runtime/src/portfolio.rs`). Not an algorithm: no registry holds it.
+/// (`portus-agent/runtime/src/flows/portfolio.rs`). Not an algorithm: no registry holds it.
 pub const AUTO: &str = "auto";
 
 /// Strip the datapath prefix: `ccp_mocc` → `mocc`, `mocc` → `mocc`, `ccp` → `` (default).

@@ -2,7 +2,7 @@
 /*
  * The generic netlink family between the CCP datapath (ccp-kernel.ko) and
  * its agent.  Shared by the module, ops/vm/nlfuzz.c and (as constants) the
- * agent's backend, portus-agent/runtime/src/netlink.rs: keep them in step.
+ * agent's backend, portus-agent/runtime/src/ipc/netlink.rs: keep them in step.
  *
  *  - family "ccp", version 1, initial network namespace only;
  *  - agent -> datapath: CCP_CMD_AGENT_MSG (NLM_F_REQUEST) carrying one CCP

@@ -32,7 +32,8 @@ use std::sync::Arc;
 
 use ccp_algs::registry::{ALGORITHMS, DATAPATH_PREFIX};
 
-use crate::trace::{load_trace, RateLog, TraceFile};
+pub use crate::trace::MAX_RATE_MBPS;
+use crate::trace::{load_trace, RateLog, TraceError, TraceFile};
 use ccp_algs::Preference;
 use serde::Deserialize;
 
@@ -43,8 +44,6 @@ pub const PACKET_BYTES: u32 = 1500;
 pub const MAX_CONG_ALG_LEN: usize = 63;
 /// libccp's connection table holds 1024 connections.
 pub const MAX_FLOWS: usize = 1000;
-/// Highest link capacity (Mbit/s): a rate, each scheduled rate, and a trace's mean.
-pub const MAX_RATE_MBPS: f64 = 1e6;
 /// Most packets the link may carry over a scenario (its highest capacity × `duration_s`).
 pub const MAX_LINK_PACKETS: f64 = 1e9;
 /// Largest drop-tail buffer (packets), given or from `buffer_bdp`.
@@ -67,6 +66,15 @@ pub enum ScenarioError {
     Field { field: String, message: String },
     #[error("trace file {path} (link.trace): {message}")]
     Trace { path: PathBuf, message: String },
+}
+
+impl From<TraceError> for ScenarioError {
+    fn from(e: TraceError) -> Self {
+        ScenarioError::Trace {
+            path: e.path,
+            message: e.message,
+        }
+    }
 }
 
 fn field_err(field: impl Into<String>, message: impl Into<String>) -> ScenarioError {

@@ -23,10 +23,21 @@
 //! `s` leaves at the smallest `t` with `B(t) ≥ B(s) + 8·bytes` ([`RateLog::time_of_bits`]):
 //! a zero-rate stretch (an outage) holds the packet until the rate comes back.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::scenario::{ScenarioError, MAX_RATE_MBPS};
+/// Highest rate (Mbit/s) a link may have: a log's sample, and (the scenario's bound) a rate,
+/// a scheduled rate or a trace's mean.
+pub const MAX_RATE_MBPS: f64 = 1e6;
+
+/// A trace file that cannot be used: the file and what is wrong with it (the line and the
+/// fix where there is one).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("trace file {path} (link.trace): {message}")]
+pub struct TraceError {
+    pub path: PathBuf,
+    pub message: String,
+}
 
 /// Latest trace timestamp (ms): one day.
 pub const MAX_TRACE_MS: u64 = 86_400_000;
@@ -162,8 +173,8 @@ impl RateLog {
 }
 
 /// Read a trace file of either format (see the module header).
-pub fn load_trace(path: &Path) -> Result<TraceFile, ScenarioError> {
-    let terr = |message: String| ScenarioError::Trace {
+pub fn load_trace(path: &Path) -> Result<TraceFile, TraceError> {
+    let terr = |message: String| TraceError {
         path: path.to_path_buf(),
         message,
     };
