@@ -128,14 +128,10 @@ pub(crate) const INTERVAL_US: (u64, u64) = (
 
 /// The report clock of a learned window algorithm (Owl, Nuwa-RL): one report, and one
 /// decision, every `interval_rtts` smoothed RTTs, at least `min_interval_ms`;
-/// `initial_interval_ms` before the first RTT sample. Declared and checked once here, flattened
-/// into each algorithm's table, so its keys stay those of `[algs.<alg>]` itself (and of a
-/// model card's `dynamics`).
-///
-/// Its defaults are each algorithm's: serde gives a flattened field no container default, so
-/// the field reads with `deserialize_with` = a function calling `ReportClock::deserialize_over`
-/// with the algorithm's defaults.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+/// `initial_interval_ms` before the first RTT sample. Its three knobs stay plain keys of each
+/// algorithm's table (so a typo or a wrong type is reported at its own key, with the table's
+/// valid keys); each config's `clock()` builds this, which checks and applies them once here.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ReportClock {
     /// Report (decision) interval, in smoothed RTTs: one policy decision per interval.
     pub interval_rtts: f64,
@@ -178,36 +174,6 @@ impl ReportClock {
     /// The report interval before the first RTT sample (µs): the fold program's initial one.
     pub fn initial_us(&self) -> u32 {
         (self.initial_interval_ms * 1e3).round() as u32
-    }
-
-    /// Read the knobs a table sets, each other knob from `defaults` (what the algorithm's
-    /// `#[serde(default)]` does for its own fields). A key given with the wrong type is an
-    /// error as for any knob; keys that are not these three are left to the table (unknown
-    /// ones are refused by its `deny_unknown_fields`).
-    pub(crate) fn deserialize_over<'de, D: serde::Deserializer<'de>>(
-        d: D,
-        defaults: Self,
-    ) -> Result<Self, D::Error> {
-        fn given<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-            <f64 as serde::Deserialize>::deserialize(d).map(Some)
-        }
-        #[derive(serde::Deserialize)]
-        struct Given {
-            #[serde(default, deserialize_with = "given")]
-            interval_rtts: Option<f64>,
-            #[serde(default, deserialize_with = "given")]
-            min_interval_ms: Option<f64>,
-            #[serde(default, deserialize_with = "given")]
-            initial_interval_ms: Option<f64>,
-        }
-        let g = <Given as serde::Deserialize>::deserialize(d)?;
-        Ok(Self {
-            interval_rtts: g.interval_rtts.unwrap_or(defaults.interval_rtts),
-            min_interval_ms: g.min_interval_ms.unwrap_or(defaults.min_interval_ms),
-            initial_interval_ms: g
-                .initial_interval_ms
-                .unwrap_or(defaults.initial_interval_ms),
-        })
     }
 }
 

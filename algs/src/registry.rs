@@ -312,12 +312,6 @@ mod tests {
                 c.$alg.$knob = $v;
                 refused(stringify!($knob), c);
             )+};
-            // a knob of a flattened group (`owl.clock.interval_rtts`): named as its own key
-            ($alg:ident . $group:ident . $knob:ident = $($v:expr),+) => {$(
-                let mut c = AlgsConfig::default();
-                c.$alg.$group.$knob = $v;
-                refused(stringify!($knob), c);
-            )+};
         }
         let (nan, inf) = (f64::NAN, f64::INFINITY);
         bad!(reno.min_interval_us = 0, 99_999_999);
@@ -411,9 +405,9 @@ mod tests {
         bad!(nuwa.k_init = 0.0, 1e9);
         bad!(nuwa.slow_start_exit = -1.0, 20.0);
         bad!(nuwa.loss_decrease = 0.0, 2.0);
-        bad!(nuwa.clock.interval_rtts = 0.0, nan);
-        bad!(nuwa.clock.min_interval_ms = 0.0);
-        bad!(nuwa.clock.initial_interval_ms = -1.0);
+        bad!(nuwa.interval_rtts = 0.0, nan);
+        bad!(nuwa.min_interval_ms = 0.0);
+        bad!(nuwa.initial_interval_ms = -1.0);
         bad!(nuwa.window_s = 0.0, inf);
         bad!(nuwa.lstm_hidden = 0, 5000);
         bad!(nuwa.reward_throughput = -1.0);
@@ -421,9 +415,9 @@ mod tests {
         bad!(nuwa.reward_loss = 1e4);
         bad!(nuwa.alpha = 0.0, 11.0);
         bad!(owl.history = 0, 65);
-        bad!(owl.clock.interval_rtts = 0.0, nan, 20.0);
-        bad!(owl.clock.min_interval_ms = 0.0, inf);
-        bad!(owl.clock.initial_interval_ms = -1.0);
+        bad!(owl.interval_rtts = 0.0, nan, 20.0);
+        bad!(owl.min_interval_ms = 0.0, inf);
+        bad!(owl.initial_interval_ms = -1.0);
         bad!(owl.loss_decrease = 0.0, 1.0, nan);
         bad!(owl.min_cwnd_pkts = 0.5);
         bad!(owl.window_s = 0.0, inf);

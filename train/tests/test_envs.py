@@ -204,3 +204,20 @@ def test_results_windows_give_each_running_flows_mean_throughput() -> None:
     # the whole-run window of the first flow is its whole-run throughput
     assert whole[0][1] == pytest.approx(r["flows"][0]["throughput_mbps"], rel=0.02)
     assert 0 < sum(v for _, v in late) <= 6.0 * 1.01
+
+
+def test_a_bad_clock_knob_is_named_at_its_key_with_the_tables_keys() -> None:
+    """Owl's and Nuwa-RL's report-clock knobs are plain keys of their tables: a typo lists
+    the valid keys, a wrong type points at the key (not at the table's header)."""
+    from ccp_train import _native
+
+    for alg in ("owl", "nuwa"):
+        with pytest.raises(ValueError) as e:
+            _native.dynamics(alg, f"[algs.{alg}]\ninterval_rtt = 1\n")
+        assert "unknown field `interval_rtt`" in str(e.value)
+        assert "`interval_rtts`" in str(e.value) and "`min_interval_ms`" in str(e.value)
+        with pytest.raises(ValueError) as e:
+            _native.dynamics(alg, f'[algs.{alg}]\nmin_interval_ms = "x"\n')
+        assert "2 | min_interval_ms" in str(e.value), str(e.value)
+        with pytest.raises(ValueError, match=f"algs.{alg}.interval_rtts"):
+            _native.dynamics(alg, f"[algs.{alg}]\ninterval_rtts = 0\n")

@@ -25,12 +25,14 @@ pub struct NuwaConfig {
     /// then halves the window (it grew for one RTT past the delay it saw).
     pub slow_start_exit: f64,
     /// Window after a loss episode begins, as a fraction of the window (once per episode,
-    /// [`crate::reno`]'s loss clock); 1 ignores losses as the paper's receiver-side window does.
+    /// [`crate::window`]'s loss clock); 1 ignores losses as the paper's receiver-side window does.
     pub loss_decrease: f64,
-    /// The report clock (`interval_rtts`, `min_interval_ms`, `initial_interval_ms`: keys of
-    /// `[algs.nuwa]` itself): one decision per report.
-    #[serde(flatten, deserialize_with = "clock")]
-    pub clock: ReportClock,
+    /// Decision (report) interval, in smoothed RTTs.
+    pub interval_rtts: f64,
+    /// Shortest report interval (ms).
+    pub min_interval_ms: f64,
+    /// Report interval before the first RTT sample (ms).
+    pub initial_interval_ms: f64,
     /// Window (s) of the running best delivery rate that eq. 10's throughput is measured in.
     pub window_s: f64,
     /// Hidden size of the policy's LSTM (checked against the model card by the spec).
@@ -89,11 +91,9 @@ impl Default for NuwaConfig {
             k_max: 64.0,
             slow_start_exit: 0.5,
             loss_decrease: 0.7,
-            clock: ReportClock {
-                interval_rtts: 1.0,
-                min_interval_ms: 10.0,
-                initial_interval_ms: 20.0,
-            },
+            interval_rtts: 1.0,
+            min_interval_ms: 10.0,
+            initial_interval_ms: 20.0,
             window_s: 10.0,
             lstm_hidden: 64,
             reward_throughput: 0.4,
@@ -132,7 +132,7 @@ impl NuwaConfig {
             self.loss_decrease,
             Range::AboveTo(0.0, 1.0),
         )?;
-        self.clock.validate(k)?;
+        self.clock().validate(k)?;
         k.real("window_s", self.window_s, Range::AboveTo(0.0, 3600.0))?;
         k.int("lstm_hidden", self.lstm_hidden, 1, 4096)?;
         k.real(
@@ -152,7 +152,15 @@ impl NuwaConfig {
     }
 }
 
-/// Nuwa-RL's report clock as `[algs.nuwa]` sets it, the rest from Nuwa-RL's defaults.
-fn clock<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ReportClock, D::Error> {
-    ReportClock::deserialize_over(d, NuwaConfig::default().clock)
+impl NuwaConfig {
+    /// The report clock these knobs set (`interval_rtts`, `min_interval_ms`,
+    /// `initial_interval_ms`), validated and applied by [`ReportClock`] as for every learned
+    /// algorithm with one.
+    pub fn clock(&self) -> ReportClock {
+        ReportClock {
+            interval_rtts: self.interval_rtts,
+            min_interval_ms: self.min_interval_ms,
+            initial_interval_ms: self.initial_interval_ms,
+        }
+    }
 }

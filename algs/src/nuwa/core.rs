@@ -546,7 +546,7 @@ impl NuwaCore {
     }
 
     fn report_interval_us(&self) -> u32 {
-        self.config.clock.interval_us(&self.metrics)
+        self.config.clock().interval_us(&self.metrics)
     }
 
     fn action(&mut self) -> Action {

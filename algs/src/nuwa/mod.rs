@@ -121,7 +121,7 @@ impl Algorithm for Nuwa {
     }
 
     fn program(&self) -> FoldProgram {
-        let initial = self.config.clock.initial_us();
+        let initial = self.config.clock().initial_us();
         program(&self.config, initial)
     }
 

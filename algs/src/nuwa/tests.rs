@@ -635,12 +635,9 @@ fn spec_dynamics_and_config() {
     assert_eq!(bad(&|c| c.slow_start_exit = -1.0), "slow_start_exit");
     assert_eq!(bad(&|c| c.loss_decrease = 0.0), "loss_decrease");
     assert_eq!(bad(&|c| c.loss_decrease = 1.5), "loss_decrease");
-    assert_eq!(bad(&|c| c.clock.interval_rtts = 0.0), "interval_rtts");
-    assert_eq!(bad(&|c| c.clock.min_interval_ms = 0.5), "min_interval_ms");
-    assert_eq!(
-        bad(&|c| c.clock.initial_interval_ms = 1e9),
-        "initial_interval_ms"
-    );
+    assert_eq!(bad(&|c| c.interval_rtts = 0.0), "interval_rtts");
+    assert_eq!(bad(&|c| c.min_interval_ms = 0.5), "min_interval_ms");
+    assert_eq!(bad(&|c| c.initial_interval_ms = 1e9), "initial_interval_ms");
     assert_eq!(bad(&|c| c.window_s = 0.0), "window_s");
     assert_eq!(bad(&|c| c.lstm_hidden = 0), "lstm_hidden");
     assert_eq!(bad(&|c| c.reward_throughput = -1.0), "reward_throughput");

@@ -13,10 +13,13 @@ use crate::config::ReportClock;
 pub struct OwlConfig {
     /// Intervals of features stacked into one observation: the history k (§IV-A, §VII-H).
     pub history: u32,
-    /// The report clock (`interval_rtts`, `min_interval_ms`, `initial_interval_ms`: keys of
-    /// `[algs.owl]` itself): one policy decision per report in congestion avoidance.
-    #[serde(flatten, deserialize_with = "clock")]
-    pub clock: ReportClock,
+    /// Report (decision) interval, in smoothed RTTs: one policy decision per interval in
+    /// congestion avoidance.
+    pub interval_rtts: f64,
+    /// Shortest report interval (ms).
+    pub min_interval_ms: f64,
+    /// Report interval before the first RTT sample (ms).
+    pub initial_interval_ms: f64,
     /// Window after a loss, as a fraction of the window before it (ssthresh = cwnd =
     /// `loss_decrease` × cwnd, at least 2 packets): §VI relies on Cubic for ssthresh, β = 0.7.
     pub loss_decrease: f64,
@@ -48,11 +51,9 @@ impl Default for OwlConfig {
     fn default() -> Self {
         Self {
             history: 5,
-            clock: ReportClock {
-                interval_rtts: 1.0,
-                min_interval_ms: 5.0,
-                initial_interval_ms: 10.0,
-            },
+            interval_rtts: 1.0,
+            min_interval_ms: 5.0,
+            initial_interval_ms: 10.0,
             loss_decrease: 0.7,
             min_cwnd_pkts: 2.0,
             window_s: 10.0,
@@ -77,7 +78,7 @@ impl OwlConfig {
         use crate::config::{Knobs, Range};
         let k = Knobs("owl");
         k.int("history", self.history, 1, 64)?;
-        self.clock.validate(k)?;
+        self.clock().validate(k)?;
         k.real("loss_decrease", self.loss_decrease, Range::Open(0.0, 1.0))?;
         k.real("min_cwnd_pkts", self.min_cwnd_pkts, Range::Closed(1.0, 1e6))?;
         k.real("window_s", self.window_s, Range::AboveTo(0.0, 3600.0))?;
@@ -97,7 +98,15 @@ impl OwlConfig {
     }
 }
 
-/// Owl's report clock as `[algs.owl]` sets it, the rest from Owl's defaults.
-fn clock<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ReportClock, D::Error> {
-    ReportClock::deserialize_over(d, OwlConfig::default().clock)
+impl OwlConfig {
+    /// The report clock these knobs set (`interval_rtts`, `min_interval_ms`,
+    /// `initial_interval_ms`), validated and applied by [`ReportClock`] as for every learned
+    /// algorithm with one.
+    pub fn clock(&self) -> ReportClock {
+        ReportClock {
+            interval_rtts: self.interval_rtts,
+            min_interval_ms: self.min_interval_ms,
+            initial_interval_ms: self.initial_interval_ms,
+        }
+    }
 }

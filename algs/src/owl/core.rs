@@ -351,7 +351,7 @@ impl OwlCore {
     }
 
     fn report_interval_us(&self) -> u32 {
-        self.config.clock.interval_us(&self.metrics)
+        self.config.clock().interval_us(&self.metrics)
     }
 
     /// Eq. 7 for the last interval's measurements with `λ` given.

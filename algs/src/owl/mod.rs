@@ -123,7 +123,7 @@ impl Algorithm for Owl {
     }
 
     fn program(&self) -> FoldProgram {
-        let initial = self.config.clock.initial_us();
+        let initial = self.config.clock().initial_us();
         ProgramBuilder::new("owl_iv", initial)
             .fields(&OWL_FIELDS)
             .trigger(Trigger::IntervalOrLoss)
