@@ -82,7 +82,7 @@ SCHEMA = 1
 # the capacity of a recording on the grid, and its statistics
 
 
-def _read_tput(path: Path) -> tuple[np.ndarray, np.ndarray]:
+def read_log(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """A throughput log's ``(times, rates)`` as the simulator reads it: comments dropped,
     times relative to the first sample, a later sample at the same time replacing the
     earlier one."""
@@ -104,17 +104,28 @@ def _read_tput(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return t - t[0], r
 
 
-def _tput_grid(t: np.ndarray, r: np.ndarray, step_s: float) -> np.ndarray:
-    """A held-rate log on the grid over one period (the last sample holds for the median
-    sampling interval, the upper one of an even count, as the simulator takes it)."""
+def log_period(t: np.ndarray) -> float:
+    """A log's period (s): its last sample holds for the median sampling interval, the upper
+    one of an even count, 1 s alone (as the simulator takes it)."""
     gaps = np.sort(np.diff(t))
     hold = float(gaps[len(gaps) // 2]) if len(gaps) else 1.0
-    period = float(t[-1]) + hold
+    return float(t[-1]) + hold
+
+
+def log_mbit_by(t: np.ndarray, r: np.ndarray, at_s: np.ndarray) -> np.ndarray:
+    """Mbit a held-rate log (``read_log``'s times and rates) delivers from 0 to each time of
+    ``at_s``, the log repeating with :func:`log_period`: the simulator's ``B(t)``."""
+    period = log_period(t)
     ends = np.append(t, period)
     cum = np.concatenate([[0.0], np.cumsum(r * np.diff(ends))])   # Mbit delivered by ends[i]
-    n = max(1, math.ceil(period / step_s - 1e-9))
-    c, tau = np.divmod(np.arange(n + 1) * step_s, period)
-    bits = c * cum[-1] + np.interp(tau, ends, cum)
+    c, tau = np.divmod(np.asarray(at_s, dtype=float), period)
+    return c * cum[-1] + np.interp(tau, ends, cum)
+
+
+def _tput_grid(t: np.ndarray, r: np.ndarray, step_s: float) -> np.ndarray:
+    """A held-rate log on the grid over one period."""
+    n = max(1, math.ceil(log_period(t) / step_s - 1e-9))
+    bits = log_mbit_by(t, r, np.arange(n + 1) * step_s)
     return np.maximum(np.diff(bits) / step_s, 0.0)
 
 
@@ -144,7 +155,7 @@ def grid_rates(trace: corpus.Trace, step_s: float = STEP_S) -> np.ndarray:
     if trace.format == "mahimahi":
         return _mahimahi_grid(trace.file, step_s)
     if trace.format == "tput":
-        return _tput_grid(*_read_tput(trace.file), step_s)
+        return _tput_grid(*read_log(trace.file), step_s)
     raise ValueError(f"{trace.path}: unknown trace format {trace.format!r} (mahimahi or tput)")
 
 

@@ -26,24 +26,17 @@ def _trace_capacity(trace: Path, duration_s: float, bin_s: float = 0.1
     """A trace's capacity (Mbit/s) per ``bin_s``, repeated over its period up to
     ``duration_s``: a mahimahi file's 1500-byte opportunities, or a throughput log's rates
     (each held until the next sample, the last for the median interval)."""
-    from .runner import _log_samples, is_log
+    from .runner import is_log
 
     n = int(round(duration_s / bin_s))
     if is_log(trace):
-        samples, period_s = _log_samples(str(trace.resolve()))
-        starts = [t for t, _ in samples] + [period_s]
-        out = []
-        for b in range(n):
-            lo, hi = b * bin_s, (b + 1) * bin_s
-            bits = 0.0
-            k0 = int(lo // period_s)
-            for k in range(k0, int(hi // period_s) + 1):
-                for i, (t, r) in enumerate(samples):
-                    a0, a1 = max(lo, t + k * period_s), min(hi, starts[i + 1] + k * period_s)
-                    if a1 > a0:
-                        bits += float(r) * (a1 - a0)
-            out.append(bits / bin_s)
-        return [(b + 1) * bin_s for b in range(n)], out
+        import numpy as np
+
+        from .. import capgen
+
+        t, r = capgen.read_log(trace)
+        bits = capgen.log_mbit_by(t, r, np.arange(n + 1) * bin_s)
+        return [(b + 1) * bin_s for b in range(n)], list(np.diff(bits) / bin_s)
     ts = [int(x) for x in trace.read_text().split()]
     period = ts[-1] if ts and ts[-1] > 0 else 1
     counts = [0] * n
