@@ -8,7 +8,8 @@ constant gain? (docs/algorithms/nuwa.md, run 7).
 
 Flags after ``--`` are ``python -m ccp_train.nuwa train``'s (knobs, episode ranges): the
 episodes are drawn as that run's are, from seeds ``--seed0`` + i, so two invocations with the
-same flags score the same episodes. ``hold`` answers x1 at every decision (k stays k_init).
+same flags score the same episodes. ``hold`` answers x1 at every decision (k stays k_init);
+``brake`` x0.25 (k falls to k_min and stays: where the runs under eq. 10 as printed ended).
 The policy acts deterministically (argmax), its LSTM state carried, as the agent serves it.
 """
 
@@ -27,7 +28,9 @@ from ccp_train import nuwa
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--policy", required=True, help="a trainer's nuwa.zip, or 'hold'")
+    ap.add_argument("--policy", required=True,
+                    help="a trainer's nuwa.zip, 'hold' (x1 always: k stays k_init) or 'brake' "
+                         "(x0.25 always: k falls to k_min, where the paper's reward drove runs)")
     ap.add_argument("--episodes", type=int, default=24)
     ap.add_argument("--seed0", type=int, default=5000)
     ap.add_argument("train_flags", nargs="*", help="after --: the training run's flags")
@@ -36,7 +39,8 @@ def main() -> None:
         args = nuwa.parser().parse_args(["train", "--out", tmp, *a.train_flags])
         knobs = nuwa.make_knobs(args.knob)
         episodes = nuwa.episodes_from_args(args, knobs, Path(tmp))
-        model = None if a.policy == "hold" else RecurrentPPO.load(a.policy, device="cpu")
+        fixed = {"hold": nuwa.HOLD, "brake": 0}.get(a.policy)
+        model = None if fixed is not None else RecurrentPPO.load(a.policy, device="cpu")
         total, decisions, per_episode = 0.0, 0, []
         for i in range(a.episodes):
             env = nuwa.make_env(episodes, a.seed0 + i, args)
@@ -45,7 +49,7 @@ def main() -> None:
             reward, steps, done = 0.0, 0, False
             while not done:
                 if model is None:
-                    action = nuwa.HOLD
+                    action = fixed
                 else:
                     act, state = model.predict(obs[None], state=state, episode_start=start,
                                                deterministic=True)

@@ -68,8 +68,10 @@ class CcpEnv(gym.Env):
     800-step episodes; None: when the scenario's time is up). `reward`: ``"last"``, the
     core's reward of the report the decision came with, or ``"mean"``, the mean of the
     core's rewards over every report since the action (``SimEnv.span_rewards``: reports
-    without a decision included). `algs_toml`: the `[algs.*]` tables of every episode, or a
-    function drawing them per episode from the env's seeded generator (after the scenario).
+    without a decision included). `reward_in_capacity`: the core's reward with the flow's rate
+    in units of what the bottleneck offered over each report (``SimEnv``'s flag).
+    `algs_toml`: the `[algs.*]` tables of every episode, or a function drawing them per
+    episode from the env's seeded generator (after the scenario).
 
     info carries the raw figures: simulated time, and at the scenario's end the simulator's
     results (throughput, utilization, delays, losses per flow).
@@ -85,6 +87,7 @@ class CcpEnv(gym.Env):
         algs_toml: str | Callable[[random.Random], str | None] | None = None,
         max_steps: int | None = None,
         reward: str = "last",
+        reward_in_capacity: bool = False,
     ) -> None:
         if reward not in ("last", "mean"):
             raise ValueError(f"reward = {reward!r}: expected \"last\" or \"mean\"")
@@ -96,6 +99,7 @@ class CcpEnv(gym.Env):
         self._algs_toml = algs_toml
         self.max_steps = max_steps
         self.reward_mode = reward
+        self.reward_in_capacity = reward_in_capacity
         self._masked = bool(_native.spec(alg)["masked"])
         probe = self._make(self._rng)
         self.observation_space, self.action_space = _spaces(probe)
@@ -107,7 +111,8 @@ class CcpEnv(gym.Env):
         ranges = ScenarioRanges(**{**self.ranges.__dict__, "learners": (1, 1)})
         scenario = ranges.sample(rng, self.alg)
         algs = self._algs_toml(rng) if callable(self._algs_toml) else self._algs_toml
-        return _native.SimEnv(scenario, self.alg, algs_toml=algs, with_mask=self._masked)
+        return _native.SimEnv(scenario, self.alg, algs_toml=algs, with_mask=self._masked,
+                              reward_in_capacity=self.reward_in_capacity)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -162,9 +167,22 @@ class CcpVecEnv(VecEnv):
         ranges: ScenarioRanges | None = None,
         seed: int | None = None,
         algs_toml: str | Callable[[random.Random], str | None] | None = None,
+        max_steps: int | None = None,
+        reward: str = "last",
+        reward_in_capacity: bool = False,
     ) -> None:
         """`algs_toml`: `[algs.<name>]` tables for every episode, or a function drawing them
-        per episode from the env's seeded generator (after the scenario)."""
+        per episode from the env's seeded generator (after the scenario). `max_steps`,
+        `reward`, `reward_in_capacity`: as :class:`CcpEnv`'s (a step is one decision of every
+        active learner; ``"mean"`` is each learner's mean over its reports since its action)."""
+        if reward not in ("last", "mean"):
+            raise ValueError(f"reward = {reward!r}: expected \"last\" or \"mean\"")
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"max_steps = {max_steps}: expected a positive number or None")
+        self.max_steps = max_steps
+        self.reward_mode = reward
+        self.reward_in_capacity = reward_in_capacity
+        self._steps = 0
         self.alg = alg
         self.ranges = ranges or ScenarioRanges(learners=(2, 2))
         if self.ranges.learners[0] != self.ranges.learners[1]:
@@ -180,10 +198,12 @@ class CcpVecEnv(VecEnv):
     def _make(self) -> _native.SimEnv:
         scenario = self.ranges.sample(self._rng, self.alg)
         algs = self._algs_toml(self._rng) if callable(self._algs_toml) else self._algs_toml
-        return _native.SimEnv(scenario, self.alg, algs_toml=algs, with_mask=self._masked)
+        return _native.SimEnv(scenario, self.alg, algs_toml=algs, with_mask=self._masked,
+                              reward_in_capacity=self.reward_in_capacity)
 
     def reset(self) -> np.ndarray:
         self._env = self._make()
+        self._steps = 0
         return _observation(self._env.reset(), self._masked)
 
     def step_async(self, actions: np.ndarray) -> None:
@@ -192,18 +212,28 @@ class CcpVecEnv(VecEnv):
     def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
         assert self._actions is not None, "step_async first"
         out = self._env.step(self._actions)
+        self._steps += 1
         rew, active, done, t = out[1:5]
+        rew = np.asarray(rew, dtype=np.float64).copy()
+        if self.reward_mode == "mean":
+            sums, counts = self._env.span_rewards()
+            spans = np.asarray(counts) > 0
+            rew[spans] = np.asarray(sums)[spans] / np.asarray(counts)[spans]
         obs = _observation(out, self._masked)
         infos: list[dict[str, Any]] = [
             {"sim_time_s": t, "active": bool(a)} for a in active
         ]
-        dones = np.full(self.num_envs, bool(done))
+        sim_done = bool(done)
+        done = sim_done or (self.max_steps is not None and self._steps >= self.max_steps)
+        dones = np.full(self.num_envs, done)
         if done:
-            results = self._env.results()
+            # the simulator's figures only once its scenario is over (not at a truncation)
+            results = self._env.results() if sim_done else None
             for i in range(self.num_envs):
                 infos[i]["terminal_observation"] = obs[i].copy()
                 infos[i]["TimeLimit.truncated"] = True
-                infos[i]["results"] = results
+                if results is not None:
+                    infos[i]["results"] = results
             obs = self.reset()
         return obs, rew.astype(np.float32), dones, infos
 
@@ -227,3 +257,76 @@ class CcpVecEnv(VecEnv):
     def seed(self, seed: int | None = None) -> list[int | None]:
         self._rng = random.Random(seed)
         return [seed] * self.num_envs
+
+
+class ConcatVecEnv(VecEnv):
+    """Several ``VecEnv`` side by side as one: e.g. single-flow episodes beside a bottleneck
+    shared by several learners, for a learner (RecurrentPPO's) that takes one ``VecEnv``. Each
+    part keeps its own auto-reset; the sub-environments are numbered part after part. The
+    parts must agree on the spaces."""
+
+    def __init__(self, parts: list[VecEnv]) -> None:
+        if not parts:
+            raise ValueError("ConcatVecEnv needs at least one part")
+        first = parts[0]
+        for p in parts[1:]:
+            if p.observation_space != first.observation_space or \
+                    p.action_space != first.action_space:
+                raise ValueError("ConcatVecEnv: the parts' spaces differ")
+        self.parts = parts
+        self._bounds = np.cumsum([0] + [p.num_envs for p in parts])
+        super().__init__(int(self._bounds[-1]), first.observation_space, first.action_space)
+
+    def reset(self) -> np.ndarray:
+        return np.concatenate([p.reset() for p in self.parts])
+
+    def step_async(self, actions: np.ndarray) -> None:
+        for p, lo, hi in zip(self.parts, self._bounds[:-1], self._bounds[1:], strict=True):
+            p.step_async(actions[lo:hi])
+
+    def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        obs, rews, dones, infos = [], [], [], []
+        for p in self.parts:
+            o, r, d, i = p.step_wait()
+            obs.append(o)
+            rews.append(np.asarray(r, dtype=np.float32))
+            dones.append(np.asarray(d, dtype=bool))
+            infos.extend(i)
+        return np.concatenate(obs), np.concatenate(rews), np.concatenate(dones), infos
+
+    def close(self) -> None:
+        for p in self.parts:
+            p.close()
+
+    def _part_indices(self, indices: Any) -> list[tuple[VecEnv, list[int]]]:
+        wanted = range(self.num_envs) if indices is None else (
+            [indices] if isinstance(indices, int) else list(indices))
+        out: list[tuple[VecEnv, list[int]]] = []
+        for p, lo, hi in zip(self.parts, self._bounds[:-1], self._bounds[1:], strict=True):
+            mine = [int(i - lo) for i in wanted if lo <= i < hi]
+            if mine:
+                out.append((p, mine))
+        return out
+
+    def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+        return [v for p, ix in self._part_indices(indices) for v in p.get_attr(attr_name, ix)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        for p, ix in self._part_indices(indices):
+            p.set_attr(attr_name, value, ix)
+
+    def env_method(
+        self, method_name: str, *args: Any, indices: Any = None, **kwargs: Any
+    ) -> list[Any]:
+        return [v for p, ix in self._part_indices(indices)
+                for v in p.env_method(method_name, *args, indices=ix, **kwargs)]
+
+    def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
+        return [v for p, ix in self._part_indices(indices)
+                for v in p.env_is_wrapped(wrapper_class, ix)]
+
+    def seed(self, seed: int | None = None) -> list[int | None]:
+        out: list[int | None] = []
+        for k, p in enumerate(self.parts):
+            out.extend(p.seed(None if seed is None else seed + 1000 * k))
+        return out

@@ -16,12 +16,20 @@ multiplicative actions on the gain ``k`` and eq. 10's reward are the Rust core's
 (``_native.SimEnv``): the same code serves the model. A step ends at the flow's next
 decision, when its core asks for one (once per report, not in slow start, not on a report
 without ACKs or RTT), as under ``ccp-agent``; between decisions the flow holds ``k``.
-Reward knobs (eq. 10's gamma, theta, phi, alpha and the unit of its throughput) are the core's
-defaults (0.4, 0.4, 0.2, 0.6, 1 Mbit/s), ``--knob reward_delay=0.5`` etc. overrides one for a
-run; they are not the dynamics (the card's notes record them).
+Reward knobs (eq. 10's gamma, theta, phi, alpha) are the core's defaults (0.4, 0.4, 0.2, 0.6),
+``--knob reward_delay=0.5`` etc. overrides one for a run; they are not the dynamics (the card's
+notes record them). Two decided deviations from eq. 10 (issue 39) are the defaults: the
+throughput ``x`` in units of what the bottleneck offered over each report (``--reward-unit
+capacity``; ``mbps`` is eq. 10 as printed, ``reward_rate_unit_mbps``), and the delay term
+charging only the queue beyond ``T_d`` (``reward_delay_over_target``, on unless ``--knob
+reward_delay_over_target=false``).
 
 **Environment.** ``ccp_train.envs.CcpEnv`` (``ccp/Nuwa-v0``: ``Discrete(5)`` over the 5
-features), one Nuwa flow per episode, ``--envs`` of them side by side (SB3's ``DummyVecEnv``).
+features), one Nuwa flow per episode, ``--envs`` of them side by side (SB3's ``DummyVecEnv``),
+and beside them, for each count of ``--multi-flows`` (2 and 4), a bottleneck shared by that
+many Nuwa flows started ``--multi-stagger-s`` apart (``CcpVecEnv``: one sub-environment and
+LSTM state per flow, one decision per flow per step), the paper's fairness and what a
+deployed receiver meets.
 An episode is ``--episode-steps`` decisions (the paper's 800; a truncation, bootstrapped) or
 the scenario's end, whichever comes first; the simulator runs only as far as the decisions
 need, so ``--duration-s`` is an upper bound. A step's reward is the mean of eq. 10 over every
@@ -68,7 +76,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
 
 from ccp_train import _native
 from ccp_train import card as card_mod
-from ccp_train.envs import CcpEnv
+from ccp_train.envs import CcpEnv, CcpVecEnv, ConcatVecEnv
 from ccp_train.export import export_sb3_actor, export_torch
 from ccp_train.rl import curves, determinism
 from ccp_train.rl.evaluate import agent_config, harness_tune
@@ -91,6 +99,8 @@ NOT_SETTABLE = ("lstm_hidden", "target_delay_ms")
 TARGET = "target_delay_ms"
 #: the action index of x1 (the core's ``HOLD_ACTION``, which the bindings do not carry)
 HOLD = 1
+#: the reward knob that charges only the queue beyond ``T_d`` (on unless a run sets it)
+OVER_TARGET = "reward_delay_over_target"
 
 
 # --- knobs, episodes, environments ------------------------------------------------------------
@@ -106,6 +116,10 @@ def make_knobs(pairs: list[tuple[str, Any]]) -> Knobs:
             why = {"lstm_hidden": "the model's shape is the core's spec",
                    "target_delay_ms": "it is drawn per episode: --target-delay-ms"}[k]
             raise ValueError(f"--knob {k}: not settable for a run ({why})")
+    if all(k != OVER_TARGET for k, _ in pairs):
+        # the delay term charges only the queue beyond T_d: issue 39's decided deviation
+        # (``--knob reward_delay_over_target=false`` is eq. 10 as printed)
+        pairs = [(OVER_TARGET, True), *pairs]
     return Knobs(ALG, pairs, settable=reward)
 
 
@@ -134,15 +148,33 @@ def episodes_from_args(args: argparse.Namespace, knobs: Knobs, out: Path) -> Epi
 def make_env(episodes: Episodes, seed: int, args: argparse.Namespace) -> CcpEnv:
     """One Nuwa flow per episode, ``--episode-steps`` decisions at most (``ccp/Nuwa-v0``)."""
     return CcpEnv(ALG, episodes.ranges, seed=seed, algs_toml=episodes.algs_for,
-                  max_steps=args.episode_steps, reward=args.reward)
+                  max_steps=args.episode_steps, reward=args.reward,
+                  reward_in_capacity=args.reward_unit == "capacity")
+
+
+def make_shared(episodes: Episodes, n: int, seed: int, args: argparse.Namespace) -> CcpVecEnv:
+    """``n`` Nuwa flows on one bottleneck, one sub-environment each (their own LSTM state),
+    started ``--multi-stagger-s`` apart, every RTT drawn on its own: one decision per flow per
+    step (``pause = "all"``: a flow that reports twice before the others decide holds its
+    gain in between), ``--episode-steps`` steps at most."""
+    ranges = dataclasses.replace(episodes.ranges, learners=(n, n),
+                                 stagger_s=tuple(args.multi_stagger_s), same_rtt=False)
+    return CcpVecEnv(ALG, ranges, seed=seed, algs_toml=episodes.algs_for,
+                     max_steps=args.episode_steps, reward=args.reward,
+                     reward_in_capacity=args.reward_unit == "capacity")
 
 
 def make_venv(episodes: Episodes, args: argparse.Namespace) -> VecEnv:
-    """``--envs`` environments side by side, seeded ``--seed`` + i; with ``--norm-reward`` the
-    rewards PPO learns from are divided by a running deviation of the discounted return
-    (SB3's ``VecNormalize``, observations untouched: the policy sees what the agent feeds it)."""
+    """``--envs`` single-flow environments side by side, seeded ``--seed`` + i, then one
+    bottleneck shared by n Nuwa flows for each n of ``--multi-flows`` (seeded ``--seed`` + 100
+    + j); with ``--norm-reward`` the rewards PPO learns from are divided by a running deviation
+    of the discounted return (SB3's ``VecNormalize``, observations untouched: the policy sees
+    what the agent feeds it)."""
     venv: VecEnv = DummyVecEnv([lambda i=i: make_env(episodes, args.seed + i, args)
                                 for i in range(args.envs)])
+    if args.multi_flows:
+        venv = ConcatVecEnv([venv, *(make_shared(episodes, n, args.seed + 100 + j, args)
+                                     for j, n in enumerate(args.multi_flows))])
     if args.norm_reward:
         venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=args.gamma,
                             clip_reward=args.clip_reward)
@@ -272,7 +304,8 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
     log = Logger(Path(args.log) if args.log else out / f"{ALG}.train.jsonl")
     ranges = {**episodes.ranges.describe(), "target_delay_ms": list(args.target_delay_ms),
               "target_dist": "log-uniform, per episode", "episode_steps": args.episode_steps,
-              "envs": args.envs}
+              "envs": args.envs, "multi_flows": list(args.multi_flows),
+              "multi_stagger_s": list(args.multi_stagger_s), "reward_unit": args.reward_unit}
     log.log({"kind": "setup", "command": command, "spec": dataclasses.asdict(spec),
              "dynamics": knobs.dynamics(), "reward": reward_knobs(knobs), "ranges": ranges})
 
@@ -295,8 +328,12 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
                   f"then {list(args.net)} tanh (actor and critic each their own); lr {args.lr:g}, "
                   f"gamma {args.gamma:g}, GAE {args.gae_lambda:g}, clip {args.clip_range:g}, "
                   f"entropy {args.ent_coef:g}, {args.n_epochs} epochs of {args.batch_size} per "
-                  f"rollout of {args.envs} x {args.n_steps} decisions; {scalars.episodes} "
+                  f"rollout of {args.envs + sum(args.multi_flows)} x {args.n_steps} decisions "
+                  f"({args.envs} single-flow episodes, shared bottlenecks of "
+                  f"{list(args.multi_flows)} flows); {scalars.episodes} "
                   f"episodes of at most {args.episode_steps} decisions; reward eq. 10 with "
+                  + ("x in units of the bottleneck's capacity over each report (issue 39's "
+                     "deviation), " if args.reward_unit == "capacity" else "x in Mbit/s, ")
                   + ", ".join(f"{k} = {v}" for k, v in rk.items())
                   + f", per step {per}"
                   + (f", scaled for PPO by a running deviation of the discounted return "
@@ -343,6 +380,18 @@ def export(model: RecurrentPPO, out: Path, spec: AlgSpec, training: dict,
 # --- command line ----------------------------------------------------------------------------
 
 
+def flow_counts(text: str) -> tuple[int, ...]:
+    """``--multi-flows``: flow counts of 2 or more, comma-separated, or '' for none."""
+    try:
+        v = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        v = (0,)
+    if any(n < 2 or n > 16 for n in v):
+        raise argparse.ArgumentTypeError(
+            f"expected flow counts from 2 to 16, comma-separated, or '' for none: {text!r}")
+    return v
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m ccp_train.nuwa", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -361,7 +410,8 @@ def parser() -> argparse.ArgumentParser:
                         "reward_loss, alpha; repeatable")
     g = t.add_argument_group("RecurrentPPO (sb3-contrib defaults where the paper is silent)")
     g.add_argument("--steps", type=int, default=400_000, help="decisions to collect, all envs")
-    g.add_argument("--envs", type=int, default=8, help="episodes simulated side by side")
+    g.add_argument("--envs", type=int, default=6,
+                   help="single-flow episodes simulated side by side")
     g.add_argument("--n-steps", type=int, default=128, help="decisions per env per rollout")
     g.add_argument("--batch-size", type=int, default=256, help="minibatch (decisions)")
     g.add_argument("--n-epochs", type=int, default=4, help="epochs per rollout")
@@ -385,6 +435,10 @@ def parser() -> argparse.ArgumentParser:
                         "discounted return (the value loss would drown the policy's gradient "
                         "under the joint clip: eq. 10 sits near -0.6 per decision)")
     g.add_argument("--clip-reward", type=float, default=10.0, help="after that scaling")
+    g.add_argument("--reward-unit", choices=("capacity", "mbps"), default="capacity",
+                   help="eq. 10's throughput x: the flow's share of what the bottleneck offered "
+                        "over each report (issue 39's deviation) or, as printed, Mbit/s "
+                        "(reward_rate_unit_mbps)")
     g.add_argument("--reward", choices=("mean", "last"), default="mean",
                    help="a step's reward: eq. 10's mean over every report since the action, or "
                         "the decision report's")
@@ -403,6 +457,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--trace-offsets", type=int, default=8,
                    help="points of a trace's period an episode may start at")
     add_trace_source(s)
+    s.add_argument("--multi-flows", type=flow_counts, default="2,4",
+                   help="besides --envs, one bottleneck shared by this many Nuwa flows for each "
+                        "entry (the paper's fairness; '' for none)")
+    s.add_argument("--multi-stagger-s", type=floats(2), default="0,2",
+                   help="on a shared bottleneck, the flows start this many seconds apart")
     s.add_argument("--target-delay-ms", type=floats(2), default="10,40",
                    help="T_d per episode, log-uniform")
     h = t.add_argument_group("harness (tune split only: selection figures)")

@@ -31,7 +31,7 @@ fn runtime_err(e: anyhow::Error) -> PyErr {
 /// the learners as the agent does. `span_rewards()`: per learner, the sum and the count of the
 /// core's rewards over every report since its last action. `reward_in_capacity=True`: rewards
 /// measure each flow's rate against the bottleneck's capacity over the report's interval
-/// (for cores whose reward has a rate unit, Owl's; the others keep theirs).
+/// (for cores whose reward has a rate unit, Owl's and Nuwa-RL's; the others keep theirs).
 #[pyclass(unsendable, module = "ccp_train._native")]
 struct SimEnv {
     env: env::TrainEnv,

@@ -351,6 +351,11 @@ pub fn utility(x: f64, tau: f64, loss: f64, c: &NuwaConfig) -> f64 {
     } else {
         X_MAX
     };
+    eq10(x, x_max, tau, loss, c)
+}
+
+/// Eq. 10 with `x` bounded to `[X_MIN, x_max]`, `τ` to `[1, TAU_MAX]`, loss to `[0, 1]`.
+fn eq10(x: f64, x_max: f64, tau: f64, loss: f64, c: &NuwaConfig) -> f64 {
     let x = if x.is_finite() {
         x.clamp(X_MIN, x_max)
     } else {
@@ -369,6 +374,13 @@ pub fn utility(x: f64, tau: f64, loss: f64, c: &NuwaConfig) -> f64 {
     c.reward_throughput * alpha_fair(x, c.alpha)
         - c.reward_delay * alpha_fair(tau, c.alpha)
         - c.reward_loss * loss
+}
+
+/// Eq. 10 with `x` the flow's share of the bottleneck's capacity over the interval, bounded
+/// to `[X_MIN, X_MAX]` (a flow can read more than the interval's capacity when its ACKs lag
+/// the link's service); `τ` and loss as [`utility`].
+pub fn utility_in_capacity(x: f64, tau: f64, loss: f64, c: &NuwaConfig) -> f64 {
+    eq10(x, X_MAX, tau, loss, c)
 }
 
 /// Eq. 10's `τ` for a mean RTT `rtt_us` on a path whose minimum RTT is `base_us` (both µs,
@@ -433,6 +445,9 @@ pub struct Measured {
     pub tau: f64,
     /// Fraction of the interval's resolved packets that were lost.
     pub loss: f64,
+    /// The interval's delivery rate (bytes/s; 0 when the interval delivered nothing), for
+    /// [`LearnedCore::reward_in_capacity`].
+    pub rate_bps: f64,
 }
 
 /// One Nuwa-RL flow, on the agent's side: the window itself lives in the datapath.
@@ -606,6 +621,7 @@ impl LearnedCore for NuwaCore {
                 x,
                 tau,
                 loss: iv.loss_fraction(),
+                rate_bps: iv.delivery_rate_bps().unwrap_or(0.0),
             }
         });
         tracing::trace!(
@@ -647,6 +663,21 @@ impl LearnedCore for NuwaCore {
     fn reward(&self) -> f64 {
         self.last
             .map_or(0.0, |m| utility(m.x, m.tau, m.loss, &self.config))
+    }
+
+    /// Eq. 10 with `x` in units of what the bottleneck offered over the interval (the
+    /// trainer's `--reward-unit capacity`, a deviation decided in issue 39): a link filled
+    /// pays `γ·U(1)` at any rate, so a gain that leaves a fast link half empty loses what it
+    /// loses on a slow one. A link that offered nothing (a trace's outage) charges nothing for
+    /// the throughput the flow could not have had (`x = 1`); the delay and loss terms count.
+    fn reward_in_capacity(&self, capacity_bps: f64) -> f64 {
+        match self.last {
+            Some(m) if capacity_bps > 0.0 && capacity_bps.is_finite() => {
+                utility_in_capacity(m.rate_bps / capacity_bps, m.tau, m.loss, &self.config)
+            }
+            Some(m) if capacity_bps == 0.0 => utility_in_capacity(1.0, m.tau, m.loss, &self.config),
+            _ => self.reward(),
+        }
     }
 
     fn initial_action(&mut self) -> Action {

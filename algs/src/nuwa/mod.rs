@@ -68,6 +68,13 @@
 //!   (a trained run fell into it: `k` to `k_min`). With the knob the target queue is free and
 //!   every millisecond beyond it costs what it costs under eq. 10 (τ's slope is `1/RTT_min`
 //!   either way). A reward knob: what the policy observes and how it acts are unchanged.
+//! - **Reward, deviation from eq. 10** (training only, `python -m ccp_train.nuwa train
+//!   --reward-unit capacity`, decided in issue 39): `x` = the interval's delivery rate over
+//!   what the bottleneck offered in that interval ([`utility_in_capacity`], the simulator's
+//!   capacity; an outage charges nothing). Eq. 10's `x` in Mbit/s makes a 100 Mbit/s episode
+//!   worth more than a 2 Mbit/s one whatever the gain, and against the flow's own best rate
+//!   every steady rate is worth the same; in the capacity's unit a filled link pays `γ·U(1)`
+//!   at any rate. Only the simulator knows the capacity, so this is a reward, never a feature.
 //! - **Discrete, recurrent output**: the model outputs 5 values whose argmax is the action
 //!   (card `output_kind: "q_values"`, `n_actions: 5`; for PPO they are the logits), and takes
 //!   `h_in`/`c_in` (`recurrent.hidden_size` = `lstm_hidden`), carried per flow by the agent's
@@ -87,7 +94,8 @@ mod tests;
 pub use self::config::{NuwaConfig, NOT_DYNAMICS, REWARD_KNOBS};
 pub use self::core::{
     action_gain, alpha_fair, delay_ratio, feature, law_step, policy_spec, program, tanh_approx,
-    theta_fixed, utility, Measured, NuwaCore, ACTIONS, FEATURE_VERSION, HOLD_ACTION, OBS_DIM,
+    theta_fixed, utility, utility_in_capacity, Measured, NuwaCore, ACTIONS, FEATURE_VERSION,
+    HOLD_ACTION, OBS_DIM,
 };
 pub use self::receiver::ReceiverLaw;
 

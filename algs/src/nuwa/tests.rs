@@ -1,4 +1,4 @@
-use super::core::{reg, state, K_SCALE, THETA_ONE, W_SCALE};
+use super::core::{reg, state, K_SCALE, THETA_ONE, W_SCALE, X_MAX};
 use super::*;
 use crate::controller::{Algorithm, FlowInfo};
 use crate::learned::{LearnedAlgorithm, LearnedCore};
@@ -821,4 +821,45 @@ fn the_receivers_kalman_filter_slows_the_law_on_a_delay_spike() {
     let (raw, filtered) = (run(false), run(true));
     // raw: three steps at θ = −tanh 1; filtered: the estimate has moved a third of the way
     assert!(filtered > 0 && filtered * 2 < raw, "{raw} {filtered}");
+}
+
+/// `--reward-unit capacity`: `x` is the flow's share of what the link offered.
+#[test]
+fn in_the_capacity_unit_a_filled_link_pays_the_same_at_any_rate() {
+    let cfg = over_target();
+    let (mut obs, mut mask) = ([0.0; OBS_DIM], [1.0; OBS_DIM]);
+    // 40 packets of 1500 bytes in 40 ms at the minimum RTT: 1.5 MB/s delivered
+    let mut c = NuwaCore::new(cfg.clone(), &info());
+    c.observe(&iv(40, 0, 40.0, 40.0, 40, false), &mut obs, &mut mask);
+    let m = c.measured().unwrap();
+    assert!((m.rate_bps - 1.5e6).abs() < 1e-6, "{m:?}");
+    let full = c.reward_in_capacity(1.5e6);
+    assert!((full - utility_in_capacity(1.0, 1.0, 0.0, &cfg)).abs() < 1e-12);
+    // the same share of a link ten times as fast pays the same
+    let mut fast = NuwaCore::new(cfg.clone(), &info());
+    fast.observe(&iv(400, 0, 40.0, 40.0, 400, false), &mut obs, &mut mask);
+    assert!((fast.reward_in_capacity(15e6) - full).abs() < 1e-12);
+    // half the link pays less, at any rate; eq. 10 in Mbit/s would pay the fast flow more
+    let half = c.reward_in_capacity(3e6);
+    assert!(half < full && (fast.reward_in_capacity(30e6) - half).abs() < 1e-12);
+    assert!(
+        fast.reward() > c.reward(),
+        "eq. 10 in Mbit/s grows with the rate"
+    );
+    // an outage charges nothing for throughput: as if the flow had used the whole link
+    assert_eq!(c.reward_in_capacity(0.0), full);
+    // a bad capacity falls back to the core's own unit; the reward is always finite
+    for bad in [f64::NAN, f64::INFINITY, -1.0] {
+        assert_eq!(c.reward_in_capacity(bad), c.reward(), "{bad}");
+    }
+    assert!(utility_in_capacity(f64::NAN, f64::NAN, f64::NAN, &cfg).is_finite());
+    assert_eq!(
+        utility_in_capacity(100.0, 1.0, 0.0, &cfg),
+        utility_in_capacity(X_MAX, 1.0, 0.0, &cfg),
+        "bounded: ACKs lagging the link's service can read above its capacity"
+    );
+    // the delay term is the same as the reward's: queue beyond T_d costs
+    let mut late = NuwaCore::new(cfg.clone(), &info());
+    late.observe(&iv(40, 0, 10.0, 50.0, 40, false), &mut obs, &mut mask);
+    assert!(late.reward_in_capacity(1.5e6) < full);
 }
