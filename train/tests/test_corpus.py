@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ccp_train import corpus
-from ccp_train.harness.matrix import DEFAULT_DIR, load_suite, select
+from ccp_train.harness.matrix import DEFAULT_DIR, MatrixError, load_suite, select
 
 
 def _time_weighted_mean_mbps(path: Path, fmt: str) -> float:
@@ -136,3 +136,16 @@ def test_the_corpus_suite_runs_tune_and_eval_recordings_by_kind() -> None:
     mean_of = {str(t.file): t.mean_mbps for t in corpus.load()}
     assert all(mean_of[x.link["trace"]] <= 100 for x in q)
     assert statistics.mean(x.duration_s for x in sc) == 30
+
+
+def test_a_corpus_suite_can_keep_only_some_kinds(tmp_path) -> None:
+    text = (DEFAULT_DIR / "corpus.toml").read_text().replace(
+        'corpus_dir = "../../', f'corpus_dir = "{DEFAULT_DIR.parent.parent}/')
+    (tmp_path / "corpus.toml").write_text(text + 'kinds = ["cellular", "5g"]\n')
+    sc = load_suite(tmp_path / "corpus.toml")
+    assert {x.name.split("-")[0] for x in sc} == {"cellular", "5g"}
+    full = load_suite(DEFAULT_DIR / "corpus.toml")
+    assert len(sc) == sum(x.name.split("-")[0] in ("cellular", "5g") for x in full)
+    (tmp_path / "corpus.toml").write_text(text + 'kinds = ["cellular", "lte"]\n')
+    with pytest.raises(MatrixError, match="kinds.*report kinds"):
+        load_suite(tmp_path / "corpus.toml")

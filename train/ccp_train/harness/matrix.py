@@ -61,7 +61,7 @@ _CELL_KEYS = {
 }
 _CORPUS_KEYS = {
     "suite", "description", "duration_s", "corpus_dir", "rtts_ms", "buffers_bdp",
-    "quick_per_kind", "max_mean_mbps_quick",
+    "quick_per_kind", "max_mean_mbps_quick", "kinds",
 }
 _SCEN_KEYS = {"name", "split", "quick", "duration_s", "link", "flows", "prefs"}
 _LINK_KEYS = {"rate_mbps", "trace", "trace_scale", "rate_schedule", "buffer_bdp", "buffer_pkts",
@@ -237,7 +237,8 @@ def _corpus(path: Path, raw: dict[str, Any]) -> list[Scenario]:
     """One flow over each ``tune`` and ``eval`` recording of the corpus (its ``split.csv``), at
     each RTT and buffer; ``quick``: per report kind and split, the ``quick_per_kind``
     recordings first in the corpus's hash order whose mean is at most ``max_mean_mbps_quick``,
-    at the first RTT and buffer."""
+    at the first RTT and buffer. ``kinds``: only the recordings of these report kinds (e.g. a
+    selection run's ``["cellular", "5g"]``)."""
     from .. import corpus
 
     _check_keys(path, "suite", raw, _CORPUS_KEYS)
@@ -251,6 +252,12 @@ def _corpus(path: Path, raw: dict[str, Any]) -> list[Scenario]:
         traces = [t for t in corpus.load(folder) if t.split in SPLITS]
     except corpus.CorpusError as e:
         raise _err(path, "corpus_dir", str(e)) from e
+    if "kinds" in raw:
+        have = sorted({t.report_kind for t in traces})
+        kinds = raw["kinds"]
+        if not isinstance(kinds, list) or not kinds or any(k not in have for k in kinds):
+            raise _err(path, "kinds", f"is {kinds!r}: give a list of report kinds from {have}")
+        traces = [t for t in traces if t.report_kind in kinds]
     quick: set[str] = set()
     for kind in sorted({t.report_kind for t in traces}):
         for split in SPLITS:
