@@ -21,15 +21,33 @@ use crate::learned::LearnedAlgorithm;
 ///   <name>: builtin <Algorithm type>, <Config type>;   needs no model (Registry::from_config)
 ///   <name>: learned <Algorithm type>, <Config type>;   driven by a policy (learned())
 ///   <name>: reserved;                                  a name without an implementation yet
+///   #[cfg(<predicate>)] <name>: ...;                   the line only where the predicate holds
 /// ```
 ///
 /// From it come [`ALGORITHMS`], [`AlgsConfig`] (one field per implemented algorithm, named
 /// as the algorithm: `[algs.<name>]`) and its `validate()`, [`Registry::from_config`],
-/// [`learned`], [`learned_names`] and [`defaults`]. The algorithm type implements
-/// [`FromConfig`] with that config type and [`Algorithm`] (`builtin`) or
-/// [`LearnedAlgorithm`] (`learned`); the config type `Default`, serde (with
-/// `#[serde(default, deny_unknown_fields)]`) and `validate(&self) -> Result<(), KnobError>`.
+/// [`learned`], [`learned_names`], [`defaults`] and `ccp_algs::registered_names!` (the names
+/// as tokens, for code that needs an item per algorithm at compile time: the agent's portus
+/// adapters). The algorithm type implements [`FromConfig`] with that config type and
+/// [`Algorithm`] (`builtin`) or [`LearnedAlgorithm`] (`learned`); the config type `Default`,
+/// serde (with `#[serde(default, deny_unknown_fields)]`) and
+/// `validate(&self) -> Result<(), KnobError>`.
 macro_rules! algorithms {
+    // a line under `#[cfg(..)]`: the table with it where the predicate holds, without it
+    // elsewhere
+    (@parse [$($all:ident)*] [$($imp:tt)*] [$($ln:ident)*]
+        #[cfg($pred:meta)] $name:ident : $($line:tt)*) => {
+        algorithms!(@cfg [$($all)*] [$($imp)*] [$($ln)*] ($pred) [$name :] $($line)*);
+    };
+    (@cfg $all:tt $imp:tt $ln:tt ($pred:meta) [$($line:tt)*] ; $($rest:tt)*) => {
+        #[cfg($pred)]
+        algorithms!(@parse $all $imp $ln $($line)* ; $($rest)*);
+        #[cfg(not($pred))]
+        algorithms!(@parse $all $imp $ln $($rest)*);
+    };
+    (@cfg $all:tt $imp:tt $ln:tt ($pred:meta) [$($line:tt)*] $next:tt $($rest:tt)*) => {
+        algorithms!(@cfg $all $imp $ln ($pred) [$($line)* $next] $($rest)*);
+    };
     // one line at a time into [every name] [implemented: (kind name type config)] [learned]
     (@parse [$($all:ident)*] [$($imp:tt)*] [$($ln:ident)*]
         $name:ident : reserved ; $($rest:tt)*) => {
@@ -49,6 +67,8 @@ macro_rules! algorithms {
         [$($ln:ident)*]) => {
         /// Every algorithm the portfolio ships or reserves a name for, in registry order.
         pub const ALGORITHMS: [&str; [$(stringify!($all)),*].len()] = [$(stringify!($all)),*];
+
+        algorithms!(@names ($) $($all)*);
 
         /// The learned algorithms' names, in registry order.
         const LEARNED: &[&str] = &[$(stringify!($ln)),*];
@@ -94,6 +114,23 @@ macro_rules! algorithms {
             let mut v: Vec<Arc<dyn LearnedAlgorithm>> = Vec::new();
             $(algorithms!(@learned $kind v cfg $name $alg);)*
             v
+        }
+    };
+    // `$d` is a `$`, so that the generated macro can have metavariables of its own
+    (@names ($d:tt) $($all:ident)*) => {
+        /// `registered_names!(m)` expands to `m!(<names>)`, `registered_names!(m; args..)`
+        /// to `m!(args..; <names>)`, where `<names>` are the names of
+        /// [`ALGORITHMS`](crate::registry::ALGORITHMS), in its order, as identifiers: for
+        /// code that needs an item per algorithm at compile time (the agent's portus
+        /// adapters, one type each).
+        #[macro_export]
+        macro_rules! registered_names {
+            ($d m:ident) => {
+                $d m!($($all)*)
+            };
+            ($d m:ident; $d ($d args:tt)*) => {
+                $d m!($d ($d args)* ; $($all)*)
+            };
         }
     };
     (@builtin builtin $r:ident $cfg:ident $name:ident $alg:ty) => {
