@@ -183,6 +183,22 @@ pub const DATAPATH_PREFIX: &str = "ccp_";
 /// (`portus-agent/runtime/src/flows/portfolio.rs`). Not an algorithm: no registry holds it.
 pub const AUTO: &str = "auto";
 
+/// Every congestion-control name a datapath offers, in this order: `ccp` (the agent's
+/// default), `ccp_<alg>` for each name of [`ALGORITHMS`], and `ccp_auto` ([`AUTO`]). The
+/// kernel module registers exactly these (`datapath/kernel/ccp_algs.h`, written by
+/// `ccp-agent --list --format c-header`).
+pub fn datapath_names() -> Vec<String> {
+    let default = DATAPATH_PREFIX.trim_end_matches('_').to_string();
+    std::iter::once(default)
+        .chain(
+            ALGORITHMS
+                .iter()
+                .chain(std::iter::once(&AUTO))
+                .map(|n| format!("{DATAPATH_PREFIX}{n}")),
+        )
+        .collect()
+}
+
 /// Strip the datapath prefix: `ccp_mocc` → `mocc`, `mocc` → `mocc`, `ccp` → `` (default).
 pub fn strip_prefix(requested: &str) -> &str {
     if requested == "ccp" {
@@ -299,6 +315,18 @@ mod tests {
             defaults("owl").unwrap(),
             serde_json::to_value(crate::owl::OwlConfig::default()).unwrap()
         );
+    }
+
+    #[test]
+    fn the_datapath_offers_the_default_every_name_and_auto() {
+        let names = datapath_names();
+        assert_eq!(names.first().map(String::as_str), Some("ccp"));
+        assert_eq!(names.last().map(String::as_str), Some("ccp_auto"));
+        assert_eq!(names.len(), ALGORITHMS.len() + 2);
+        for (n, alg) in names[1..].iter().zip(ALGORITHMS) {
+            assert_eq!(strip_prefix(n), alg);
+        }
+        assert_eq!(strip_prefix(&names[0]), "");
     }
 
     #[test]
