@@ -10,6 +10,7 @@ use ccp_algs::netstats::NetworkStats;
 use ccp_algs::Preference;
 use ccp_runtime::agent::AgentConfig;
 use ccp_runtime::control::{self, AuthPolicy, ControlOptions, ControlPlane};
+#[cfg(feature = "sim")]
 use ccp_runtime::simrun::{self, IpcKind, RunOptions};
 use ccp_runtime::sources::netstats::PolledStats;
 use ccp_runtime::{Agent, AgentOptions, ConfigError};
@@ -55,7 +56,7 @@ enum ListFormat {
         unloaded (exit code 1); SIGHUP reloads the models, the portfolio and the config's \
         [[preference]] rules; SIGUSR1 prints the IPC counters as one JSON line on stderr. It \
         serves a control socket (--control) and, if asked, a metrics endpoint (--metrics). \
-        With --sim SCENARIO it runs the scenario on the built-in \
+        With --sim SCENARIO it runs the scenario on the built-in (feature `sim`, on by default) \
         simulated datapath and prints per-flow and aggregate results.\n\n\
         `ccp-agent ctl ...` talks to a running agent's control socket.\n\n\
         Exit codes: 0 success, 1 runtime failure, 2 bad input (flags, files, weights).",
@@ -349,6 +350,17 @@ fn kernel_names_header(names: &[String]) -> String {
     h
 }
 
+/// `--sim` in a build without the simulator (`--no-default-features`).
+#[cfg(not(feature = "sim"))]
+fn run_sim(_cli: &Cli, path: &std::path::Path, _agent: AgentOptions) -> Result<(), Failure> {
+    Err(Failure::Usage(anyhow::anyhow!(
+        "--sim {}: this ccp-agent was built without the simulator (feature `sim`); \
+         `cargo build --release -p ccp-agent` builds one with it",
+        path.display()
+    )))
+}
+
+#[cfg(feature = "sim")]
 fn run_sim(cli: &Cli, path: &std::path::Path, agent: AgentOptions) -> Result<(), Failure> {
     let ipc = match cli.ipc.unwrap_or(IpcArg::Chan) {
         IpcArg::Chan => IpcKind::Chan,

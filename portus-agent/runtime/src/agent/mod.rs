@@ -76,7 +76,7 @@ pub struct AgentOptions {
     /// a learned algorithm runs only if its model loads.
     pub models: Option<PathBuf>,
     /// Where flows that read in-network statistics (Owl) get them: the simulator's bottleneck
-    /// in `--sim` runs ([`crate::simrun`]); `None`: nowhere, their features stay masked.
+    /// in `--sim` runs (`crate::simrun`); `None`: nowhere, their features stay masked.
     pub network_stats: Option<Arc<dyn NetworkStats>>,
 }
 
