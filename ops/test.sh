@@ -44,6 +44,8 @@ suite ruff .venv/bin/ruff check train ops/bench ops/import_cycles.py
 import_cycles() { local d; for d in algs/src portus-agent/runtime/src datapath/sim/src; do python3 ops/import_cycles.py "$d" || return 1; done; }
 suite import-cycles import_cycles
 suite python .venv/bin/python -m pytest train/tests -q
+# adding a learned algorithm = its folder + one registry line (the test-only toy)
+suite toy-algorithm bash ops/toy_algorithm.sh
 # the evaluation harness's CI subset (eval scenarios marked quick, 2 seeds): every run must work
 suite harness-quick .venv/bin/python -m ccp_train.harness --quick --no-plots --out target/eval-quick
 if [ -x ops/vm/test.sh ] && [ -z "${SKIP_VM:-}" ]; then

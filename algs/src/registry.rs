@@ -156,6 +156,9 @@ algorithms! {
     mocc:  learned crate::mocc::Mocc,   crate::mocc::MoccConfig;
     iris:  builtin crate::iris::Iris,   crate::iris::IrisConfig;
     nuwa:  learned crate::nuwa::Nuwa,   crate::nuwa::NuwaConfig;
+    // test-only (ops/toy_algorithm.sh): what adding a learned algorithm takes
+    #[cfg(feature = "toy")]
+    toy:   learned crate::toy::Toy,     crate::toy::ToyConfig;
 }
 
 /// The learned algorithms' names, in registry order.
@@ -276,11 +279,20 @@ mod tests {
 
     #[test]
     fn the_table_lists_every_name_in_order() {
+        // the test-only toy's line (feature `toy`) adds its name at the end
+        let toy: &[&str] = if cfg!(feature = "toy") { &["toy"] } else { &[] };
         assert_eq!(
-            ALGORITHMS,
-            ["reno", "cubic", "bbr", "jury", "owl", "mocc", "iris", "nuwa"]
+            ALGORITHMS[..],
+            [
+                &["reno", "cubic", "bbr", "jury", "owl", "mocc", "iris", "nuwa"][..],
+                toy
+            ]
+            .concat()
         );
-        assert_eq!(learned_names(), ["jury", "owl", "mocc", "nuwa"]);
+        assert_eq!(
+            learned_names(),
+            [&["jury", "owl", "mocc", "nuwa"][..], toy].concat()
+        );
         assert!(is_learned("mocc") && is_learned("ccp_mocc") && is_learned("jury"));
         assert!(is_learned("owl") && is_learned("ccp_owl"));
         assert!(is_learned("nuwa") && is_learned("ccp_nuwa"));
@@ -289,7 +301,7 @@ mod tests {
         let l = learned(&cfg);
         assert_eq!(
             l.iter().map(|a| a.name()).collect::<Vec<_>>(),
-            ["jury", "owl", "mocc", "nuwa"]
+            [&["jury", "owl", "mocc", "nuwa"][..], toy].concat()
         );
         assert_eq!(
             learned_by_name(&cfg, "ccp_mocc").map(|a| a.name()),
