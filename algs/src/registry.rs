@@ -284,11 +284,17 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for name in ALGORITHMS {
             assert!(seen.insert(name), "{name} twice");
+            let ok = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_';
             assert!(
-                !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                name.starts_with(|c: char| c.is_ascii_lowercase()) && name.bytes().all(ok),
                 "{name}"
             );
             assert!(name != AUTO && !name.starts_with(DATAPATH_PREFIX), "{name}");
+            // the kernel's congestion-control names are at most 15 bytes (TCP_CA_NAME_MAX 16)
+            assert!(
+                DATAPATH_PREFIX.len() + name.len() <= 15,
+                "ccp_{name} is too long"
+            );
         }
         let in_order = |names: &[&str]| {
             let at = |n: &str| ALGORITHMS.iter().position(|a| *a == n);
