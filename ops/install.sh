@@ -6,7 +6,9 @@
 #   bash ops/install.sh [--prefix DIR] [--dest DIR] [--no-build] [--enable]
 #
 # Puts in place (DESTDIR-style staging with --dest; nothing outside it is touched then):
-#   PREFIX/bin/ccp-agent                     the agent (cargo build --release -p ccp-agent)
+#   PREFIX/bin/ccp-agent                     the agent without the simulator (cargo build
+#                                            --release -p ccp-agent --no-default-features,
+#                                            into target/service/)
 #   PREFIX/share/ccp/models/                 models/*.onnx and their cards
 #   PREFIX/lib/ccp/libonnxruntime.so*        onnxruntime from .venv, when there is one
 #   PREFIX/share/doc/ccp/agent.md            the agent's reference
@@ -48,14 +50,17 @@ elif [ "$(id -u)" != 0 ]; then
 	exit 2
 fi
 
-TARGET=${CARGO_TARGET_DIR:-$REPO/target}
+# the service serves the kernel: built without the simulator (feature `sim`), in a target
+# folder of its own so that target/release/ccp-agent keeps --sim for the harness
+TARGET=${CARGO_TARGET_DIR:-$REPO/target}/service
 BIN=$TARGET/release/ccp-agent
+BUILD_CMD="cargo build --release -p ccp-agent --no-default-features --target-dir $TARGET"
 if [ $BUILD = 1 ]; then
 	[ -d "$HOME/.cargo/bin" ] && PATH=$HOME/.cargo/bin:$PATH
-	echo "building: cargo build --release -p ccp-agent"
-	(cd "$REPO" && cargo build --release -p ccp-agent)
+	echo "building: $BUILD_CMD"
+	(cd "$REPO" && $BUILD_CMD)
 fi
-[ -x "$BIN" ] || { echo "$0: no agent at $BIN: build it (cargo build --release -p ccp-agent) or drop --no-build" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "$0: no agent at $BIN: build it ($BUILD_CMD) or drop --no-build" >&2; exit 1; }
 
 put() { # MODE SRC DST
 	install -D -m "$1" "$2" "$DEST$3"

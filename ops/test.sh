@@ -31,11 +31,21 @@ suite python-build .venv/bin/maturin develop --release --quiet
 suite rust cargo test --workspace --no-fail-fast
 suite fuzz bash ops/fuzz.sh
 suite agent-build cargo build --release --quiet -p ccp-agent
+# the service's agent (ops/install.sh): builds without the simulator, and links none of it
+agent_no_sim() {
+    cargo check --quiet -p ccp-agent --no-default-features || return 1
+    if cargo tree -p ccp-agent --no-default-features -e normal,build | grep -q ccp-sim; then
+        echo "ccp-agent --no-default-features depends on ccp-sim"; return 1
+    fi
+}
+suite agent-no-sim agent_no_sim
 suite ruff .venv/bin/ruff check train ops/bench ops/import_cycles.py
 # no import loop between the top-level modules of the algorithms, the runtime, the simulator
 import_cycles() { local d; for d in algs/src portus-agent/runtime/src datapath/sim/src; do python3 ops/import_cycles.py "$d" || return 1; done; }
 suite import-cycles import_cycles
 suite python .venv/bin/python -m pytest train/tests -q
+# adding a learned algorithm = its folder + one registry line (the test-only toy)
+suite toy-algorithm bash ops/toy_algorithm.sh
 # the evaluation harness's CI subset (eval scenarios marked quick, 2 seeds): every run must work
 suite harness-quick .venv/bin/python -m ccp_train.harness --quick --no-plots --out target/eval-quick
 if [ -x ops/vm/test.sh ] && [ -z "${SKIP_VM:-}" ]; then

@@ -34,6 +34,9 @@ pub mod registry;
 pub mod reno;
 pub mod sanity;
 pub mod signals;
+// a test-only learned algorithm: one folder and one registry line (docs/adding-an-algorithm.md)
+#[cfg(feature = "toy")]
+pub mod toy;
 pub mod window;
 
 pub use bbr::{Bbr, BbrConfig};

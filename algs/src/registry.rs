@@ -21,15 +21,33 @@ use crate::learned::LearnedAlgorithm;
 ///   <name>: builtin <Algorithm type>, <Config type>;   needs no model (Registry::from_config)
 ///   <name>: learned <Algorithm type>, <Config type>;   driven by a policy (learned())
 ///   <name>: reserved;                                  a name without an implementation yet
+///   #[cfg(<predicate>)] <name>: ...;                   the line only where the predicate holds
 /// ```
 ///
 /// From it come [`ALGORITHMS`], [`AlgsConfig`] (one field per implemented algorithm, named
 /// as the algorithm: `[algs.<name>]`) and its `validate()`, [`Registry::from_config`],
-/// [`learned`], [`learned_names`] and [`defaults`]. The algorithm type implements
-/// [`FromConfig`] with that config type and [`Algorithm`] (`builtin`) or
-/// [`LearnedAlgorithm`] (`learned`); the config type `Default`, serde (with
-/// `#[serde(default, deny_unknown_fields)]`) and `validate(&self) -> Result<(), KnobError>`.
+/// [`learned`], [`learned_names`], [`defaults`] and `ccp_algs::registered_names!` (the names
+/// as tokens, for code that needs an item per algorithm at compile time: the agent's portus
+/// adapters). The algorithm type implements [`FromConfig`] with that config type and
+/// [`Algorithm`] (`builtin`) or [`LearnedAlgorithm`] (`learned`); the config type `Default`,
+/// serde (with `#[serde(default, deny_unknown_fields)]`) and
+/// `validate(&self) -> Result<(), KnobError>`.
 macro_rules! algorithms {
+    // a line under `#[cfg(..)]`: the table with it where the predicate holds, without it
+    // elsewhere
+    (@parse [$($all:ident)*] [$($imp:tt)*] [$($ln:ident)*]
+        #[cfg($pred:meta)] $name:ident : $($line:tt)*) => {
+        algorithms!(@cfg [$($all)*] [$($imp)*] [$($ln)*] ($pred) [$name :] $($line)*);
+    };
+    (@cfg $all:tt $imp:tt $ln:tt ($pred:meta) [$($line:tt)*] ; $($rest:tt)*) => {
+        #[cfg($pred)]
+        algorithms!(@parse $all $imp $ln $($line)* ; $($rest)*);
+        #[cfg(not($pred))]
+        algorithms!(@parse $all $imp $ln $($rest)*);
+    };
+    (@cfg $all:tt $imp:tt $ln:tt ($pred:meta) [$($line:tt)*] $next:tt $($rest:tt)*) => {
+        algorithms!(@cfg $all $imp $ln ($pred) [$($line)* $next] $($rest)*);
+    };
     // one line at a time into [every name] [implemented: (kind name type config)] [learned]
     (@parse [$($all:ident)*] [$($imp:tt)*] [$($ln:ident)*]
         $name:ident : reserved ; $($rest:tt)*) => {
@@ -49,6 +67,8 @@ macro_rules! algorithms {
         [$($ln:ident)*]) => {
         /// Every algorithm the portfolio ships or reserves a name for, in registry order.
         pub const ALGORITHMS: [&str; [$(stringify!($all)),*].len()] = [$(stringify!($all)),*];
+
+        algorithms!(@names ($) $($all)*);
 
         /// The learned algorithms' names, in registry order.
         const LEARNED: &[&str] = &[$(stringify!($ln)),*];
@@ -96,6 +116,23 @@ macro_rules! algorithms {
             v
         }
     };
+    // `$d` is a `$`, so that the generated macro can have metavariables of its own
+    (@names ($d:tt) $($all:ident)*) => {
+        /// `registered_names!(m)` expands to `m!(<names>)`, `registered_names!(m; args..)`
+        /// to `m!(args..; <names>)`, where `<names>` are the names of
+        /// [`ALGORITHMS`](crate::registry::ALGORITHMS), in its order, as identifiers: for
+        /// code that needs an item per algorithm at compile time (the agent's portus
+        /// adapters, one type each).
+        #[macro_export]
+        macro_rules! registered_names {
+            ($d m:ident) => {
+                $d m!($($all)*)
+            };
+            ($d m:ident; $d ($d args:tt)*) => {
+                $d m!($d ($d args)* ; $($all)*)
+            };
+        }
+    };
     (@builtin builtin $r:ident $cfg:ident $name:ident $alg:ty) => {
         $r.register(Arc::new(<$alg as FromConfig>::from_config(&$cfg.$name)));
     };
@@ -119,6 +156,9 @@ algorithms! {
     mocc:  learned crate::mocc::Mocc,   crate::mocc::MoccConfig;
     iris:  builtin crate::iris::Iris,   crate::iris::IrisConfig;
     nuwa:  learned crate::nuwa::Nuwa,   crate::nuwa::NuwaConfig;
+    // test-only (ops/toy_algorithm.sh): what adding a learned algorithm takes
+    #[cfg(feature = "toy")]
+    toy:   learned crate::toy::Toy,     crate::toy::ToyConfig;
 }
 
 /// The learned algorithms' names, in registry order.
@@ -145,6 +185,22 @@ pub const DATAPATH_PREFIX: &str = "ccp_";
 /// algorithm from its preference `w` and the preference portfolio table
 /// (`portus-agent/runtime/src/flows/portfolio.rs`). Not an algorithm: no registry holds it.
 pub const AUTO: &str = "auto";
+
+/// Every congestion-control name a datapath offers, in this order: `ccp` (the agent's
+/// default), `ccp_<alg>` for each name of [`ALGORITHMS`], and `ccp_auto` ([`AUTO`]). The
+/// kernel module registers exactly these (`datapath/kernel/ccp_algs.h`, written by
+/// `ccp-agent --list --format c-header`).
+pub fn datapath_names() -> Vec<String> {
+    let default = DATAPATH_PREFIX.trim_end_matches('_').to_string();
+    std::iter::once(default)
+        .chain(
+            ALGORITHMS
+                .iter()
+                .chain(std::iter::once(&AUTO))
+                .map(|n| format!("{DATAPATH_PREFIX}{n}")),
+        )
+        .collect()
+}
 
 /// Strip the datapath prefix: `ccp_mocc` → `mocc`, `mocc` → `mocc`, `ccp` → `` (default).
 pub fn strip_prefix(requested: &str) -> &str {
@@ -221,32 +277,50 @@ mod tests {
         }
     }
 
+    /// What the table says, checked as properties, so that a new line needs no line here.
     #[test]
-    fn the_table_lists_every_name_in_order() {
-        assert_eq!(
-            ALGORITHMS,
-            ["reno", "cubic", "bbr", "jury", "owl", "mocc", "iris", "nuwa"]
-        );
-        assert_eq!(learned_names(), ["jury", "owl", "mocc", "nuwa"]);
-        assert!(is_learned("mocc") && is_learned("ccp_mocc") && is_learned("jury"));
-        assert!(is_learned("owl") && is_learned("ccp_owl"));
-        assert!(is_learned("nuwa") && is_learned("ccp_nuwa"));
-        assert!(!is_learned("cubic") && !is_learned("ccp"));
+    fn the_table_gives_every_list_in_its_order() {
+        // unique names, each a lowercase identifier the datapath can prefix
+        let mut seen = std::collections::HashSet::new();
+        for name in ALGORITHMS {
+            assert!(seen.insert(name), "{name} twice");
+            let ok = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_';
+            assert!(
+                name.starts_with(|c: char| c.is_ascii_lowercase()) && name.bytes().all(ok),
+                "{name}"
+            );
+            assert!(name != AUTO && !name.starts_with(DATAPATH_PREFIX), "{name}");
+            // the kernel's congestion-control names are at most 15 bytes (TCP_CA_NAME_MAX 16)
+            assert!(
+                DATAPATH_PREFIX.len() + name.len() <= 15,
+                "ccp_{name} is too long"
+            );
+        }
+        let in_order = |names: &[&str]| {
+            let at = |n: &str| ALGORITHMS.iter().position(|a| *a == n);
+            names.iter().all(|n| at(n).is_some()) && names.windows(2).all(|p| at(p[0]) < at(p[1]))
+        };
+        // the learned ones and the built-in ones: each in registry order
+        assert!(in_order(learned_names()), "{:?}", learned_names());
         let cfg = AlgsConfig::default();
-        let l = learned(&cfg);
-        assert_eq!(
-            l.iter().map(|a| a.name()).collect::<Vec<_>>(),
-            ["jury", "owl", "mocc", "nuwa"]
-        );
-        assert_eq!(
-            learned_by_name(&cfg, "ccp_mocc").map(|a| a.name()),
-            Some("mocc")
-        );
+        let l: Vec<_> = learned(&cfg).iter().map(|a| a.name()).collect();
+        assert_eq!(l, learned_names());
+        let builtin = Registry::builtin().names();
+        assert!(in_order(&builtin), "{builtin:?}");
+        assert!(builtin.iter().all(|n| !is_learned(n)));
+        // the shipped algorithms (models, cards, the kernel suite and the README name them)
+        for n in ["reno", "cubic", "bbr", "iris"] {
+            assert!(builtin.contains(&n), "{n}");
+        }
+        for n in ["jury", "owl", "mocc", "nuwa"] {
+            assert!(is_learned(n) && is_learned(&format!("ccp_{n}")), "{n}");
+            assert_eq!(
+                learned_by_name(&cfg, &format!("ccp_{n}")).map(|a| a.name()),
+                Some(n)
+            );
+        }
+        assert!(!is_learned("cubic") && !is_learned("ccp"));
         assert!(learned_by_name(&cfg, "cubic").is_none());
-        assert_eq!(
-            Registry::builtin().names(),
-            ["reno", "cubic", "bbr", "iris"]
-        );
         // every name is either implemented (builtin or learned) or reserved
         for name in ALGORITHMS {
             let implemented = defaults(name).is_some();
@@ -262,6 +336,18 @@ mod tests {
             defaults("owl").unwrap(),
             serde_json::to_value(crate::owl::OwlConfig::default()).unwrap()
         );
+    }
+
+    #[test]
+    fn the_datapath_offers_the_default_every_name_and_auto() {
+        let names = datapath_names();
+        assert_eq!(names.first().map(String::as_str), Some("ccp"));
+        assert_eq!(names.last().map(String::as_str), Some("ccp_auto"));
+        assert_eq!(names.len(), ALGORITHMS.len() + 2);
+        for (n, alg) in names[1..].iter().zip(ALGORITHMS) {
+            assert_eq!(strip_prefix(n), alg);
+        }
+        assert_eq!(strip_prefix(&names[0]), "");
     }
 
     #[test]

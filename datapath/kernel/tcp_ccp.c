@@ -3,12 +3,12 @@
  * CCP (congestion control plane) datapath for Linux TCP.
  *
  * This module lets a user-space agent (ccp-agent, built on portus 0.9) run
- * the congestion control of Linux TCP flows.  It registers the congestion
- * control algorithms "ccp", "ccp_jury", "ccp_owl", "ccp_mocc", "ccp_iris",
- * "ccp_nuwa", "ccp_reno", "ccp_cubic", "ccp_bbr" and "ccp_auto" (the agent
- * picks the algorithm by the flow's preference): all share the code
- * below and differ only in the name, which is sent to the agent as the
- * congAlg of the flow's CREATE message.  The agent maps "ccp_<alg>" to its
+ * the congestion control of Linux TCP flows.  It registers one congestion
+ * control algorithm per name of ccp_algs.h, which is generated from the
+ * agent's registry: "ccp", "ccp_<alg>" for every algorithm the agent knows
+ * and "ccp_auto" (the agent picks the algorithm by the flow's preference).
+ * All share the code below and differ only in the name, which is sent to
+ * the agent as the congAlg of the flow's CREATE message.  The agent maps "ccp_<alg>" to its
  * algorithm <alg> and "ccp" to its default, so a socket picks its
  * controller with setsockopt(TCP_CONGESTION) or the
  * net.ipv4.tcp_congestion_control sysctl, and sockets of one host may use
@@ -215,6 +215,7 @@
 #include <net/tcp.h>
 
 #include "ccp_kernel.h"
+#include "ccp_algs.h"
 #include "ccp_values.h"
 #include "ccp_libccp.h"	/* libccp internals: last */
 
@@ -1358,17 +1359,10 @@ static void ccpk_cwnd_event(struct sock *sk, enum tcp_ca_event ev)
 	.name		= _name,			\
 }
 
+/* one per name of the agent's registry (ccp_algs.h) */
+#define CCPK_OPS_ENTRY(_name) CCPK_OPS(_name),
 static struct tcp_congestion_ops ccpk_ops[] __read_mostly = {
-	CCPK_OPS("ccp"),
-	CCPK_OPS("ccp_jury"),
-	CCPK_OPS("ccp_owl"),
-	CCPK_OPS("ccp_mocc"),
-	CCPK_OPS("ccp_iris"),
-	CCPK_OPS("ccp_nuwa"),
-	CCPK_OPS("ccp_reno"),
-	CCPK_OPS("ccp_cubic"),
-	CCPK_OPS("ccp_bbr"),
-	CCPK_OPS("ccp_auto"),	/* the agent chooses by the flow's preference */
+	CCPK_ALGORITHMS(CCPK_OPS_ENTRY)
 };
 
 
@@ -1543,13 +1537,6 @@ module_exit(ccpk_module_exit);
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("CCP datapath: TCP congestion control from a user-space agent, with in-kernel Reno fallback");
 MODULE_VERSION(CCPK_VERSION);
-MODULE_ALIAS("tcp_ccp");
-MODULE_ALIAS("tcp_ccp_jury");
-MODULE_ALIAS("tcp_ccp_owl");
-MODULE_ALIAS("tcp_ccp_mocc");
-MODULE_ALIAS("tcp_ccp_iris");
-MODULE_ALIAS("tcp_ccp_nuwa");
-MODULE_ALIAS("tcp_ccp_reno");
-MODULE_ALIAS("tcp_ccp_cubic");
-MODULE_ALIAS("tcp_ccp_bbr");
-MODULE_ALIAS("tcp_ccp_auto");
+/* "tcp_<name>": what the kernel's request_module() asks for by congestion-control name */
+#define CCPK_ALIAS(_name) MODULE_ALIAS("tcp_" _name);
+CCPK_ALGORITHMS(CCPK_ALIAS)

@@ -10,6 +10,7 @@ use ccp_algs::netstats::NetworkStats;
 use ccp_algs::Preference;
 use ccp_runtime::agent::AgentConfig;
 use ccp_runtime::control::{self, AuthPolicy, ControlOptions, ControlPlane};
+#[cfg(feature = "sim")]
 use ccp_runtime::simrun::{self, IpcKind, RunOptions};
 use ccp_runtime::sources::netstats::PolledStats;
 use ccp_runtime::{Agent, AgentOptions, ConfigError};
@@ -32,6 +33,16 @@ enum IpcArg {
     Inline,
 }
 
+/// What `--list` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ListFormat {
+    /// The algorithms this agent runs (and the learned ones without a model), with their
+    /// fold programs' sizes.
+    Text,
+    /// The kernel module's name table from the registry: `datapath/kernel/ccp_algs.h`.
+    CHeader,
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "ccp-agent",
@@ -45,7 +56,7 @@ enum IpcArg {
         unloaded (exit code 1); SIGHUP reloads the models, the portfolio and the config's \
         [[preference]] rules; SIGUSR1 prints the IPC counters as one JSON line on stderr. It \
         serves a control socket (--control) and, if asked, a metrics endpoint (--metrics). \
-        With --sim SCENARIO it runs the scenario on the built-in \
+        With --sim SCENARIO it runs the scenario on the built-in (feature `sim`, on by default) \
         simulated datapath and prints per-flow and aggregate results.\n\n\
         `ccp-agent ctl ...` talks to a running agent's control socket.\n\n\
         Exit codes: 0 success, 1 runtime failure, 2 bad input (flags, files, weights).",
@@ -104,6 +115,11 @@ struct Cli {
     /// List the algorithms this agent runs and their fold programs' sizes, then exit.
     #[arg(long)]
     list: bool,
+
+    /// With --list: `text`, or `c-header`: every congestion-control name of the registry as
+    /// the kernel module's name table (`datapath/kernel/ccp_algs.h`; needs no models).
+    #[arg(long, value_enum, default_value = "text", requires = "list")]
+    format: ListFormat,
 
     /// Serve the control socket (per-socket preferences, flows, counters) at this path
     /// [default: [control] socket of --config, else /run/ccp/control.sock]. A default path
@@ -231,6 +247,14 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
+    if cli.list && cli.format == ListFormat::CHeader {
+        // the registry's names, whatever this agent's models and config
+        print!(
+            "{}",
+            kernel_names_header(&ccp_algs::registry::datapath_names())
+        );
+        return Ok(());
+    }
     let config = match &cli.config {
         Some(p) => ccp_runtime::agent::load_agent_config(p)?,
         None => AgentConfig::default(),
@@ -271,6 +295,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
     if cli.list {
         println!("default: {}", agent.default_alg());
         println!("algorithms: {}", agent.registry().names().join(", "));
+        let without: Vec<&str> = ccp_algs::registry::learned_names()
+            .iter()
+            .copied()
+            .filter(|n| agent.registry().get(n).is_none())
+            .collect();
+        if !without.is_empty() {
+            println!("learned, without a model: {}", without.join(", "));
+        }
         for (program, n) in &agent.programs {
             println!("{program}: {n} instructions");
         }
@@ -288,6 +320,47 @@ fn run(cli: Cli) -> Result<(), Failure> {
     }
 }
 
+/// `datapath/kernel/ccp_algs.h`: the congestion-control names the kernel module registers
+/// (`names`: [`ccp_algs::registry::datapath_names`]) as an X-macro.
+fn kernel_names_header(names: &[String]) -> String {
+    use std::fmt::Write as _;
+    let mut h = String::from(
+        "/* SPDX-License-Identifier: GPL-2.0 */\n\
+         /*\n \
+         * The congestion-control names ccp-kernel.ko registers, from the agent's\n \
+         * registry (algs/src/registry.rs): \"ccp\" (the agent's default, --alg),\n \
+         * \"ccp_<alg>\" for every algorithm of the registry in its order, and\n \
+         * \"ccp_auto\" (the agent chooses by the flow's preference).\n \
+         *\n \
+         * Generated: do not edit.  After a change to the registry, run\n \
+         *   cargo run -p ccp-agent -- --list --format c-header > datapath/kernel/ccp_algs.h\n \
+         * (portus-agent/tests/registry.rs fails while this file and the registry disagree).\n \
+         */\n\
+         #ifndef CCP_ALGS_H\n\
+         #define CCP_ALGS_H\n\
+         \n\
+         /* X(name) once per name */\n\
+         #define CCPK_ALGORITHMS(X)\t\\\n",
+    );
+    for (i, n) in names.iter().enumerate() {
+        let more = if i + 1 < names.len() { "\t\\" } else { "" };
+        let _ = writeln!(h, "\tX(\"{n}\"){more}");
+    }
+    h.push_str("\n#endif /* CCP_ALGS_H */\n");
+    h
+}
+
+/// `--sim` in a build without the simulator (`--no-default-features`).
+#[cfg(not(feature = "sim"))]
+fn run_sim(_cli: &Cli, path: &std::path::Path, _agent: AgentOptions) -> Result<(), Failure> {
+    Err(Failure::Usage(anyhow::anyhow!(
+        "--sim {}: this ccp-agent was built without the simulator (feature `sim`); \
+         `cargo build --release -p ccp-agent` builds one with it",
+        path.display()
+    )))
+}
+
+#[cfg(feature = "sim")]
 fn run_sim(cli: &Cli, path: &std::path::Path, agent: AgentOptions) -> Result<(), Failure> {
     let ipc = match cli.ipc.unwrap_or(IpcArg::Chan) {
         IpcArg::Chan => IpcKind::Chan,

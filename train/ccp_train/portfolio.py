@@ -21,6 +21,11 @@ scores highest under MOCC's eq. 2, ``U = w · o`` with ``o = (utilization, RTT_b
   choosing the arg max is choosing the algorithm that did best on tune for that preference.
 - **Preference algorithms** (MOCC: its operating point moves with ``w``) get one point per
   landmark ``w`` of the suite; the agent scores the landmark nearest the flow's ``w`` (L1).
+- **Candidates.** By default the registry's: the harness's default algorithms
+  (:func:`candidates`: every built-in algorithm and every learned one with a model), so a new
+  algorithm is a candidate of the next table without a line here. The shipped table's are
+  its entries' (:func:`table_algs`; ``models/portfolio.json`` was built from reno, cubic, bbr,
+  iris and mocc, before Owl had a model): rebuilding it as shipped takes ``--algs``.
 - **Classes.** ``all`` (what the agent uses by default: it does not know a path's kind when a
   flow starts), ``links`` and ``cellular``. Each class must hold every (algorithm, w) on every
   one of its scenarios and seeds; a gap is an error, since a missing run would bias a mean.
@@ -44,6 +49,7 @@ from .harness.matrix import (
     DEFAULT_DIR,
     MatrixError,
     comma_list,
+    default_algs,
     load_matrix,
     select,
 )
@@ -51,9 +57,18 @@ from .harness.runner import ROOT
 
 VERSION = 1
 SUITE = "preferences"
-#: the candidates of the shipped table (models/portfolio.json's command ran with these); the
-#: harness's default set has grown since (Owl): a rebuild that adds one is a new table
-PORTFOLIO_ALGS = ("reno", "cubic", "bbr", "iris", "mocc")
+
+
+def candidates(models: Path | None = None) -> tuple[str, ...]:
+    """The algorithms a table is built from by default, in registry order: the registry's, as
+    the harness compares them by default (every built-in one and every learned one with a model
+    in ``models``, default the repository's ``models/``)."""
+    return default_algs(models)
+
+
+def table_algs(tab: dict) -> tuple[str, ...]:
+    """The algorithms a table was built from (its entries'), in name order."""
+    return tuple(sorted({e["alg"] for entries in tab["classes"].values() for e in entries}))
 
 
 class PortfolioError(Exception):
@@ -226,9 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--out", type=Path, default=ROOT / "models" / "portfolio.json")
     b.add_argument("--work", type=Path, default=Path("/tmp/ccp-portfolio"),
                    help="where the sweep's results go (default /tmp/ccp-portfolio)")
-    b.add_argument("--algs", type=comma_list, default=list(PORTFOLIO_ALGS),
-                   help=f"the candidates (default: {','.join(PORTFOLIO_ALGS)}, the shipped "
-                        "table's)")
+    b.add_argument("--algs", type=comma_list, default=None,
+                   help="the candidates (default: the registry's, every built-in algorithm and "
+                        "every learned one with a model in --models; the shipped table's were "
+                        "reno,cubic,bbr,iris,mocc)")
     b.add_argument("--seeds", type=int, default=3)
     b.add_argument("--jobs", type=int, default=None)
     b.add_argument("--models", default=str(ROOT / "models"))
@@ -255,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "build":
             from .harness.cli import evaluate
 
+            if args.algs is None:
+                args.algs = list(candidates(Path(args.models)))
             if "auto" in args.algs:
                 raise PortfolioError("--algs: `auto` is what the table is for, not a member")
             if not 1 <= args.seeds <= 100:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ccp_train.harness.runner import ROOT
-from ccp_train.portfolio import PortfolioError, choose, compare, table
+from ccp_train.portfolio import PortfolioError, candidates, choose, compare, table, table_algs
 
 AGENT = ROOT / "target" / "release" / "ccp-agent"
 
@@ -33,6 +33,24 @@ def records() -> list[dict]:
                 rec("mocc", LINK, seed, [0.9, 0.5, 1.0], w=[0.8, 0.1, 0.1]),
                 rec("mocc", TRACE, seed, [0.7, 0.3, 1.0], w=[0.8, 0.1, 0.1])]
     return out
+
+
+def test_the_candidates_are_the_registrys_and_cover_the_shipped_table(tmp_path: Path) -> None:
+    from ccp_train import _native
+    from ccp_train.harness.matrix import default_algs
+
+    kinds = dict(_native.algorithms())
+    # no models: the built-in algorithms, in registry order
+    assert candidates(tmp_path) == tuple(n for n, k in _native.algorithms() if k == "builtin")
+    # a learned one joins with its model
+    learned = _native.learned_algorithms()[0]
+    (tmp_path / f"{learned}.onnx").write_bytes(b"")
+    assert learned in candidates(tmp_path)
+    assert candidates() == default_algs()
+    # the shipped table was built from registered algorithms that still run without a flag
+    shipped = json.loads((ROOT / "models" / "portfolio.json").read_text())
+    assert table_algs(shipped) == ("bbr", "cubic", "iris", "mocc", "reno")
+    assert set(table_algs(shipped)) <= set(candidates()), kinds
 
 
 def test_the_table_holds_mean_objectives_per_class() -> None:

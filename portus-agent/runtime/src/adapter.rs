@@ -4,7 +4,9 @@
 //! portus dispatches a new flow by comparing the datapath's congAlg name with the static
 //! `CongAlg::name()` of each algorithm given to its `RunBuilder`. A static name needs a type
 //! per algorithm, so [`Slot<N>`] is one generic adapter whose name is
-//! `ccp_algs::registry::ALGORITHMS[N]`; [`DefaultAlg`] serves every flow that names no
+//! `ccp_algs::registry::ALGORITHMS[N]`, and the agent gives portus one per line of the
+//! registry (`with_slots!`, from `ccp_algs::registered_names!`); [`DefaultAlg`] serves every
+//! flow that names no
 //! available algorithm (the agent's `--alg`). The IPC guard has already rewritten
 //! `ccp_<alg>` to `<alg>` and unknown names to the empty name before portus sees them.
 //!
@@ -482,6 +484,24 @@ impl<I: Ipc> Flow for PortusFlow<I> {
     }
 }
 
+/// `$builder` with one [`Slot`] per name, numbered from 0: `with_slots!(b, core; reno cubic)`
+/// is `b.additional_alg(Slot::<0>::new(core)).additional_alg(Slot::<1>::new(core))`. The
+/// agent calls it through `ccp_algs::registered_names!(with_slots; builder, core)`, which
+/// passes every name of the registry in its order, so `Slot<N>` serves `ALGORITHMS[N]` for
+/// every `N`, whatever the registry holds.
+macro_rules! with_slots {
+    ($builder:expr, $core:expr; $($name:ident)*) => {
+        with_slots!(@next $builder, $core, [0] $($name)*)
+    };
+    (@next $b:expr, $core:expr, [$($n:tt)*]) => { $b };
+    (@next $b:expr, $core:expr, [$($n:tt)*] $head:ident $($rest:ident)*) => {
+        with_slots!(@next
+            $b.additional_alg::<Slot<{ $($n)* }>, _>(Slot::<{ $($n)* }>::new($core)),
+            $core, [$($n)* + 1] $($rest)*)
+    };
+}
+pub(crate) use with_slots;
+
 /// The adapter for `ALGORITHMS[N]`.
 pub struct Slot<const N: usize> {
     core: Arc<AgentCore>,
@@ -799,7 +819,30 @@ mod tests {
             <Slot<5> as CongAlg<portus::ipc::chan::Socket<portus::ipc::Blocking>>>::name(),
             "mocc"
         );
-        // the agent registers one slot per name: Slot<0> ..= Slot<7>
-        assert_eq!(ALGORITHMS.len(), 8);
+    }
+
+    /// What `with_slots!` gives the agent: one adapter per registered name, in registry
+    /// order, each named as its line of the registry.
+    #[test]
+    fn the_agent_gets_one_slot_per_registered_name() {
+        type Ipc = portus::ipc::chan::Socket<portus::ipc::Blocking>;
+        /// the slots' names, from the same expansion as the agent's chain
+        macro_rules! slot_names {
+            ($($name:ident)*) => {{
+                let mut v: Vec<(&'static str, &'static str)> = Vec::new();
+                slot_names!(@next v, [0] $($name)*);
+                v
+            }};
+            (@next $v:ident, [$($n:tt)*]) => {};
+            (@next $v:ident, [$($n:tt)*] $head:ident $($rest:ident)*) => {
+                $v.push((stringify!($head), <Slot<{ $($n)* }> as CongAlg<Ipc>>::name()));
+                slot_names!(@next $v, [$($n)* + 1] $($rest)*);
+            };
+        }
+        let got = ccp_algs::registered_names!(slot_names);
+        assert_eq!(got.len(), ALGORITHMS.len());
+        for ((token, slot), name) in got.into_iter().zip(ALGORITHMS) {
+            assert_eq!((token, slot), (name, name));
+        }
     }
 }

@@ -8,7 +8,7 @@
 //! there is no import loop (`python3 ops/import_cycles.py portus-agent/runtime/src` checks
 //! it; `--depth 0` checks every file).
 //!
-//! - [`simrun`]: `--sim`, the agent plus the simulated datapath in one process.
+//! - `simrun` (feature `sim`): `--sim`, the agent plus the simulated datapath in one process.
 //! - [`agent`]: building the registry, validating programs, running portus.
 //!   - [`agent::inline`]: the same agent answering synchronously in-process (training, fast
 //!     runs): the agent's other form, whose test drives it through an [`Agent`].
@@ -49,6 +49,7 @@ pub mod ipc;
 pub mod log_limit;
 pub mod policy;
 pub mod programs;
+#[cfg(feature = "sim")]
 pub mod simrun;
 pub mod sources;
 

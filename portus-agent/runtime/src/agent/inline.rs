@@ -14,7 +14,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
 
 use ccp_algs::{Action, Algorithm, Controller, FlowInfo};
 use portus::lang::{Reg, Scope};
@@ -322,13 +321,14 @@ impl InlineAgent {
     }
 }
 
+#[cfg(feature = "sim")]
 impl ccp_sim::DatapathIpc for InlineAgent {
     fn send(&mut self, msg: &[u8]) -> std::io::Result<()> {
         self.handle(msg);
         Ok(())
     }
 
-    fn recv(&mut self, _timeout: Duration) -> std::io::Result<Option<Vec<u8>>> {
+    fn recv(&mut self, _timeout: std::time::Duration) -> std::io::Result<Option<Vec<u8>>> {
         if self.outbox.is_empty() {
             let actions = self
                 .external
@@ -389,7 +389,8 @@ fn update_msg(sid: u32, scope: &Scope, fields: &[(&'static str, u32)]) -> Option
     .ok()
 }
 
-#[cfg(test)]
+// driven through the simulator's `DatapathIpc`
+#[cfg(all(test, feature = "sim"))]
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Mutex;
@@ -401,6 +402,7 @@ mod tests {
     use crate::ipc::guard::{CHANGE_PROG, UPDATE_FIELDS};
     use crate::ipc::wire;
     use crate::{Agent, AgentOptions};
+    use std::time::Duration;
 
     /// Claims every Cubic flow with a controller that holds 20 packets and counts reports;
     /// logs claims and closes.

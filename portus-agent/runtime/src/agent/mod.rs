@@ -16,7 +16,7 @@ use portus::ipc::{BackendBuilder, Ipc};
 use portus::{CCPHandle, RunBuilder};
 use tracing::info;
 
-use crate::adapter::{AgentCore, DefaultAlg, Slot};
+use crate::adapter::{with_slots, AgentCore, DefaultAlg, Slot};
 use crate::flows::flowlog::FlowLog;
 use crate::flows::portfolio::AutoSelect;
 use crate::flows::prefs::{PrefConfig, PrefRule, PrefStore};
@@ -76,7 +76,7 @@ pub struct AgentOptions {
     /// a learned algorithm runs only if its model loads.
     pub models: Option<PathBuf>,
     /// Where flows that read in-network statistics (Owl) get them: the simulator's bottleneck
-    /// in `--sim` runs ([`crate::simrun`]); `None`: nowhere, their features stay masked.
+    /// in `--sim` runs (`crate::simrun`); `None`: nowhere, their features stay masked.
     pub network_stats: Option<Arc<dyn NetworkStats>>,
 }
 
@@ -580,16 +580,10 @@ impl Agent {
         )
         .with_auto(self.core.auto.clone());
         let core = &self.core;
-        let handle = RunBuilder::new(BackendBuilder { sock: guarded })
-            .default_alg(DefaultAlg::new(core))
-            .additional_alg::<Slot<0>, _>(Slot::<0>::new(core))
-            .additional_alg::<Slot<1>, _>(Slot::<1>::new(core))
-            .additional_alg::<Slot<2>, _>(Slot::<2>::new(core))
-            .additional_alg::<Slot<3>, _>(Slot::<3>::new(core))
-            .additional_alg::<Slot<4>, _>(Slot::<4>::new(core))
-            .additional_alg::<Slot<5>, _>(Slot::<5>::new(core))
-            .additional_alg::<Slot<6>, _>(Slot::<6>::new(core))
-            .additional_alg::<Slot<7>, _>(Slot::<7>::new(core))
+        let builder =
+            RunBuilder::new(BackendBuilder { sock: guarded }).default_alg(DefaultAlg::new(core));
+        // one adapter per line of the registry: Slot::<0> .. Slot::<{ALGORITHMS.len() - 1}>
+        let handle = ccp_algs::registered_names!(with_slots; builder, core)
             .with_stop_handle(running.clone())
             .spawn_thread()
             .run()
