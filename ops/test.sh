@@ -36,8 +36,11 @@ suite ruff .venv/bin/ruff check train ops/bench ops/import_cycles.py
 import_cycles() { local d; for d in algs/src portus-agent/runtime/src datapath/sim/src; do python3 ops/import_cycles.py "$d" || return 1; done; }
 suite import-cycles import_cycles
 suite python .venv/bin/python -m pytest train/tests -q
-# the evaluation harness's CI subset (eval scenarios marked quick, 2 seeds): every run must work
+# the evaluation harness's CI subset (eval scenarios marked quick, 2 seeds): every run must work;
+# then the regression guard: each shipped model on the tune split (seeds 1-2) against the
+# figures recorded in its card (evaluation.guard; rule: ccp_train/harness/guard.py)
 suite harness-quick .venv/bin/python -m ccp_train.harness --quick --no-plots --out target/eval-quick
+suite harness-guard .venv/bin/python -m ccp_train.harness.guard --out target/guard
 if [ -x ops/vm/test.sh ] && [ -z "${SKIP_VM:-}" ]; then
     suite kernel-vm bash ops/vm/test.sh
 fi
