@@ -511,9 +511,18 @@ def test_readme_tables_come_from_a_sweep(tmp_path):
     assert update(new, out) == new  # idempotent
     with pytest.raises(ReadmeError, match="markers"):
         update("no markers\n", out)
+    # the full report goes to docs/eval/report.md (here: REPORT) by the same command
+    from ccp_train.harness.readme import main
+
+    (out / "report.md").write_text("# Evaluation report (eval split)\n")
+    (tmp_path / "README.md").write_text(readme)
+    assert main([str(out), str(tmp_path / "README.md"), str(tmp_path / "report.md")]) == 0
+    assert (tmp_path / "report.md").read_text() == "# Evaluation report (eval split)\n"
     (out / "meta.json").write_text(json.dumps({**meta, "split": "tune"}))
     with pytest.raises(ReadmeError, match="eval split"):
         update(readme, out)
+    assert main([str(out), str(tmp_path / "README.md"), str(tmp_path / "r2.md")]) == 2
+    assert not (tmp_path / "r2.md").exists()
     (out / "meta.json").write_text(json.dumps({**meta, "failed": 3}))
     with pytest.raises(ReadmeError, match="failed"):
         update(readme, out)

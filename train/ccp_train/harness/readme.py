@@ -1,11 +1,14 @@
-"""Put a sweep's tables into the README: ``python -m ccp_train.harness.readme OUT [README]``.
+"""Put a sweep's tables into the README and its report into ``docs/eval/report.md``:
+``python -m ccp_train.harness.readme OUT [README [REPORT]]``.
 
 The README's result tables are generated, not typed: each lies between the markers
 ``<!-- BEGIN harness:NAME -->`` and ``<!-- END harness:NAME -->``, and this command replaces
 what is between them with the sweep's ``NAME.md`` from ``OUT`` (``headline``: one figure per
 suite and algorithm; ``corpus``: the trace corpus by kind), followed by a line naming the
-sweep (split, seeds, runs, wall time, command). It refuses a sweep that is not on the ``eval``
-split, that had failed runs, or a README without the markers.
+sweep (split, seeds, runs, wall time, command). The full report (``OUT/report.md``) is copied to
+``REPORT`` (default, when README is not given: the repository's ``docs/eval/report.md``, which
+the README links). It refuses a sweep that is not on the ``eval`` split, that had failed runs,
+or a README without the markers.
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ def _provenance(meta: dict) -> str:
             "min on this 2-core machine.*")
 
 
-def update(readme_text: str, out: Path) -> str:
-    """The README with every marked table replaced by the sweep's in ``out``."""
+def _meta(out: Path) -> dict:
+    """The sweep's meta.json, if the README may report it."""
     try:
         meta = json.loads((out / "meta.json").read_text())
     except (OSError, ValueError) as e:
@@ -41,6 +44,21 @@ def update(readme_text: str, out: Path) -> str:
                           "eval split")
     if meta.get("failed"):
         raise ReadmeError(f"{out} has {meta['failed']} failed runs: fix them first")
+    return meta
+
+
+def report(out: Path) -> str:
+    """The sweep's full report (``docs/eval/report.md``), if the README may report it."""
+    _meta(out)
+    src = out / "report.md"
+    if not src.is_file():
+        raise ReadmeError(f"{src} is missing: run the harness with --out {out}")
+    return src.read_text()
+
+
+def update(readme_text: str, out: Path) -> str:
+    """The README with every marked table replaced by the sweep's in ``out``."""
+    meta = _meta(out)
     text = readme_text
     for name in TABLES:
         pat = re.compile(rf"(<!-- BEGIN harness:{name} -->\n).*?(<!-- END harness:{name} -->)",
@@ -58,18 +76,24 @@ def update(readme_text: str, out: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if not 1 <= len(args) <= 2 or args[0].startswith("-"):
-        print("usage: python -m ccp_train.harness.readme OUT [README]", file=sys.stderr)
+    if not 1 <= len(args) <= 3 or args[0].startswith("-"):
+        print("usage: python -m ccp_train.harness.readme OUT [README [REPORT]]", file=sys.stderr)
         return 2
     out = Path(args[0])
     readme = Path(args[1]) if len(args) > 1 else repo_root() / "README.md"
+    dst = (Path(args[2]) if len(args) > 2 else None if len(args) > 1
+           else repo_root() / "docs" / "eval" / "report.md")
     try:
         new = update(readme.read_text(), out)
+        rep = report(out) if dst is not None else ""
     except (OSError, ReadmeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     readme.write_text(new)
     print(f"updated {readme} from {out}")
+    if dst is not None:
+        dst.write_text(rep)
+        print(f"wrote {dst} from {out / 'report.md'}")
     return 0
 
 
