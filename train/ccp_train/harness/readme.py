@@ -1,13 +1,14 @@
-"""Put a sweep's tables into the README and its report into ``docs/eval/report.md``:
-``python -m ccp_train.harness.readme OUT [README [REPORT]]``.
+"""Put a sweep's tables into the README and its report into ``docs/eval/``:
+``python -m ccp_train.harness.readme OUT [README [DOCS]]``.
 
 The README's result tables are generated, not typed: each lies between the markers
 ``<!-- BEGIN harness:NAME -->`` and ``<!-- END harness:NAME -->``, and this command replaces
 what is between them with the sweep's ``NAME.md`` from ``OUT`` (``headline``: one figure per
 suite and algorithm; ``corpus``: the trace corpus by kind), followed by a line naming the
-sweep (split, seeds, runs, wall time, command). The full report (``OUT/report.md``) is copied to
-``REPORT`` (default, when README is not given: the repository's ``docs/eval/report.md``, which
-the README links). It refuses a sweep that is not on the ``eval`` split, that had failed runs,
+sweep (split, seeds, runs, wall time, command). The full report and both tables
+(``report.md``, ``headline.md``, ``corpus.md`` of ``OUT``) are copied into the folder ``DOCS``
+(default, when README is not given: the repository's ``docs/eval/``; its ``report.md`` is the
+one the README links). It refuses a sweep that is not on the ``eval`` split, that had failed runs,
 or a README without the markers.
 """
 
@@ -47,13 +48,18 @@ def _meta(out: Path) -> dict:
     return meta
 
 
-def report(out: Path) -> str:
-    """The sweep's full report (``docs/eval/report.md``), if the README may report it."""
+#: the sweep's files copied into ``docs/eval/``
+DOCS = ("report.md", "headline.md", "corpus.md")
+
+
+def docs(out: Path) -> dict[str, str]:
+    """The sweep's report and tables for ``docs/eval/``, if the README may report it."""
     _meta(out)
-    src = out / "report.md"
-    if not src.is_file():
-        raise ReadmeError(f"{src} is missing: run the harness with --out {out}")
-    return src.read_text()
+    missing = [n for n in DOCS if not (out / n).is_file()]
+    if missing:
+        raise ReadmeError(f"{', '.join(str(out / n) for n in missing)} missing: run the "
+                          f"harness with --out {out} over every suite")
+    return {n: (out / n).read_text() for n in DOCS}
 
 
 def update(readme_text: str, out: Path) -> str:
@@ -77,23 +83,24 @@ def update(readme_text: str, out: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not 1 <= len(args) <= 3 or args[0].startswith("-"):
-        print("usage: python -m ccp_train.harness.readme OUT [README [REPORT]]", file=sys.stderr)
+        print("usage: python -m ccp_train.harness.readme OUT [README [DOCS]]", file=sys.stderr)
         return 2
     out = Path(args[0])
     readme = Path(args[1]) if len(args) > 1 else repo_root() / "README.md"
     dst = (Path(args[2]) if len(args) > 2 else None if len(args) > 1
-           else repo_root() / "docs" / "eval" / "report.md")
+           else repo_root() / "docs" / "eval")
     try:
         new = update(readme.read_text(), out)
-        rep = report(out) if dst is not None else ""
+        files = docs(out) if dst is not None else {}
     except (OSError, ReadmeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     readme.write_text(new)
     print(f"updated {readme} from {out}")
     if dst is not None:
-        dst.write_text(rep)
-        print(f"wrote {dst} from {out / 'report.md'}")
+        for name, text in files.items():
+            (dst / name).write_text(text)
+            print(f"wrote {dst / name} from {out / name}")
     return 0
 
 
