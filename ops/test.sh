@@ -46,8 +46,11 @@ suite import-cycles import_cycles
 suite python .venv/bin/python -m pytest train/tests -q
 # adding a learned algorithm = its folder + one registry line (the test-only toy)
 suite toy-algorithm bash ops/toy_algorithm.sh
-# the evaluation harness's CI subset (eval scenarios marked quick, 2 seeds): every run must work
+# the evaluation harness's CI subset (eval scenarios marked quick, 2 seeds): every run must work;
+# then the regression guard: each shipped model on the tune split (seeds 1-2) against the
+# figures recorded in its card (evaluation.guard; rule: ccp_train/harness/guard.py)
 suite harness-quick .venv/bin/python -m ccp_train.harness --quick --no-plots --out target/eval-quick
+suite harness-guard .venv/bin/python -m ccp_train.harness.guard --out target/guard
 if [ -x ops/vm/test.sh ] && [ -z "${SKIP_VM:-}" ]; then
     suite kernel-vm bash ops/vm/test.sh
 fi

@@ -1,7 +1,8 @@
 //! Soak benchmark (issue 25, item 5): create/report/close cycles at full speed through the
 //! unix IPC against the agent binary, printing the agent's resident memory as it goes. It is
-//! a benchmark, not a timed assert: it only checks that the agent is alive and answered
-//! every message.
+//! a benchmark, not a timed assert: it checks that the agent is alive, answered every
+//! message, and (create/report/close cycles) that its RSS stayed flat: at the end at most
+//! `RSS_GROWTH_KIB` above the first sample after warm-up (a tenth of the cycles).
 //!
 //! ```text
 //! cargo test --release -p ccp-agent --test soak -- --ignored --nocapture
@@ -23,6 +24,10 @@ use std::time::{Duration, Instant};
 use ccp_runtime::ipc::guard::{CHANGE_PROG, UPDATE_FIELDS};
 use ccp_runtime::ipc::wire;
 use common::{close, reno_report, unique, AgentProc, Peer};
+
+/// Most the agent's RSS may grow from the first sample (after a tenth of the cycles) to the
+/// end of the create/report/close cycles: a leak of a byte per cycle over 1 M cycles fails.
+const RSS_GROWTH_KIB: u64 = 1024;
 
 #[test]
 #[ignore = "benchmark: 1 M cycles, run with --ignored --nocapture"]
@@ -89,6 +94,7 @@ fn soak_create_report_close_over_unix() {
     let mut last = t0;
     let step = (cycles / 10).max(1);
     let mut max_rss = rss0;
+    let mut rss_warm = None;
     for i in 0..cycles {
         let sid = (i % (u32::MAX as u64 - 1)) as u32 + 1;
         peer.send(&wire::create(sid, "ccp_reno", 14480, 1448))
@@ -101,6 +107,7 @@ fn soak_create_report_close_over_unix() {
         if (i + 1) % step == 0 {
             let rss = agent.rss_kib();
             max_rss = max_rss.max(rss);
+            rss_warm.get_or_insert(rss);
             let now = Instant::now();
             println!(
                 "{:>9} {:>9.1} {:>8.1} {:>10.0}",
@@ -140,5 +147,11 @@ fn soak_create_report_close_over_unix() {
         assert!(c >= cycles.min(1000), "answers missing: {c}");
     } else {
         assert!(c >= cycles && u >= cycles, "answers missing: {c} {u}");
+        let warm = rss_warm.unwrap_or(rss0);
+        assert!(
+            rss1 <= warm + RSS_GROWTH_KIB,
+            "RSS grew from {warm} KiB (after warm-up) to {rss1} KiB: more than \
+             {RSS_GROWTH_KIB} KiB over the cycles (a leak?)"
+        );
     }
 }

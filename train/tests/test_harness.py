@@ -511,9 +511,22 @@ def test_readme_tables_come_from_a_sweep(tmp_path):
     assert update(new, out) == new  # idempotent
     with pytest.raises(ReadmeError, match="markers"):
         update("no markers\n", out)
+    # the full report and the tables go to docs/eval/ (here: DOCS) by the same command
+    from ccp_train.harness.readme import main
+
+    (out / "report.md").write_text("# Evaluation report (eval split)\n")
+    (tmp_path / "README.md").write_text(readme)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    assert main([str(out), str(tmp_path / "README.md"), str(docs)]) == 0
+    assert (docs / "report.md").read_text() == "# Evaluation report (eval split)\n"
+    assert (docs / "corpus.md").read_text() == (out / "corpus.md").read_text()
     (out / "meta.json").write_text(json.dumps({**meta, "split": "tune"}))
     with pytest.raises(ReadmeError, match="eval split"):
         update(readme, out)
+    (docs / "report.md").unlink()
+    assert main([str(out), str(tmp_path / "README.md"), str(docs)]) == 2
+    assert not (docs / "report.md").exists()
     (out / "meta.json").write_text(json.dumps({**meta, "failed": 3}))
     with pytest.raises(ReadmeError, match="failed"):
         update(readme, out)

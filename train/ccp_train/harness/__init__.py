@@ -9,6 +9,8 @@ for them (``purpose="selection"``).
 - :mod:`.runner`: one run through ``ccp-agent --sim``, local threads or Ray;
 - :mod:`.metrics`: per-run metrics (Jain, convergence, friendliness, utility);
 - :mod:`.report`: ``summary.csv``, ``report.md``; :mod:`.plots`: the PNG plots.
+- :mod:`.guard`: the regression guard (CI): each shipped model against its card's recorded
+  ``tune`` figures (``python -m ccp_train.harness.guard``).
 """
 
 from .cli import evaluate, main
