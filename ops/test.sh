@@ -36,6 +36,11 @@ suite ruff .venv/bin/ruff check train ops/bench ops/import_cycles.py
 import_cycles() { local d; for d in algs/src portus-agent/runtime/src datapath/sim/src; do python3 ops/import_cycles.py "$d" || return 1; done; }
 suite import-cycles import_cycles
 suite python .venv/bin/python -m pytest train/tests -q
+# the QEMU guest tests' helpers, host-side: no guest test passes on a missing measurement
+suite guest-helpers bash ops/vm/guest/test_lib.sh
+# the kernel datapath's user-space C unit tests (validator, values, policy; the VM suite
+# runs them too, as validator_unit): here also when SKIP_VM=1 skips the VM suite
+suite kernel-unit make -s -C datapath/kernel check
 # the evaluation harness's CI subset (eval scenarios marked quick, 2 seeds): every run must work
 suite harness-quick .venv/bin/python -m ccp_train.harness --quick --no-plots --out target/eval-quick
 if [ -x ops/vm/test.sh ] && [ -z "${SKIP_VM:-}" ]; then
