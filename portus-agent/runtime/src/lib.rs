@@ -51,5 +51,6 @@ pub mod policy;
 pub mod programs;
 pub mod simrun;
 pub mod sources;
+pub mod testing;
 
 pub use agent::{Agent, AgentOptions, ConfigError, RunningAgent};
