@@ -221,7 +221,7 @@ fn separate_processes_over_unix_match_the_in_process_run() {
 #[test]
 fn netlink_without_the_module_says_to_load_it() {
     if std::path::Path::new("/sys/module/ccp_kernel").exists() {
-        eprintln!("skipped: ccp-kernel is loaded here");
+        ccp_runtime::skip_test!("ccp-kernel is loaded here (/sys/module/ccp_kernel)");
         return;
     }
     let o = agent(&["--ipc", "netlink"]);

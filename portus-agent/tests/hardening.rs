@@ -231,31 +231,33 @@ fn a_datapath_that_stops_reading_does_not_freeze_the_agent() {
         let _ = stuck.send(&wire::create(sid, "ccp_reno", 14480, 1448));
         std::thread::sleep(Duration::from_micros(200));
     }
+    // no wall-clock bound on the answers: a frozen agent never answers the good peer (the
+    // roundtrips' deadlines catch that), and the counters show why it did not freeze (the
+    // stuck peer dropped after a failed send, its later answers discarded)
     let mut good = Peer::bind(&unique("good"), &name);
     good.send(&wire::ready(2)).unwrap();
-    let t0 = Instant::now();
-    good.roundtrip(1, Duration::from_secs(5));
-    good.roundtrip(2, Duration::from_secs(5));
-    let served_after = t0.elapsed();
-    // the stuck peer keeps sending; the good one is still served promptly
+    good.roundtrip(1, T);
+    good.roundtrip(2, T);
+    // the stuck peer keeps sending; the good one is still served
     for sid in 201..=260 {
         let _ = stuck.send(&wire::create(sid, "ccp_reno", 14480, 1448));
     }
-    let t1 = Instant::now();
-    good.roundtrip(3, Duration::from_secs(5));
-    let later = t1.elapsed();
-    let t2 = Instant::now();
-    let st = agent.stop(Duration::from_secs(5));
-    let stop_took = t2.elapsed();
+    good.roundtrip(3, T);
+    let stats = agent
+        .stats(T)
+        .unwrap_or_else(|| panic!("no stats line on SIGUSR1: {}", agent.stderr_text()));
+    assert!(
+        stats["dropped_datapaths"].as_u64() >= Some(1),
+        "the stuck datapath was never dropped: {stats}"
+    );
+    // the agent exits on SIGTERM while the stuck peer still holds its socket
+    let st = agent.stop(T);
     assert_eq!(
         st.and_then(|s| s.code()),
         Some(0),
-        "agent did not exit on SIGTERM within 5 s: {}",
+        "agent did not exit on SIGTERM within {T:?}: {}",
         agent.stderr_text()
     );
-    assert!(served_after < Duration::from_secs(3), "{served_after:?}");
-    assert!(later < Duration::from_secs(2), "{later:?}");
-    assert!(stop_took < Duration::from_secs(3), "{stop_took:?}");
     drop(stuck);
 }
 
@@ -479,11 +481,17 @@ fn a_fifo_in_the_models_directory_hangs_nothing() {
     let empty = std::env::temp_dir().join(unique("fifo-later"));
     std::fs::create_dir_all(&empty).unwrap();
     let models = empty.display().to_string();
-    let mut agent = AgentProc::start(&name, &["--models", &models], &[]);
+    // CCP_LOG=info: the reload's outcome per model is an info line
+    let mut agent = AgentProc::start(&name, &["--models", &models], &[("CCP_LOG", "info")]);
     mkfifo(&empty.join("mocc.onnx"));
     mkfifo(&empty.join("mocc.json"));
     agent.signal("HUP");
-    std::thread::sleep(Duration::from_millis(300));
+    // the reload ran: it read the directory and named the FIFO (no fixed wait)
+    assert!(
+        agent.wait_for_log("not a regular file", Duration::from_secs(10)),
+        "SIGHUP hung on a FIFO, or the reload did not run: {}",
+        agent.stderr_text()
+    );
     let st = agent.stop(Duration::from_secs(5));
     assert_eq!(
         st.and_then(|s| s.code()),

@@ -20,11 +20,11 @@ fn rtnl_or_skip(test: &str) -> Option<Rtnl> {
     match Rtnl::open().and_then(|mut n| n.counters().map(|c| (n, c))) {
         Ok((n, c)) if c.contains_key("lo") => Some(n),
         Ok(_) => {
-            eprintln!("{test}: SKIPPED: no loopback interface in this namespace");
+            ccp_runtime::testing::skip(test, "no loopback interface in this namespace");
             None
         }
         Err(e) => {
-            eprintln!("{test}: SKIPPED: rtnetlink unavailable here ({e})");
+            ccp_runtime::testing::skip(test, format_args!("rtnetlink unavailable here ({e})"));
             None
         }
     }

@@ -27,6 +27,12 @@ check.py evalrun SRV.json CLI.json SAMPLES FLOWLOG SKIP CC [key=value...]
                                        key=value fields, throughput, RTT, retransmissions and,
                                        for CC ccp_*, attach status and the agent's algorithm
                                        (flow-log lines after the first SKIP)
+
+A figure that cannot be measured is "none", never empty or 0: a missing,
+empty or truncated file, a JSON without data (thr: no summary and no
+intervals; window, gap: no interval in the window), any other error (the
+error goes to stderr, the exit status is 1).  Commands that print several
+fields print "none" in each (the guest tests read them with `read`).
 """
 import json
 import statistics
@@ -47,6 +53,10 @@ def intervals(path):
     return out
 
 
+class NoData(ValueError):
+    """The file holds no measurement of what was asked."""
+
+
 def thr(path):
     d = load(path)
     end = d.get("end", {})
@@ -55,7 +65,9 @@ def thr(path):
     if bps is None:
         iv = intervals(path)
         dur = iv[-1][1] - iv[0][0] if iv else 0
-        bps = sum(b for _, _, b in iv) * 8 / dur if dur else 0
+        if not dur:
+            raise NoData(f"{path}: no summary and no intervals (no transfer)")
+        bps = sum(b for _, _, b in iv) * 8 / dur
     return bps / 1e6
 
 
@@ -87,7 +99,10 @@ def rtt(path):
 
 
 def retrans(path):
-    return int(client(path).get("end", {}).get("sum_sent", {}).get("retransmits", 0))
+    s = client(path).get("end", {}).get("sum_sent")
+    if not s or "retransmits" not in s:
+        raise NoData(f"{path}: no sender summary")
+    return int(s["retransmits"])
 
 
 def window(path, t0, t1):
@@ -98,19 +113,34 @@ def window(path, t0, t1):
         if hi > lo and e > s:
             by += b * (hi - lo) / (e - s)
             dur += hi - lo
-    return by * 8 / dur / 1e6 if dur else 0.0
+    if not dur:
+        raise NoData(f"{path}: no interval in [{t0}, {t1})")
+    return by * 8 / dur / 1e6
 
 
 def gap(path, t0=None, t1=None):
+    """The longest stretch without delivered data: intervals with no bytes and, in a
+    window [T0, T1), time the intervals do not cover (a transfer that ended early, or
+    started late, left the rest of the window without data)."""
+    iv = intervals(path)
+    if t0 is not None:
+        iv = [x for x in iv if x[1] > t0 and x[0] < t1]
+    if not iv:
+        raise NoData(f"{path}: no interval" + ("" if t0 is None else f" in [{t0}, {t1})"))
     longest = cur = 0.0
-    for s, e, b in intervals(path):
-        if t0 is not None and (e <= t0 or s >= t1):
-            continue
+    upto = iv[0][0] if t0 is None else t0    # covered (or counted) up to here
+    for s, e, b in iv:
+        if s > upto:    # not covered by any interval
+            cur += s - upto
+            longest = max(longest, cur)
         if b == 0:
-            cur += e - s
+            cur += e - max(s, upto)
             longest = max(longest, cur)
         else:
             cur = 0.0
+        upto = max(upto, e)
+    if t1 is not None and t1 > upto:
+        longest = max(longest, cur + t1 - upto)
     return longest
 
 
@@ -191,7 +221,7 @@ def pct(path, col, ps):
                 vals.append(float(parts[col]))
     vals.sort()
     if not vals:
-        return ["nan" for _ in ps]
+        raise NoData(f"{path}: no values in column {col}")
     out = []
     for p in ps:
         k = min(len(vals) - 1, max(0, int(round(p / 100.0 * (len(vals) - 1)))))
@@ -325,6 +355,10 @@ def listen(secs, ready):
         print(sid, name, ip(sip), sport, ip(dip), dport, flush=True)
 
 
+# fields printed per command ("none" each when the figure cannot be measured)
+FIELDS = {"rtt": 3, "decisions": 3, "backoff": 3}
+
+
 def main(a):
     cmd = a[0]
     if cmd == "thr":
@@ -367,10 +401,23 @@ def main(a):
     elif cmd == "cpustat":
         print(f"{cpustat(a[1], a[2]):.2f}")
     else:
+        print("none")
         print(__doc__, file=sys.stderr)
         return 2
     return 0
 
 
+def run(a):
+    """main, but any error prints "none" (one per field) and exits 1."""
+    try:
+        return main(a)
+    except Exception as e:  # noqa: BLE001 - any failure is "no measurement"
+        cmd = a[0] if a else ""
+        n = len(a) - 3 if cmd == "pct" else FIELDS.get(cmd, 1)
+        print(" ".join(["none"] * max(n, 1)), flush=True)
+        print(f"check.py {' '.join(a)}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run(sys.argv[1:]))

@@ -10,8 +10,8 @@ PY=/usr/bin/python3
 KO_PARAMS="netns_quota=1024 netns_total=2048"
 CHECK="$PY $REPO/ops/vm/guest/check.py"
 AGENT=$REPO/target/release/ccp-agent
-T=/tmp/ccp
-mkdir -p $T
+T=${CCP_GUEST_T:-/tmp/ccp}
+mkdir -p "$T"
 AGENT_PID=
 NS_SND="ip netns exec snd"
 NS_RCV="ip netns exec rcv"
@@ -28,13 +28,81 @@ result() {
 plan() { echo "PLAN $*" >> $OUT/results.txt; }
 pass() { result PASS "$@"; }
 fail() { result FAIL "$@"; }
-# check NAME COND DETAIL: pass or fail on a shell condition
-check() { if eval "$2"; then pass "$1" "$3"; else fail "$1" "$3"; fi; }
+# check NAME COND DETAIL: pass or fail on a shell condition; a helper below
+# that refused a value (not a finite number) adds why to a failure's detail
+check() {
+	NUM_ERRS=
+	if eval "$2"; then pass "$1" "$3"; else fail "$1" "$3${NUM_ERRS:+ [$NUM_ERRS]}"; fi
+}
 now() { local u r; read -r u r < /proc/uptime; echo $u; }
-# float helpers (awk: a python start costs seconds in a TCG guest)
-fge() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a+0 >= b+0)}'; }
-fle() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a+0 <= b+0)}'; }
-calc() { awk "function max(a,b){return a>b?a:b} BEGIN{printf \"%.3f\n\", $1}"; }
+
+# Numbers.  A measurement is a finite decimal number; whatever else comes
+# back (empty: a check.py that failed, a file never written; "none": check.py
+# had nothing to measure; "inf"/"nan": a zero reference) fails every helper
+# below, with a message naming the value (on stderr, and in NUM_ERRS, which
+# check adds to the test's detail).  No forks but awk's (a fork costs in a
+# TCG guest).  The exponent is kept to two digits: 1e999 is inf to awk.
+NUM_RE='^[-+]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][-+]?[0-9]{1,2})?$'
+numerr() {
+	echo "$1: $2" >&2
+	NUM_ERRS="${NUM_ERRS:+$NUM_ERRS; }$1: $2"
+	return 1
+}
+# isnum V: V is a finite number (quiet)
+isnum() { [[ ${1-} =~ $NUM_RE ]]; }
+# nums WHO V...: every V is a finite number (at least one V)
+nums() {
+	local who=$1 v
+	shift
+	[ $# -ge 1 ] || { numerr "$who" "no value"; return 1; }
+	for v in "$@"; do
+		isnum "$v" || { numerr "$who" "'$v' is not a finite number"; return 1; }
+	done
+}
+# fge A B, fle A B: A >= B, A <= B; exactly two finite numbers (an unquoted
+# empty A shifts B into A's place: the count catches that too)
+fcmp() {
+	local who=$1 op=$2
+	shift 2
+	[ $# = 2 ] || { numerr "$who" "want 2 numbers, got $# argument(s): '$*'"; return 1; }
+	nums "$who" "$1" "$2" || return 1
+	awk -v a="$1" -v b="$2" "BEGIN{exit !(a+0 $op b+0)}"
+}
+fge() { fcmp fge '>=' "$@"; }
+fle() { fcmp fle '<=' "$@"; }
+# calc EXPR: EXPR's value with 3 decimals; EXPR holds finite numbers, the
+# binary operators + - * /, parentheses and max(a, b) only (a value that is
+# empty, "none", "inf" or "nan" breaks that).  On any error, or a result that
+# is not finite (a zero reference), it prints "none" (which fails fge/fle)
+# and returns 1.
+calc() {
+	local e=$1 rest=$1 want=operand depth=0 tok bad=
+	local re_num='^[[:space:]]*([-+]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][-+]?[0-9]{1,2})?)(.*)$'
+	local re_tok='^[[:space:]]*(max[[:space:]]*\(|[-+*/(),])(.*)$'
+	while [[ $rest =~ [^[:space:]] ]]; do
+		if [ $want = operand ] && [[ $rest =~ $re_num ]]; then
+			rest=${BASH_REMATCH[5]} want=operator
+		elif [[ $rest =~ $re_tok ]]; then
+			tok=${BASH_REMATCH[1]} rest=${BASH_REMATCH[2]}
+			case $want/$tok in
+			operand/max*|operand/"(") depth=$((depth + 1)) ;;
+			operator/")") depth=$((depth - 1)); [ $depth -ge 0 ] || { bad="unbalanced ')'"; break; } ;;
+			operator/[-+*/,]) want=operand ;;
+			*) bad="'$tok' where a number belongs"; break ;;
+			esac
+		else
+			bad="'${rest#"${rest%%[![:space:]]*}"}' is not a finite number"
+			break
+		fi
+	done
+	[ -n "$bad" ] || [ $want = operator ] || bad="a number missing at the end"
+	[ -n "$bad" ] || [ $depth = 0 ] || bad="unbalanced '('"
+	if [ -z "$bad" ] && awk "function max(a,b){return a>b?a:b} BEGIN{v = sprintf(\"%.3f\", $e); if (v !~ /^-?[0-9]+[.][0-9]+\$/) exit 1; print v}" 2>/dev/null; then
+		return 0
+	fi
+	echo none
+	numerr calc "'$e': ${bad:-not a finite number (a zero reference?)}"
+}
 ctr() { awk -v k="$1" '$1==k{print $2}' /proc/net/ccp 2>/dev/null; }
 
 # setup_link RATE DELAY_MS BUFFER_BYTES [CC [LOSS_PCT]]: three namespaces,

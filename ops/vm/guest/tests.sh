@@ -42,7 +42,7 @@ setup_link $RATE $RTT_MS $BDP
 iperf_run 5201 cubic $SECS $T/cubic.json
 BASE=$($CHECK thr $T/cubic.json)
 log "native cubic: $BASE Mbit/s"
-check baseline_cubic 'fge $BASE 30' "native cubic $BASE Mbit/s over $RATE/${RTT_MS}ms/1BDP"
+check baseline_cubic 'fge "$BASE" 30' "native cubic $BASE Mbit/s over $RATE/${RTT_MS}ms/1BDP"
 
 # ---------------------------------------------------------------- no agent
 # Without any agent every flow must run the in-kernel Reno at full speed.
@@ -56,7 +56,7 @@ for cc in ccp_reno ccp_cubic; do
 	R=$(calc "$X / $BASE")
 	nfb=$(awk '$1=="flows_fallback"{print $2}' $T/noagent-$cc.ctr)
 	nccp=$(awk '$1=="flows_ccp"{print $2}' $T/noagent-$cc.ctr)
-	check fallback_no_agent_$cc 'fge $R 0.9 && [ "$nfb" -ge 1 ] && [ "$nccp" = 0 ]' \
+	check fallback_no_agent_$cc 'fge "$R" 0.9 && [ "$nfb" -ge 1 ] && [ "$nccp" = 0 ]' \
 		"$cc without agent: $X Mbit/s = ${R}x cubic; flows in fallback $nfb, under agent $nccp"
 done
 cp /proc/net/ccp $T/after-noagent.ctr
@@ -93,7 +93,7 @@ else
 		alg=${cc#ccp_}
 		mode=$(awk -v a=$cc 'NR>1 && $2==a && $3=="ccp"' $T/agent-$cc.flows | wc -l)
 		created=$($CHECK creates $FL | awk -v c=$cc -v a=$alg '$2==c && $3==a' | wc -l)
-		check throughput_$cc 'fge $R 0.9 && [ $mode -ge 1 ] && [ $created -ge 1 ]' \
+		check throughput_$cc 'fge "$R" 0.9 && [ $mode -ge 1 ] && [ $created -ge 1 ]' \
 			"$X Mbit/s = ${R}x native cubic ($B Mbit/s, run just before); flows under agent control: $mode; agent creates $cc->$alg: $created"
 	done
 
@@ -127,7 +127,9 @@ else
 	[ "$RN" != none ] && [ "$RC" != none ] && rr=$(calc "$RC / max($RN, 0.001)")
 	mode=$(cat $T/agent-ccp_bbr-*.flows | awk 'NR>1 && $2=="ccp_bbr" && $3=="ccp"' | wc -l)
 	created=$($CHECK creates $FL | awk '$2=="ccp_bbr" && $3=="bbr"' | wc -l)
-	check bbr_matches_native '[ "$rr" != none ] && fge $rx 0.85 && fle $rx 1.15 && fge $rr 0.85 && fle $rr 1.15 && [ $mode -ge 3 ] && [ $created -ge 3 ]' \
+	# every one of the 12 figures measured: a run without one is not a median's
+	nruns() { echo $#; }
+	check bbr_matches_native 'nums bbr_matches_native $XNS $XCS $RNS $RCS && [ $(nruns $XNS $XCS $RNS $RCS) = 12 ] && fge "$rx" 0.85 && fle "$rx" 1.15 && fge "$rr" 0.85 && fle "$rr" 1.15 && [ $mode -ge 3 ] && [ $created -ge 3 ]' \
 		"medians of 3 pairs: ccp_bbr $XC Mbit/s, mean srtt $RC ms; native bbr $XN Mbit/s, mean srtt $RN ms; ratios ccp/native: throughput ${rx}x, rtt ${rr}x (rule: both in [0.85, 1.15]); runs: ccp thr [$XCS ] rtt [$RCS ], native thr [$XNS ] rtt [$RNS ]; ccp_bbr snapshots under agent control: $mode; agent creates ccp_bbr->bbr: $created"
 
 	# ------------------------------------------------ two algorithms at once
@@ -162,16 +164,20 @@ else
 	X1=$($CHECK thr $T/two-reno.json)
 	X2=$($CHECK thr $T/two-cubic.json)
 	log "two algorithms: reno sid $rsid $X1 Mbit/s backoff $rb ($rn samples), cubic sid $csid $X2 Mbit/s backoff $cb ($cn samples)"
-	# both flows must be driven by the agent, each by its own algorithm;
-	# Reno halves its window on a loss, Cubic keeps 70% of it
+	# both flows must be driven by the agent, each by its own algorithm, and
+	# each carry data; Reno halves its window on a loss, Cubic keeps 70% of
+	# it: the median backoffs in the simulator test's bands
+	# (portus-agent/tests/sim_end_to_end.rs), Reno [0.4, 0.6], Cubic [0.62, 0.8]
 	behaviour=ok
-	if [ "$rb" != none ] && [ "$cb" != none ]; then
-		fle $rb $cb || behaviour="reno backs off less than cubic"
-	else
+	if [ "$rb" = none ] || [ "$cb" = none ]; then
 		behaviour="no loss episode seen for both flows"
+	elif ! { fge "$rb" 0.4 && fle "$rb" 0.6; }; then
+		behaviour="reno's backoff outside [0.4, 0.6]"
+	elif ! { fge "$cb" 0.62 && fle "$cb" 0.8; }; then
+		behaviour="cubic's backoff outside [0.62, 0.8]"
 	fi
-	check two_algorithms '[ "$rsid" != none ] && [ "$csid" != none ] && [[ " $reno_sid" == *" $rsid "* ]] && [[ " $cubic_sid" == *" $csid "* ]] && [ $rrep -ge 3 ] && [ $crep -ge 3 ] && [ $reno_ss -ge 1 ] && [ $cubic_ss -ge 1 ] && [ "$behaviour" = ok ]' \
-		"flow $rsid: setsockopt ccp_reno -> agent reno ($rrep report records), $X1 Mbit/s, median cwnd backoff $rb; flow $csid: ccp_cubic -> agent cubic ($crep report records), $X2 Mbit/s, median cwnd backoff $cb ($behaviour); ss -tinO lines: ccp_reno $reno_ss, ccp_cubic $cubic_ss"
+	check two_algorithms '[ "$rsid" != none ] && [ "$csid" != none ] && [[ " $reno_sid" == *" $rsid "* ]] && [[ " $cubic_sid" == *" $csid "* ]] && [ "$rrep" -ge 3 ] && [ "$crep" -ge 3 ] && [ $reno_ss -ge 1 ] && [ $cubic_ss -ge 1 ] && fge "$X1" 5 && fge "$X2" 5 && [ "$behaviour" = ok ]' \
+		"flow $rsid: setsockopt ccp_reno -> agent reno ($rrep report records), $X1 Mbit/s, median cwnd backoff $rb (band [0.4, 0.6]); flow $csid: ccp_cubic -> agent cubic ($crep report records), $X2 Mbit/s, median cwnd backoff $cb (band [0.62, 0.8]) ($behaviour); ss -tinO lines: ccp_reno $reno_ss, ccp_cubic $cubic_ss"
 
 	# ------------------------------------------------ IPv6
 	# a ccp_reno transfer over IPv6 under the agent (iperf3's receiver sets
@@ -198,7 +204,7 @@ else
 	read _ _ csip csport cdip cdport <<<"$(awk -v s="${vsid:-0}" '$1==s && $2=="ccp_reno"' $T/v6.creates | tail -n1)"
 	ncre=$(awk '$2=="ccp_reno" && ($4==5201 || $6==5201)' $T/v6.creates | wc -l)
 	v4=$(awk '$2=="ccp_reno" && ($4==5201 || $6==5201) && ($3!="0.0.0.0" || $5!="0.0.0.0") {printf "%s:%s->%s:%s ", $3, $4, $5, $6}' $T/v6.creates)
-	check ipv6_flow '[ -n "$vline" ] && [ "$vmode" = ccp ] && [[ $vsrc == "[$SND_IP6]:"* ]] && [ "$cdport" = 5201 ] && [ "$csport" = "${vsrc##*:}" ] && [ $ncre -ge 2 ] && [ -z "$v4" ] && fge $X 20' \
+	check ipv6_flow '[ -n "$vline" ] && [ "$vmode" = ccp ] && [[ $vsrc == "[$SND_IP6]:"* ]] && [ "$cdport" = 5201 ] && [ "$csport" = "${vsrc##*:}" ] && [ $ncre -ge 2 ] && [ -z "$v4" ] && fge "$X" 20' \
 		"ccp_reno over IPv6: $X Mbit/s; ccp_flows: sid ${vsid:-none} ${vmode:-?} ${vsrc:-?} -> ${vdst:-?}; its CREATE: src ${csip:-?}:${csport:-?} dst ${cdip:-?}:${cdport:-?}; CREATEs of the transfer: $ncre, with an IPv4 address: ${v4:-none}"
 
 	# ------------------------------------------------ sysctl selection
@@ -255,17 +261,22 @@ else
 	before=$($CHECK window $T/kill.json $(calc "$rel_k - 5") $rel_k)
 	after=$($CHECK window $T/kill.json $rel_k $(calc "$rel_k + 5"))
 	g=$($CHECK gap $T/kill.json 0.5 $KSECS)
-	attach=$([ -n "$ta" ] && calc "$ta - $tr0" || echo never)
+	# from the moment the new agent listens, as restart_reattach and
+	# many_flows_reattach measure: its own start-up (exec over 9p in this
+	# emulated guest: 0.3 s on a quiet host, 1.75 s on a loaded one) is not
+	# the datapath's re-attach
+	attach=$([ -n "$ta" ] && calc "$ta - $tl" || echo never)
 	listen=$(calc "$tl - $tr0")
 	recreated=$($CHECK creates $FL2 | awk '$2=="ccp_cubic" && $3=="cubic"' | wc -l)
 	fb_during=$(awk 'NR>1 && $3=="fallback"' $T/kill-during.flows | wc -l)
 	d_lost=$(( $(ctr agent_lost) - c0_lost )); d_re=$(( $(ctr reattaches) - c0_re )); d_fb=$(( $(ctr fallbacks) - c0_fb ))
 	ratio=$(calc "$after / max($before, 0.001)")
 	log "kill: before $before after $after Mbit/s, longest gap $g s, re-attached after $attach s"
-	check kill_no_gap 'fle $g 1.0' "longest stretch without delivered data: ${g}s (iperf3 receiver, 100 ms intervals)"
-	check kill_throughput 'fge $ratio 0.5' "5 s before kill -9: $before Mbit/s, 5 s after: $after Mbit/s (${ratio}x); flows in fallback after the kill: $fb_during"
-	check kill_reattach '[ "$attach" != never ] && fle $attach 2.0 && [ $recreated -ge 1 ] && [ $d_re -ge 1 ] && [ $d_lost -ge 1 ]' \
-		"all flows under CCP control ${attach}s after the agent was restarted (it listened after ${listen}s); restarted agent created $recreated ccp_cubic flows; counters: agent_lost +$d_lost fallbacks +$d_fb reattaches +$d_re"
+	check kill_no_gap 'fle "$g" 1.0' "longest stretch without delivered data: ${g}s (iperf3 receiver, 100 ms intervals)"
+	# the flow carried data before the kill (a stuck one gets about 1 Mbit/s)
+	check kill_throughput 'fge "$before" 5 && fge "$ratio" 0.5' "5 s before kill -9: $before Mbit/s, 5 s after: $after Mbit/s (${ratio}x); flows in fallback after the kill: $fb_during"
+	check kill_reattach '[ "$attach" != never ] && fle "$attach" 2.0 && [ $recreated -ge 1 ] && [ $d_re -ge 1 ] && [ $d_lost -ge 1 ]' \
+		"all flows under CCP control ${attach}s after the restarted agent listened (${listen}s after its start); restarted agent created $recreated ccp_cubic flows; counters: agent_lost +$d_lost fallbacks +$d_fb reattaches +$d_re"
 
 	# ------------------------------------------------ malformed messages
 	iperf_srv 5201 $T/fuzz.json
@@ -282,7 +293,7 @@ else
 	iperf_srv_wait
 	X=$($CHECK thr $T/fuzz.json)
 	g=$($CHECK gap $T/fuzz.json 0.5 10)
-	check malformed_messages '[ $frc = 0 ] && [ "$mode" = ccp ] && fle $g 1.0 && fge $X $(calc "0.5 * $BASE")' \
+	check malformed_messages '[ $frc = 0 ] && [ "$mode" = ccp ] && fle "$g" 1.0 && fge "$X" "$(calc "0.5 * $BASE")"' \
 		"nlfuzz rc $frc ($(tail -1 $T/nlfuzz.out)); live flow sid $live still '$mode'; flow $X Mbit/s, longest gap ${g}s; rejections: $(grep -E '^rej_' /proc/net/ccp | grep -v ' 0$' | tr '\n' ' ')"
 
 	# ------------------------------------------------ agent restarts, every algorithm
@@ -334,7 +345,7 @@ else
 		read sid alg dec <<<"$($CHECK decisions $FLR ccp_$a)"
 		nprog=$(cat $T/restart-$a.nprog)
 		mode=$(awk -v s="$sid" 'NR>1 && $1==s {print $3}' $T/restart-$a.flows)
-		check restart_decisions_ccp_$a 'fge $X 5 && [ "$alg" = $a ] && [ "$dec" -ge 20 ] && [ "$nprog" = "$np" ]' \
+		check restart_decisions_ccp_$a 'fge "$X" 5 && [ "$alg" = $a ] && [ "$dec" -ge 20 ] && [ "$nprog" = "$np" ]' \
 			"new agent (--alg $next, $np programs) after a restart: ccp_$a flow $X Mbit/s, sid $sid created as '$alg' ($mode), $dec reports decided; programs installed: ${nprog:-?} (want $np); counters: $(grep -E '^(agent_closed|agent_changes|program_resets|rej_not_agent|rej_unknown_prog|rej_libccp) ' /proc/net/ccp | tr '\n' ' ')"
 	done
 
@@ -386,7 +397,7 @@ else
 		{ [ "$alg" = $a ] && [ "$dec" -ge 20 ]; } || ok=no
 	done
 	d_closed=$(( $(ctr agent_closed) - c0_closed ))
-	check restart_reattach '[ $ok = yes ] && [ "$attach" != never ] && fle $attach 3.0 && [ "$nprog" = "$NPROG_M" ] && fge $sum $(calc "0.5 * $BASE") && [ $d_closed -ge 1 ]' \
+	check restart_reattach '[ $ok = yes ] && [ "$attach" != never ] && fle "$attach" 3.0 && [ "$nprog" = "$NPROG_M" ] && fge "$sum" "$(calc "0.5 * $BASE")" && [ $d_closed -ge 1 ]' \
 		"agent stopped with 5 flows, a new one (--alg reno) started (listening after ${listen}s): all under CCP control ${attach}s later;$detail together $sum Mbit/s in the last 8 s (native cubic $BASE); programs installed $nprog (want $NPROG_M); agent_closed +$d_closed"
 
 	# ------------------------------------------------ forged datapath messages
@@ -425,7 +436,7 @@ else
 	g=$($CHECK gap $T/afuzz.json 0.5 16)
 	d_lost=$(( $(ctr agent_lost) - c0_lost ))
 	drops=$(grep -c 'not sent by the kernel' $OUT/agent.log)
-	check agent_fuzz_ccp_mocc '[ $arc = 0 ] && [ $alive = yes ] && [ $d_lost = 0 ] && [ "$aalg" = mocc ] && [ "$asid" = "$live" ] && [ $((d2 - d1)) -ge 20 ] && fle $g 1.0 && fge $X 5 && [ $drops -ge 1 ]' \
+	check agent_fuzz_ccp_mocc '[ $arc = 0 ] && [ $alive = yes ] && [ $d_lost = 0 ] && [ "$aalg" = mocc ] && [ "$asid" = "$live" ] && nums agent_fuzz_ccp_mocc "$d1" "$d2" && [ $((d2 - d1)) -ge 20 ] && fle "$g" 1.0 && fge "$X" 5 && [ $drops -ge 1 ]' \
 		"nlfuzz -a $aport rc $arc ($(grep -E 'agent port|unprivileged:' $T/nlfuzz-agent.out | cut -d: -f2- | tr '\n' ' ')); agent alive: $alive; ccp_mocc flow sid $live (agent's: $asid '$aalg') decisions $d0 before, $d1 after the fuzz, $d2 at the end; agent_lost +$d_lost; $X Mbit/s, longest gap ${g}s; agent log lines on dropped datagrams: $drops"
 
 	# ------------------------------------------------ a second agent
@@ -468,7 +479,7 @@ else
 	iperf_srv_wait
 	g=$($CHECK gap $T/second-long.json 0.5 40)
 	d_chg=$(( $(ctr agent_changes) - c0_chg )); d_na=$(( $(ctr rej_not_agent) - r0_na ))
-	check second_agent '[ "$portB" != "$portA" ] && [ "$portB" != 0 ] && [ $d_chg -ge 1 ] && [ $d_na -ge 1 ] && [ $((dB2 - dB1)) -ge 10 ] && [ "$portA2" = "$portA" ] && [ $((dA2 - dA1)) -ge 10 ] && fle $g 1.0' \
+	check second_agent '[ "$portB" != "$portA" ] && [ "$portB" != 0 ] && [ $d_chg -ge 1 ] && [ $d_na -ge 1 ] && nums second_agent "$dB1" "$dB2" "$dA1" "$dA2" && [ $((dB2 - dB1)) -ge 10 ] && [ "$portA2" = "$portA" ] && [ $((dA2 - dA1)) -ge 10 ] && fle "$g" 1.0' \
 		"second agent (pid $B_PID): agent port $portA -> $portB (agent_changes +$d_chg, first agent's answers refused: rej_not_agent +$d_na), it decided flow ${live:-?} $dB1 -> $dB2 times; after it stopped: port $portA2, the first agent decided $dA1 -> $dA2; longest gap ${g}s"
 	# ------------------------------------------------ unprivileged forgery (issue 26)
 	# As nobody, nlfuzz -u tries every way in while a ccp_cubic flow runs
@@ -538,7 +549,7 @@ else
 	nrc=$?
 	grep -q "needs CAP_NET_ADMIN" $T/agent-nobody.err && nmsg=yes || nmsg=no
 	g=$($CHECK gap $T/unpriv.json 0.5 30)
-	check unpriv_forgery '[ $urc = 0 ] && [ $nrc = 1 ] && [ $nmsg = yes ] && [ -z "$changed" ] && [ "$mode0" = ccp ] && [ "$mode1" = ccp ] && [ "$members0" = "$members1" ] && [ $forged = 0 ] && [ "$asid" = "$live" ] && [ $((d1 - d0)) -ge 10 ] && fle $g 1.0' \
+	check unpriv_forgery '[ $urc = 0 ] && [ $nrc = 1 ] && [ $nmsg = yes ] && [ -z "$changed" ] && [ "$mode0" = ccp ] && [ "$mode1" = ccp ] && [ "$members0" = "$members1" ] && [ $forged = 0 ] && [ "$asid" = "$live" ] && nums unpriv_forgery "$d0" "$d1" && [ $((d1 - d0)) -ge 10 ] && fle "$g" 1.0' \
 		"nlfuzz -u rc $urc in ${tf}s ($(grep -E 'command|MEMBERSHIP|bind|to the|to group' $T/nlfuzz-unpriv.out | sed 's/^nlfuzz: unprivileged: //' | tr '\n' ';')); changed:${changed:- nothing}; flow sid $live mode $mode0 -> $mode1, decided $d0 -> $d1; group members $members0 -> $members1; flow-log creates/closes during the fuzz: $forged; longest gap ${g}s; ccp-agent as nobody: rc $nrc, '$(tail -1 $T/agent-nobody.err | cut -c1-120)'"
 fi
 
@@ -636,7 +647,7 @@ nccp=$(awk -v s="$fsid" '$2==s && $4=="ccp"' $T/fault.samples | wc -l)
 nfb=$(awk -v s="$fsid" '$2==s && $4!="ccp"' $T/fault.samples | wc -l)
 d_ff=$(( $(ctr fault_fallbacks) - ff0 )); d_ie=$(( $(ctr invoke_errors) - ie0 ))
 klog=$(dmesg | grep -c 'faulted on')
-check fault_fallback '[ -n "$fsid" ] && [ "$lat" != none ] && [ "$lat" -lt 1000 ] && [ $d_ff -ge 1 ] && [ $ncre -ge 2 ] && fge $X $(calc "0.5 * $BASE") && [ $klog -ge 1 ]' \
+check fault_fallback '[ -n "$fsid" ] && [ "$lat" != none ] && [ "$lat" -lt 1000 ] && [ $d_ff -ge 1 ] && [ $ncre -ge 2 ] && fge "$X" "$(calc "0.5 * $BASE")" && [ $klog -ge 1 ]' \
 	"data flow sid ${fsid:-?} under the fake agent's faulting program: fresh CREATE ${lat} ms after the program was handed out (bound 1000 ms); CREATEs for it: $ncre; snapshots in mode ccp $nccp, other $nfb; fault_fallbacks +$d_ff, invoke_errors +$d_ie; $X Mbit/s (native cubic $BASE); kernel log lines: $klog"
 
 # ---------------------------------------------------------------- 2,000 flows
@@ -693,7 +704,7 @@ else
 		created=$($CHECK creates $FLM2 | awk '$2=="ccp_reno"{print $1}' | sort -u | wc -l)
 		dctr() { echo $(( $(awk -v k=$1 '$1==k{print $2}' $T/many-after.ctr) - $(awk -v k=$1 '$1==k{print $2}' $T/many-lost.ctr) )); }
 		log "many flows: up after ${tup}s, all attached after ${tfirst}s ($n1); fallback after stop $nfb; re-attached ${attach}s after listen ($n2)"
-		check many_flows_reattach '[ $n1 -ge $MANY ] && [ $nfb -ge $MANY ] && [ "$attach" != never ] && fle $attach $MANY_BOUND && [ $created -ge $MANY ]' \
+		check many_flows_reattach '[ $n1 -ge $MANY ] && [ $nfb -ge $MANY ] && [ "$attach" != never ] && fle "$attach" $MANY_BOUND && [ $created -ge $MANY ]' \
 			"$MANY ccp_reno connections (up ${tup}s, all attached to the first agent: $n1 after ${tfirst}s); agent stopped: $nfb in fallback; new agent listening $(calc "$tl - $tr0")s after start: all $MANY attached ${attach}s later (bound ${MANY_BOUND}s; $n2 at the end), it created $created distinct flows; during the re-attach: creates_sent +$(dctr creates_sent) recreates +$(dctr recreates) create_retries +$(dctr create_retries) tx_nobufs +$(dctr tx_nobufs) rx_stale +$(dctr rx_stale) sweeps +$(dctr sweeps)"
 		agent_stop
 		for i in $(seq 150); do rmmod ccp_kernel 2>/dev/null && break; nap 0.1; done
@@ -718,8 +729,11 @@ fi
 # before stopped their agents: one is started here, so that the first
 # rmmod finds an agent.)  The module is loaded again with the suite's
 # parameters ($KO_PARAMS: the emulated path's namespaces get slots).
-if [ -z "$AGENT_PID" ] && agent_available; then
-	agent_start $T/flows-flood.jsonl
+flood_agent=running
+if ! agent_available; then
+	flood_agent="no agent binary at $AGENT"
+elif [ -z "$AGENT_PID" ]; then
+	agent_start $T/flows-flood.jsonl || flood_agent="did not start: $(tail -2 $OUT/agent.log | tr '\n' ' ')"
 fi
 dm0=$(dmesg | wc -l)
 fpids=
@@ -768,8 +782,8 @@ bad=$(grep -cE "BUG:|WARNING:|Oops|soft lockup|hung_task|general protection|UBSA
 [ -d /sys/module/ccp_kernel ] && loaded=yes || loaded=no
 rootsent=$(grep -h 'flood (root' $T/flood-*.out | wc -l)
 hsum=$(echo $handled | tr ' ' '\n' | awk '{s += $1} END {print s + 0}')
-check rmmod_under_flood '[ "$ok" = yes ] && [ $cycles = 5 ] && [ $loaded = yes ] && [ $bad = 0 ] && [ $rootsent = 3 ] && [ $hsum -gt 0 ] && [ "$pjrc" = 0 ] && { [ $aexit = none ] || [ $aexit = 1 ]; }' \
-	"$cycles rmmod/insmod cycles under 5 flooders ($ok); messages the datapath handled in the second before each rmmod:$handled; agent at the first rmmod: exit code $aexit ($(grep -c 'datapath was unloaded' $OUT/agent.log) log lines); groups joined in advance: $(grep -o 'joined [0-9]* group ids' $T/prejoin.out), module noticed (mcast_prejoined) ${prejoined:-?}, nobody heard: $(grep -o 'received as nobody: [0-9]* datapath' $T/prejoin.out) (rc $pjrc); dmesg lines with BUG/WARNING/Oops: $bad; flooders: $(grep -ho '[0-9]* messages' $T/flood-*.out | tr '\n' ' ')"
+check rmmod_under_flood '[ "$ok" = yes ] && [ $cycles = 5 ] && [ $loaded = yes ] && [ $bad = 0 ] && [ $rootsent = 3 ] && [ $hsum -gt 0 ] && [ "$pjrc" = 0 ] && [ "$aexit" = 1 ]' \
+	"$cycles rmmod/insmod cycles under 5 flooders ($ok); messages the datapath handled in the second before each rmmod:$handled; agent ($flood_agent) at the first rmmod: exit code $aexit ($(grep -c 'datapath was unloaded' $OUT/agent.log) log lines); groups joined in advance: $(grep -o 'joined [0-9]* group ids' $T/prejoin.out), module noticed (mcast_prejoined) ${prejoined:-?}, nobody heard: $(grep -o 'received as nobody: [0-9]* datapath' $T/prejoin.out) (rc $pjrc); dmesg lines with BUG/WARNING/Oops: $bad; flooders: $(grep -ho '[0-9]* messages' $T/flood-*.out | tr '\n' ' ')"
 
 # ---------------------------------------------------------------- unload
 iperf_srv 5201 $T/unload.json
@@ -789,7 +803,7 @@ for i in $(seq 50); do
 	rmmod ccp_kernel 2>/dev/null && { unloaded=yes; break; }
 	nap 0.1
 done
-check module_unload '[ $busy_rc != 0 ] && [ $still = yes ] && fle $g 1.0 && fge $X 5 && [ $unloaded = yes ]' \
+check module_unload '[ $busy_rc != 0 ] && [ $still = yes ] && fle "$g" 1.0 && fge "$X" 5 && [ $unloaded = yes ]' \
 	"rmmod during a ccp_reno flow refused ($(head -c 80 $T/rmmod-busy.err | tr '\n' ' ')), the flow went on ($X Mbit/s, longest gap ${g}s); rmmod after the flows ended: $unloaded"
 if [ $unloaded = yes ]; then
 	insmod $KO $KO_PARAMS && rmmod ccp_kernel
@@ -850,15 +864,15 @@ else
 		$AGENT ctl --control $CTL flows > $T/pref.ctlflows 2>&1
 		wait $pa $pb
 		wait $sa $sb
-		XA=$($PF thr $T/pref-a.sink 3 $PSECS 2>/dev/null || echo 0)
-		XB=$($PF thr $T/pref-b.sink 3 $PSECS 2>/dev/null || echo 0)
+		XA=$($PF thr $T/pref-a.sink 3 $PSECS 2>/dev/null || echo none)
+		XB=$($PF thr $T/pref-b.sink 3 $PSECS 2>/dev/null || echo none)
 		LB=$(sed -n 's/.*"local": "\([0-9.:]*\)".*/\1/p' $T/pref-b.send)
 		read wa sra <<<"$($PF flowlog $FLP 10.0.1.1:40001)"
 		read wb srb <<<"$($PF flowlog $FLP ${LB:-none})"
 		breply=$(grep -o '"state": "[a-z]*"' $T/pref-b.send | head -1)
 		berr=$(grep -o '"error": "[^"]*"' $T/pref-b.send)
 		log "preferences: A $XA Mbit/s w $wa ($sra), B $XB Mbit/s w $wb ($srb); $(tr '\n' ' ' < $T/pref-a.ctl) B: $breply $berr"
-		check pref_two_sockets '[ $arc = 0 ] && grep -q pending $T/pref-a.ctl && [ -n "$breply" ] && [ -z "$berr" ] && [ "$wa" = 0.8,0.1,0.1 ] && [ "$sra" = socket ] && [ "$wb" = 0.1,0.8,0.1 ] && [ "$srb" = socket ] && fge $XA $(calc "1.3 * $XB") && fge $(calc "$XA + $XB") 5' \
+		check pref_two_sockets '[ $arc = 0 ] && grep -q pending $T/pref-a.ctl && [ -n "$breply" ] && [ -z "$berr" ] && [ "$wa" = 0.8,0.1,0.1 ] && [ "$sra" = socket ] && [ "$wb" = 0.1,0.8,0.1 ] && [ "$srb" = socket ] && fge "$XA" "$(calc "1.3 * $XB")" && fge "$(calc "$XA + $XB")" 5' \
 			"A (ctl set-pref before connect: $(tr '\n' ' ' < $T/pref-a.ctl| cut -c1-60)) in the agent: w $wa from $sra, $XA Mbit/s; B (ccp_train.pref after connect: ${breply:-no reply}${berr:+ $berr}) local ${LB:-?}: w $wb from $srb, $XB Mbit/s; rule: A >= 1.3x B"
 		d1=$(mval $T/pref-m1.txt ccp_decisions_total); d2=$(mval $T/pref-m2.txt ccp_decisions_total)
 		r1=$(mval $T/pref-m1.txt ccp_kernel_reports_sent); r2=$(mval $T/pref-m2.txt ccp_kernel_reports_sent)
@@ -891,10 +905,13 @@ else
 		read rd ad <<<"$($PF created $FLP ${LD:-none})"
 		ec=$($PF choose $TAB 0.1,0.8,0.1)
 		ed=$($PF choose $TAB 0.4,0.5,0.1)
-		XC=$($PF thr $T/auto-5231.sink 1 4 2>/dev/null || echo 0)
-		XD=$($PF thr $T/auto-5232.sink 1 4 2>/dev/null || echo 0)
-		check auto_by_preference '[ "$rc" = ccp_auto ] && [ "$ac" = "$ec" ] && [ "$rd" = ccp_auto ] && [ "$ad" = "$ed" ] && fge $XC 1 && fge $XD 1' \
-			"C (ctl set-pref 0.1,0.8,0.1): requested $rc, ran $ac, the table says $ec, $XC Mbit/s; D (--w 0.4,0.5,0.1): requested $rd, ran $ad, the table says $ed, $XD Mbit/s"
+		XC=$($PF thr $T/auto-5231.sink 1 4 2>/dev/null || echo none)
+		XD=$($PF thr $T/auto-5232.sink 1 4 2>/dev/null || echo none)
+		# the two preferences must get different algorithms (the table names
+		# mocc for C's and bbr for D's): the same one for both would pass the
+		# per-socket comparison with a selection that ignores the preference
+		check auto_by_preference '[ -n "$ec" ] && [ -n "$ed" ] && [ "$ec" != "$ed" ] && [ "$rc" = ccp_auto ] && [ "$ac" = "$ec" ] && [ "$rd" = ccp_auto ] && [ "$ad" = "$ed" ] && [ "$ac" != "$ad" ] && fge "$XC" 1 && fge "$XD" 1' \
+			"C (ctl set-pref 0.1,0.8,0.1): requested $rc, ran $ac, the table says $ec, $XC Mbit/s; D (--w 0.4,0.5,0.1): requested $rd, ran $ad, the table says $ed, $XD Mbit/s; different algorithms: $([ -n "$ac" ] && [ "$ac" != "$ad" ] && echo yes || echo no)"
 	fi
 	agent_stop
 	for i in $(seq 50); do rmmod ccp_kernel 2>/dev/null && break; nap 0.1; done

@@ -52,5 +52,6 @@ pub mod programs;
 #[cfg(feature = "sim")]
 pub mod simrun;
 pub mod sources;
+pub mod testing;
 
 pub use agent::{Agent, AgentOptions, ConfigError, RunningAgent};

@@ -109,6 +109,45 @@ impl AgentProc {
         self.wait_for_exit(limit)
     }
 
+    /// The agent's IPC counters: SIGUSR1, then the `ccp-agent stats: {...}` line it prints
+    /// on stderr (polled, up to `limit`); `None` if no new line came.
+    pub fn stats(&self, limit: Duration) -> Option<serde_json::Value> {
+        const TAG: &str = "ccp-agent stats: ";
+        let lines = |t: &str| -> Vec<String> {
+            t.lines()
+                .filter_map(|l| l.strip_prefix(TAG))
+                .map(str::to_string)
+                .collect()
+        };
+        let n = lines(&self.stderr_text()).len();
+        self.signal("USR1");
+        let deadline = Instant::now() + limit;
+        loop {
+            // a whole line: the agent writes it with one write(2), newline included
+            let text = self.stderr_text();
+            let got = lines(&text);
+            if got.len() > n && text.ends_with('\n') {
+                return serde_json::from_str(&got[n]).ok();
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Poll the agent's stderr until it contains `needle` (up to `limit`).
+    pub fn wait_for_log(&self, needle: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while !self.stderr_text().contains(needle) {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    }
+
     /// Resident set size (KiB) of the agent process.
     pub fn rss_kib(&self) -> u64 {
         rss_kib(self.pid())

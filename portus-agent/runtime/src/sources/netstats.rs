@@ -514,7 +514,11 @@ impl PolledStats {
 
     /// Paths with a fresh sample now.
     pub fn fresh_paths(&self) -> usize {
-        let now = Instant::now();
+        self.fresh_paths_at(Instant::now())
+    }
+
+    /// Paths with a fresh sample at `now` (the clock passed in: tests).
+    pub fn fresh_paths_at(&self, now: Instant) -> usize {
         self.table
             .load()
             .iter()
@@ -537,16 +541,23 @@ impl PolledStats {
     }
 }
 
-impl NetworkStats for PolledStats {
-    fn latest(&self, path: &PathKey) -> Option<NetStats> {
+impl PolledStats {
+    /// [`NetworkStats::latest`] at `now` (the clock passed in: tests).
+    pub fn latest_at(&self, path: &PathKey, now: Instant) -> Option<NetStats> {
         let table = self.table.load();
         let e = Self::entry_for(&table, path)?;
-        let age = Instant::now().saturating_duration_since(e.measured_at);
+        let age = now.saturating_duration_since(e.measured_at);
         if age > self.stale_after {
             return None;
         }
         let age_us = u64::try_from(age.as_micros()).unwrap_or(u64::MAX);
         NetStats::new(e.pnc_pkts, e.pna, e.known_share, e.seq, age_us).ok()
+    }
+}
+
+impl NetworkStats for PolledStats {
+    fn latest(&self, path: &PathKey) -> Option<NetStats> {
+        self.latest_at(path, Instant::now())
     }
 }
 
@@ -1060,16 +1071,18 @@ mod tests {
 
     #[test]
     fn a_flow_reads_its_longest_prefix_else_the_default_and_stale_is_none() {
-        let s = PolledStats::new(Duration::from_millis(200));
-        assert_eq!(s.latest(&DEFAULT), None);
+        // one clock for the whole test, passed in: nothing here depends on how fast it runs
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        let s = PolledStats::new(ms(200));
+        assert_eq!(s.latest_at(&DEFAULT, now), None);
         let body = r#"{"seq":1,"paths":[
             {"dst":"default","pnc_pkts":1,"pna":0.9,"known_share":1},
             {"dst":"10.0.0.0/8","pnc_pkts":2,"pna":0.8,"known_share":1},
             {"dst":"10.0.2.0/24","pnc_pkts":3,"pna":0.7,"known_share":1},
             {"dst":"fd00::/64","pnc_pkts":4,"pna":0.6,"known_share":1}]}"#;
-        let now = Instant::now();
         s.apply(parse_reply(body.as_bytes()).unwrap(), now);
-        let pnc = |k: &PathKey| s.latest(k).map(|x| x.pnc_pkts());
+        let pnc = |k: &PathKey| s.latest_at(k, now).map(|x| x.pnc_pkts());
         assert_eq!(pnc(&DEFAULT), Some(1.0));
         assert_eq!(pnc(&dst([10, 0, 2, 9])), Some(3.0));
         assert_eq!(pnc(&dst([10, 9, 0, 1])), Some(2.0));
@@ -1079,32 +1092,47 @@ mod tests {
         };
         assert_eq!(pnc(&v6), Some(4.0));
         // the same source sample again keeps its number; a new one gets the next
-        let seq = s.latest(&DEFAULT).unwrap().seq();
-        s.apply(parse_reply(body.as_bytes()).unwrap(), Instant::now());
-        assert_eq!(s.latest(&DEFAULT).unwrap().seq(), seq);
+        let seq = s.latest_at(&DEFAULT, now).unwrap().seq();
+        s.apply(parse_reply(body.as_bytes()).unwrap(), now + ms(10));
+        let again = s.latest_at(&DEFAULT, now + ms(10)).unwrap();
+        assert_eq!(again.seq(), seq);
+        // ... and its measurement time: 10 ms old
+        assert_eq!(again.age_us(), 10_000);
         s.apply(
             parse_reply(body.replace("\"seq\":1", "\"seq\":2").as_bytes()).unwrap(),
-            Instant::now(),
+            now + ms(20),
         );
-        assert!(s.latest(&DEFAULT).unwrap().seq() > seq);
+        assert!(s.latest_at(&DEFAULT, now + ms(20)).unwrap().seq() > seq);
         // a sample served as old starts old; past stale_after it is none
         let aged = r#"{"seq":3,"age_ms":150,"paths":[{"dst":"default","pnc_pkts":1,"pna":0.9,"known_share":1}]}"#;
-        s.apply(parse_reply(aged.as_bytes()).unwrap(), Instant::now());
-        let got = s.latest(&DEFAULT).unwrap();
-        assert!(got.age_us() >= 150_000, "{got:?}");
+        let t = now + ms(30);
+        s.apply(parse_reply(aged.as_bytes()).unwrap(), t);
+        let got = s.latest_at(&DEFAULT, t).unwrap();
+        assert_eq!(got.age_us(), 150_000, "{got:?}");
+        assert_eq!(s.fresh_paths_at(t), 1);
+        // fresh up to stale_after (200 ms) inclusive, none past it
+        assert_eq!(
+            s.latest_at(&DEFAULT, t + ms(50)).map(|x| x.age_us()),
+            Some(200_000)
+        );
+        assert_eq!(s.latest_at(&DEFAULT, t + ms(51)), None);
+        assert_eq!(s.fresh_paths_at(t + ms(51)), 0);
         // a prefix gone from the table: its flows read the default path
-        assert_eq!(pnc(&dst([10, 0, 2, 9])), Some(1.0));
+        assert_eq!(
+            s.latest_at(&dst([10, 0, 2, 9]), t).map(|x| x.pnc_pkts()),
+            Some(1.0)
+        );
         // no default path: an unmatched flow has none
         let only =
             r#"{"seq":4,"paths":[{"dst":"10.0.2.0/24","pnc_pkts":3,"pna":0.7,"known_share":1}]}"#;
-        let t = PolledStats::new(Duration::from_secs(1));
-        t.apply(parse_reply(only.as_bytes()).unwrap(), Instant::now());
-        assert_eq!(t.latest(&DEFAULT), None);
-        assert_eq!(t.latest(&dst([10, 0, 3, 1])), None);
-        assert!(t.latest(&dst([10, 0, 2, 1])).is_some());
-        std::thread::sleep(Duration::from_millis(60));
-        assert_eq!(s.latest(&DEFAULT), None);
-        assert_eq!(s.fresh_paths(), 0);
+        let u = PolledStats::new(Duration::from_secs(1));
+        u.apply(parse_reply(only.as_bytes()).unwrap(), now);
+        assert_eq!(u.latest_at(&DEFAULT, now), None);
+        assert_eq!(u.latest_at(&dst([10, 0, 3, 1]), now), None);
+        assert!(u.latest_at(&dst([10, 0, 2, 1]), now).is_some());
+        // the trait's latest reads the real clock: a sample measured now is fresh
+        u.apply(parse_reply(only.as_bytes()).unwrap(), Instant::now());
+        assert!(u.latest(&dst([10, 0, 2, 1])).is_some());
     }
 
     #[test]
@@ -1284,17 +1312,26 @@ mod tests {
         let s = p.source();
         until("sample", || s.latest(&DEFAULT).is_some());
         decide(&mut d);
+        let total_failed = || -> u64 {
+            s.counters
+                .failed
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .sum()
+        };
         for junk in [
             ok_json("]]"),
             Reply::Raw(vec![0xff; 64], Duration::ZERO),
             ok_json(&good(2, f64::MAX, 0.5)),
         ] {
+            // deciding all along, until the poller has failed on it and withdrawn the samples
+            let before = total_failed();
             srv.set(junk);
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_millis(150) {
+            until("the junk reply counted and withdrawn", || {
                 decide(&mut d);
-                std::thread::sleep(Duration::from_millis(2));
-            }
+                total_failed() > before && s.latest(&DEFAULT).is_none()
+            });
+            decide(&mut d);
         }
         srv.set(ok_json(&good(3, 5.0, 0.5)));
         until("sample 3", || {
@@ -1306,12 +1343,7 @@ mod tests {
         assert_eq!(got[0].map(|x| x.1), Some(3.0));
         assert_eq!(got[1], None);
         assert_eq!(got[2].map(|x| x.1), Some(5.0));
-        let total: u64 = s
-            .counters
-            .failed
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .sum();
+        let total = total_failed();
         assert!(total >= 3, "{total}");
     }
 }
