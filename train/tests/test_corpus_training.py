@@ -66,7 +66,7 @@ def _traces(sample: Callable[[random.Random], str], n: int, seed: int = 7) -> li
 
 @pytest.mark.parametrize("trainer", TRAINERS)
 def test_default_trace_episodes_are_train_split_recordings(trainer, tmp_path, by_file) -> None:
-    # defaults but the trace probability (Jury's is 0: Table 1's constant links) and the
+    # defaults but the trace probability (1 instead of each trainer's) and the
     # rotation (off, so the drawn file is the one in the scenario)
     sample, _ = _episodes(trainer, tmp_path, "--trace-prob", "1", "--trace-offsets", "1")
     drawn = _traces(sample, 300)
@@ -109,7 +109,7 @@ def test_default_flags_are_the_corpus_default_kinds(tmp_path) -> None:
     got = {t: (a.trace_prob, tuple(a.trace_scale), a.trace_offsets)
            for t in TRAINERS for a in [_args(t, tmp_path)]}
     assert got == {"mocc": (0.25, (0.5, 2.0), 0), "owl": (0.25, (1.0, 1.0), 8),
-                   "nuwa": (0.5, (0.5, 2.0), 8), "jury": (0.0, (1.0, 1.0), 8)}
+                   "nuwa": (0.5, (0.5, 2.0), 8), "jury": (0.25, (1.0, 1.0), 8)}
 
 
 def test_owl_capacity_is_the_drawn_traces_mean_times_its_scale(tmp_path) -> None:
