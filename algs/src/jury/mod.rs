@@ -71,7 +71,10 @@
 //!   `s = Σ u·v / Σ u²` over the last `occupancy_window` intervals that carry a step of a
 //!   trial. Everything else in `a_j` (the policy's steps, eq. 6's, the other flows' trials) is
 //!   independent of `u_i` and averages out; a pair sums to zero, so a slow drift does too.
-//!   With it the corner and `(±1, 0)` reach Jain ≥ 0.999 at 60, 120 and 210 ms. The other
+//!   With it the corner and `(±1, 0)` reach Jain ≥ 0.999 at 60, 120 and 210 ms on the fluid
+//!   bottleneck. Not yet in the packet simulator: there a 5 % trial reads a share of about
+//!   0.4–0.5 for a lone flow on an empty link at 60–120 ms (measured; the notes), and a
+//!   policy trained on it starves (t1 in the notes). The other
 //!   choices stay for the record: `rate`, `own` (the step against the policy's centre),
 //!   `explore` (exploration's sign alone). Eq. 6, the range `(μ, δ)` and the inputs are the
 //!   paper's.
