@@ -8,8 +8,11 @@ exported to ``DIR/jury.onnx`` with its card (``DIR/jury.json``) and ``DIR/jury.z
 
 **What is trained.** Every flow of an episode is a Jury flow sharing the policy: 2-10 flows
 (``--flows``) with staggered starts on one bottleneck drawn from the paper's Table 1 ranges
-(20-100 Mbit/s, 10-60 ms RTT, 0.8-1.5 BDP, 0-0.1 % loss). With probability ``--trace-prob``
-(default 0: the paper's constant links) a trace replaces the constant rate: a recording of the
+widened (issue 38): 20-100 Mbit/s, 0.8-1.5 BDP as in Table 1, but RTT 10-200 ms (Table 1:
+10-60) and random loss 0-1 % (Table 1: 0-0.1 %), uniform, so that long and lossy paths (the
+satellite case) are inside what the policy has seen. With probability ``--trace-prob``
+(default 0.25, as MOCC's and Owl's; 0: the paper's constant links only) a trace replaces the
+constant rate: a recording of the
 trace corpus's ``train`` split (a kind drawn by ``--trace-kinds``, then a recording uniformly),
 explicit ``--traces`` files instead, or with ``--synthetic-prob`` a synthetic capacity log; a
 recording starts at one of ``--trace-offsets`` points of its period, scaled by
@@ -19,7 +22,10 @@ Observations, the post-processing
 update and the reward (eq. 9) are the Rust core's (``algs/src/jury/``), run by the agent's own
 flow driver inside the simulator: the policy is trained inside exactly what serves it. The
 policy's action is the range ``(μ, δ)``; SB3's actor squashes each output with tanh and the
-action box ``μ ∈ [−1, 1], δ ∈ [0, 1]`` rescales it, which is the μ/δ head the paper describes.
+action box (``μ ∈ [−mu_bound, mu_bound]``, ``δ ∈ [min_delta, 1]``: ``[−0.5, 0.5] × [0.5, 1]``
+by default) rescales it, which is the μ/δ head the paper describes. Eq. 5's share estimate is
+the core's ``probe`` (a dynamics knob, in the card): by default ``trial``, each flow's own
+paired ±ε trials (a deviation from §3.1, ``docs/algorithms/jury.md``).
 
 **Episode starts.** Below capacity eq. 9 pays ``ratio_bw = 0`` whatever a flow does, and the
 largest action grows the window 2.5 % per 30 ms, so from the initial window the first reward
@@ -358,14 +364,16 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--flows", type=ints, default="2,10", help="Jury flows per bottleneck: lo,hi")
     s.add_argument("--duration-s", type=floats(2), default="20,30")
     s.add_argument("--rate-mbps", type=floats(2), default="20,100")
-    s.add_argument("--rtt-ms", type=floats(2), default="10,60")
+    s.add_argument("--rtt-ms", type=floats(2), default="10,200",
+                   help="base RTT, uniform (Table 1: 10,60; widened, issue 38)")
     s.add_argument("--buffer-bdp", type=floats(2), default="0.8,1.5")
-    s.add_argument("--loss", type=floats(2), default="0,0.001")
+    s.add_argument("--loss", type=floats(2), default="0,0.01",
+                   help="random loss, uniform (Table 1: 0,0.001; widened, issue 38)")
     s.add_argument("--stagger-s", type=floats(2), default="0,2",
                    help="flows of one bottleneck start this far apart")
-    s.add_argument("--trace-prob", type=float, default=0.0,
-                   help="P(an episode runs a trace instead of a constant rate; 0: Table 1's "
-                        "constant links)")
+    s.add_argument("--trace-prob", type=float, default=0.25,
+                   help="P(an episode runs a recording of the corpus's train split (or "
+                        "--traces) instead of a constant rate; 0: Table 1's constant links)")
     s.add_argument("--trace-scale", type=floats(2), default="1,1",
                    help="trace capacity multiplier range")
     s.add_argument("--trace-offsets", type=int, default=8,

@@ -66,7 +66,7 @@ def _traces(sample: Callable[[random.Random], str], n: int, seed: int = 7) -> li
 
 @pytest.mark.parametrize("trainer", TRAINERS)
 def test_default_trace_episodes_are_train_split_recordings(trainer, tmp_path, by_file) -> None:
-    # defaults but the trace probability (Jury's is 0: Table 1's constant links) and the
+    # defaults but the trace probability (1 instead of each trainer's) and the
     # rotation (off, so the drawn file is the one in the scenario)
     sample, _ = _episodes(trainer, tmp_path, "--trace-prob", "1", "--trace-offsets", "1")
     drawn = _traces(sample, 300)
@@ -109,7 +109,7 @@ def test_default_flags_are_the_corpus_default_kinds(tmp_path) -> None:
     got = {t: (a.trace_prob, tuple(a.trace_scale), a.trace_offsets)
            for t in TRAINERS for a in [_args(t, tmp_path)]}
     assert got == {"mocc": (0.25, (0.5, 2.0), 0), "owl": (0.25, (1.0, 1.0), 8),
-                   "nuwa": (0.5, (0.5, 2.0), 8), "jury": (0.0, (1.0, 1.0), 8)}
+                   "nuwa": (0.5, (0.5, 2.0), 8), "jury": (0.25, (1.0, 1.0), 8)}
 
 
 def test_owl_capacity_is_the_drawn_traces_mean_times_its_scale(tmp_path) -> None:
@@ -292,7 +292,7 @@ GOLDEN = {
             'driving-2016.down.15000ms.<digest>"\nbuffer_pkts = 626\nloss = 0.000000\n'
             '[[flow]]\nalg = "owl"\nrtt_ms = 36.478\nstart_s = 0.000\n[netstats]\n'
             'period_s = 1.0\nknown_share = 0.5345\n'),
-    # Jury had no traces: its default episodes must not change
+    # Jury had no traces: its Table 1 episodes (the pre-issue-38 defaults, given) must not change
     "jury": ("a3ac9f847fe1023ff430571d63059af4ff1cac8026ae3f38657f8c7688f5e59f", 0,
              'duration_s = 23.238\nseed = 323946140\n[link]\nrate_mbps = 51.5859\nbuffer_bdp = '
              '0.8338\nloss = 0.000821\n[[flow]]\nalg = "jury"\nrtt_ms = 28.284\nstart_s = '
@@ -303,7 +303,7 @@ GOLDEN = {
 GOLDEN_FLAGS = {"mocc": ("--traces", f"{A},{B}", "--trace-prob", "0.5"),
                 "nuwa": ("--traces", f"{A},{B}"),
                 "owl": ("--traces", f"{A},{B}", "--trace-prob", "0.5"),
-                "jury": ()}
+                "jury": ("--trace-prob", "0", "--rtt-ms", "10,60", "--loss", "0,0.001")}
 
 
 @pytest.mark.parametrize("trainer", TRAINERS)
@@ -324,9 +324,9 @@ def test_explicit_traces_draw_the_pre_corpus_sequence(trainer, tmp_path) -> None
 
 def test_jury_without_trace_episodes_keeps_its_sequence(tmp_path) -> None:
     # the corpus on (the default) at probability 0 draws nothing: the same episodes
-    base, _ = _episodes("jury", tmp_path)
-    for extra in (("--trace-prob", "0"), ("--trace-kinds", ""), ("--trace-kinds", "5g=1")):
-        other, _ = _episodes("jury", tmp_path, *extra)
+    base, _ = _episodes("jury", tmp_path, "--trace-prob", "0")
+    for extra in (("--trace-kinds", ""), ("--trace-kinds", "5g=1")):
+        other, _ = _episodes("jury", tmp_path, "--trace-prob", "0", *extra)
         a, b = random.Random(5), random.Random(5)
         assert [base(a) for _ in range(20)] == [other(b) for _ in range(20)]
 

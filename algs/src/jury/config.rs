@@ -22,8 +22,20 @@ pub struct JuryConfig {
     /// The fit updates only while the window's rate changes add up to
     /// `sqrt(Σ(a − 1)²) ≥ min_probe`: near `a = 1` eq. 5 divides measurement noise by `a − 1`.
     pub min_probe: f64,
-    /// What eq. 5's fit regresses the throughput response on ([`Probe`]; §3.1's is `rate`).
+    /// What eq. 5's fit regresses the throughput response on ([`Probe`]; §3.1's is `rate`,
+    /// the default is this implementation's `trial`, a deviation from §3.1).
     pub probe: Probe,
+    /// `trial`: the size ε of a flow's own probe; a trial paces (and windows) the flow at
+    /// `1 + ε` then `1 − ε` times what eq. 7–8 set, or the other way round.
+    pub trial_eps: f64,
+    /// `trial`: control intervals each half of a trial lasts.
+    pub trial_intervals: u32,
+    /// `trial`: a flow waits a number of intervals drawn uniformly from
+    /// `[trial_gap_min, trial_gap_max]` before each trial (its first included), from a random
+    /// stream of its own.
+    pub trial_gap_min: u32,
+    /// See [`Self::trial_gap_min`].
+    pub trial_gap_max: u32,
     /// Largest centre `|μ|` of the policy's action range (its action box). With
     /// `mu_bound ≤ min_delta` the range `[μ − δ, μ + δ]` always contains `a = 0`: flows above
     /// a share the policy picks slow down while those below speed up. Were every flow to
@@ -80,6 +92,12 @@ pub enum Probe {
     /// Only the exploration's random ±1 against the action it replaced: independent across
     /// flows, but present only where eq. 6 lands near `a = 0`.
     Explore,
+    /// A deviation from §3.1 (the default): paired trials of the flow's own, in the manner of
+    /// PCC Vivace's, independent of the policy and of the other flows: after a random gap the
+    /// flow paces at `1 ± ε` for `trial_intervals`, then at `1 ∓ ε` (random order). The fit
+    /// regresses eq. 4's `a/g − 1` (whole rate change `a`) on the trial's step alone, so
+    /// what the flows share (the policy's steps, eq. 6's, the others' trials) averages out.
+    Trial,
 }
 
 /// Knobs that only shape the reward (a training signal), not what the policy observes or how
@@ -99,7 +117,11 @@ impl Default for JuryConfig {
             signal_window: 3,
             occupancy_window: 8,
             min_probe: 0.01,
-            probe: Probe::Rate,
+            probe: Probe::Trial,
+            trial_eps: 0.05,
+            trial_intervals: 2,
+            trial_gap_min: 2,
+            trial_gap_max: 10,
             mu_bound: 0.5,
             min_delta: 0.5,
             explore_band: 0.1,
@@ -137,6 +159,16 @@ impl JuryConfig {
         k.int("signal_window", self.signal_window, 1, 64)?;
         k.int("occupancy_window", self.occupancy_window, 1, 256)?;
         k.real("min_probe", self.min_probe, Range::AboveTo(0.0, 1.0))?;
+        k.real("trial_eps", self.trial_eps, Range::AboveTo(0.0, 0.5))?;
+        k.int("trial_intervals", self.trial_intervals, 1, 1000)?;
+        k.int("trial_gap_min", self.trial_gap_min, 0, 100_000)?;
+        k.int("trial_gap_max", self.trial_gap_max, 0, 100_000)?;
+        k.ordered(
+            "trial_gap_min",
+            f64::from(self.trial_gap_min),
+            "trial_gap_max",
+            f64::from(self.trial_gap_max),
+        )?;
         k.real("mu_bound", self.mu_bound, Range::AboveTo(0.0, 1.0))?;
         k.real("min_delta", self.min_delta, Range::Closed(0.0, 1.0))?;
         k.real("explore_band", self.explore_band, Range::Closed(0.0, 1.0))?;

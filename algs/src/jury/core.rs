@@ -83,10 +83,22 @@ impl OccupancyFit {
     /// too small.
     pub fn push(&mut self, a: f64, g: f64) -> Option<f64> {
         if a.is_finite() && g.is_finite() && a > 0.0 && g > 0.0 {
+            self.push_uv(a - 1.0, a / g - 1.0)
+        } else {
+            self.estimate
+        }
+    }
+
+    /// Add one point of the regression `v = u·s` directly: `u` the flow's own step (its
+    /// probe), `v` eq. 4's `a/g − 1` with `a` the whole rate change (ignored unless both are
+    /// finite). With [`Probe::Trial`] `u` is the trial's step alone: the rest of `a` (the
+    /// policy's steps) and the other flows' steps are independent of it and average out.
+    pub fn push_uv(&mut self, u: f64, v: f64) -> Option<f64> {
+        if u.is_finite() && v.is_finite() {
             if self.pairs.len() == self.n {
                 self.pairs.pop_front();
             }
-            self.pairs.push_back((a - 1.0, a / g - 1.0));
+            self.pairs.push_back((u, v));
             let (uv, uu) = self
                 .pairs
                 .iter()
@@ -161,13 +173,22 @@ pub struct JuryCore {
     metrics: FlowMetrics,
     /// Flow time (µs): the sum of the report intervals so far.
     clock_us: u64,
+    /// The window eq. 7 sets (bytes); the datapath gets it times the trial's factor.
     cwnd: f64,
+    /// The pacing rate the datapath gets (bytes/s), the trial's factor included.
     rate: f64,
-    /// `(time, pacing rate, Σ ln own step)` of every decision, oldest first: the own step
-    /// is what [`JuryConfig::probe`] counts as the flow's own.
+    /// `(time, pacing rate, own)` of every decision, oldest first: `own` is `Σ ln own step`
+    /// for [`Probe::Own`] and [`Probe::Explore`], `ln` of the trial's factor for
+    /// [`Probe::Trial`].
     rates: VecDeque<(u64, f64, f64)>,
-    /// `Σ ln own step` so far.
+    /// See `rates`.
     own: f64,
+    /// [`Probe::Trial`]: the trial's sign for each coming decision (0: between trials).
+    plan: VecDeque<i8>,
+    /// The trial's sign in effect.
+    trial: i8,
+    /// The trials' random stream (its own: independent of exploration's).
+    trial_rng: u64,
     prev_thr: Option<f64>,
     prev_rtt: Option<f64>,
     rtt_min: Option<f64>,
@@ -214,6 +235,9 @@ impl JuryCore {
             last: None,
             // a per-flow stream: flows of one host explore independently, runs repeat
             rng: splitmix(u64::from(info.sock_id) ^ 0x6a75_7279_5f65_7870),
+            plan: VecDeque::new(),
+            trial: 0,
+            trial_rng: splitmix(splitmix(u64::from(info.sock_id) ^ 0x6a75_7279_5f74_7269)),
             last_action: 0.0,
             decisions: 0,
             forced: 0,
@@ -234,9 +258,21 @@ impl JuryCore {
     pub fn ratio_bw(&self) -> f64 {
         self.occ.estimate().unwrap_or(0.0)
     }
-    /// The window (bytes).
+    /// The window the datapath gets (bytes): eq. 7's times the trial's factor.
     pub fn cwnd_bytes(&self) -> f64 {
+        (self.cwnd * self.trial_factor()).min(MAX_CWND_BYTES)
+    }
+    /// The window eq. 7 set (bytes), without the trial.
+    pub fn base_cwnd_bytes(&self) -> f64 {
         self.cwnd
+    }
+    /// The trial's sign in effect: `+1`, `−1`, or 0 between trials (always 0 but with
+    /// [`Probe::Trial`]).
+    pub fn trial_sign(&self) -> i8 {
+        self.trial
+    }
+    fn trial_factor(&self) -> f64 {
+        1.0 + f64::from(self.trial) * self.config.trial_eps
     }
     /// The pacing rate (bytes/s).
     pub fn rate_bps(&self) -> f64 {
@@ -300,7 +336,7 @@ impl JuryCore {
             .prev_rtt
             .unwrap_or(self.config.initial_rtt_ms * 1000.0)
             .max(1.0);
-        self.rate = (self.cwnd * 1e6 / rtt_us).clamp(1.0, MAX_RATE_BPS);
+        self.rate = (self.cwnd * self.trial_factor() * 1e6 / rtt_us).clamp(1.0, MAX_RATE_BPS);
         if self.rates.len() == RATE_MEMORY {
             self.rates.pop_front();
         }
@@ -323,19 +359,49 @@ impl JuryCore {
     fn step(&mut self, a: f64, common: f64) {
         let alpha = self.config.alpha;
         self.cwnd = self.bound_cwnd(window_update(self.cwnd, a, alpha));
-        self.own += (window_update(1.0, a, alpha) / window_update(1.0, common, alpha)).ln();
+        if self.config.probe == Probe::Trial {
+            self.trial = self.next_trial();
+            self.own = self.trial_factor().ln();
+        } else {
+            self.own += (window_update(1.0, a, alpha) / window_update(1.0, common, alpha)).ln();
+        }
         self.last_action = a;
         self.set_rate();
     }
 
     fn action(&mut self) -> Action {
         let a = Action {
-            cwnd_bytes: Some(self.cwnd as u32),
+            cwnd_bytes: Some(self.cwnd_bytes() as u32),
             rate_bps: Some(self.rate as u64),
             report_interval_us: None,
         };
         self.metrics.record(&a);
         a
+    }
+
+    /// The trial's sign for the next decision: plans a gap of `U{gap_min..=gap_max}` zeros
+    /// and a pair `(s, −s)` of `trial_intervals` each, `s = ±1` at random, whenever the last
+    /// plan is spent.
+    fn next_trial(&mut self) -> i8 {
+        if self.plan.is_empty() {
+            let (lo, n) = (
+                self.config.trial_gap_min,
+                self.config.trial_intervals as usize,
+            );
+            let hi = self.config.trial_gap_max.max(lo);
+            let gap = lo + (self.trial_unit() * f64::from(hi - lo + 1)).floor() as u32;
+            let sign: i8 = if self.trial_unit() < 0.5 { 1 } else { -1 };
+            self.plan
+                .extend(std::iter::repeat_n(0, gap.min(hi) as usize));
+            self.plan.extend(std::iter::repeat_n(sign, n));
+            self.plan.extend(std::iter::repeat_n(-sign, n));
+        }
+        self.plan.pop_front().unwrap_or(0)
+    }
+
+    fn trial_unit(&mut self) -> f64 {
+        self.trial_rng = splitmix(self.trial_rng);
+        (self.trial_rng >> 11) as f64 / (1u64 << 53) as f64
     }
 
     fn next_unit(&mut self) -> f64 {
@@ -387,11 +453,23 @@ impl JuryCore {
             if prev > 0.0 && thr > 0.0 {
                 let sent = self.clock_us as f64 - r - dt / 2.0;
                 let (now, before) = (self.rate_at(sent), self.rate_at(sent - dt));
-                let a = match self.config.probe {
-                    Probe::Rate => now.0 / before.0,
-                    Probe::Own | Probe::Explore => (now.1 - before.1).exp(),
-                };
-                self.occ.push(a, thr / prev);
+                let g = thr / prev;
+                match self.config.probe {
+                    Probe::Rate => {
+                        self.occ.push(now.0 / before.0, g);
+                    }
+                    Probe::Own | Probe::Explore => {
+                        self.occ.push((now.1 - before.1).exp(), g);
+                    }
+                    Probe::Trial => {
+                        // only intervals whose packets went out across a step of a trial:
+                        // the window then spans occupancy_window of the flow's own probes
+                        let u = (now.1 - before.1).exp() - 1.0;
+                        if u.abs() > 1e-9 {
+                            self.occ.push_uv(u, now.0 / before.0 / g - 1.0);
+                        }
+                    }
+                }
             }
         }
         self.prev_thr = Some(thr);
@@ -440,7 +518,7 @@ impl LearnedCore for JuryCore {
         self.decisions += 1;
         let common = match self.config.probe {
             Probe::Explore => post,
-            Probe::Rate | Probe::Own => mu,
+            Probe::Rate | Probe::Own | Probe::Trial => mu,
         };
         self.step(a, common);
         self.action()

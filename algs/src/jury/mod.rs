@@ -13,6 +13,8 @@
 //!   q_t = (RTT_t − RTT_min) / Δt                standing queue, in intervals
 //!   s_t = (d, l, q) over the last 10 intervals  → policy π(s_t) = (μ_t, δ_t)
 //!   ratio_bw = (a − g) / (g·(a − 1))  ∈ [0, 1]  (eq. 5) a = x_{t}/x_{t−1}, g = thr_t/thr_{t−1}
+//!     here (probe = "trial", a deviation): the fit of a/g − 1 = s·u on u = the flow's own
+//!     trial step (paired ±ε, random schedule), see "Probe" below
 //!   a_t = μ_t + (1 − 2·ratio_bw)·δ_t            (eq. 6) |μ| ≤ 0.5 ≤ δ ≤ 1
 //!   a_t ← ±1 (p = 0.9 each way half)   if |a_t| < 0.1            exploration (§3.4)
 //!   cwnd ← cwnd·(1 + α·a)  if a ≥ 0,  cwnd/(1 − α·a)  if a < 0,  α = 0.025      (eq. 7)
@@ -51,9 +53,31 @@
 //!   [0, 1]` box) it reads the common change as each flow's own and gives all flows the same
 //!   estimate, and shares never converge (fluid test: Jain 0.57 vs 0.89 for the same policy).
 //!   `a` is not clipped (`|a| ≤ 1.5`, ±3.75 % per interval); exploration's ±1 is a full step.
-//! - **Probe** (`probe`, default §3.1's `rate`): what eq. 5's fit pairs with the throughput
-//!   change: the whole rate change, the step against the policy's centre (`own`), or the
-//!   exploration's random sign alone (`explore`). Fluid table per probe in the notes.
+//! - **Probe: a deviation from §3.1** (`probe`, default `trial`; §3.1's is `rate`). §3.1 fits
+//!   eq. 5 on the flow's whole rate change and assumes the other flows hold their rates while
+//!   it changes its own. Jury flows share one policy and see the same inputs, so they step
+//!   together, and each one's fit reads the aggregate's change as its own: every flow gets the
+//!   same estimate and eq. 6 cannot move shares. In the fluid table (docs/algorithms/jury.md,
+//!   "The estimator") a policy that switches with the queue stays at Jain 0.59–0.61 at 120 and
+//!   210 ms under `rate`, and the box's corner, where TD3 went, stays at 0.55 under
+//!   `explore` (§3.4's exploration near `a = 0`, which a flow at the corner never reaches).
+//!   So each flow perturbs its own rate on a schedule of its own, in the manner of PCC
+//!   Vivace's randomised paired trials: after a gap of `U{trial_gap_min..=trial_gap_max}`
+//!   intervals (2–10) it paces and windows at `1 + ε` then `1 − ε` times what eq. 7–8 set, or
+//!   the reverse (random order), `trial_intervals` (2) each, ε = `trial_eps` (0.05); the
+//!   stream is its own (SplitMix64 seeded by the socket id, apart from exploration's) and
+//!   never reads the policy. Eq. 4 at a shared FIFO is `a_i/g_i − 1 = Σ_j s_j·(a_j − 1)`; the
+//!   fit regresses its left side (`a` the whole rate change) on the trial's step `u_i` alone,
+//!   `s = Σ u·v / Σ u²` over the last `occupancy_window` intervals that carry a step of a
+//!   trial. Everything else in `a_j` (the policy's steps, eq. 6's, the other flows' trials) is
+//!   independent of `u_i` and averages out; a pair sums to zero, so a slow drift does too.
+//!   With it the corner and `(±1, 0)` reach Jain ≥ 0.999 at 60, 120 and 210 ms on the fluid
+//!   bottleneck. Not yet in the packet simulator: there a 5 % trial reads a share of about
+//!   0.4–0.5 for a lone flow on an empty link at 60–120 ms (measured; the notes), and a
+//!   policy trained on it starves (t1 in the notes). The other
+//!   choices stay for the record: `rate`, `own` (the step against the policy's centre),
+//!   `explore` (exploration's sign alone). Eq. 6, the range `(μ, δ)` and the inputs are the
+//!   paper's.
 //! - **Exploration** band `|a| < 0.1`, probability 0.9 (the paper: "a high likelihood"),
 //!   from a per-flow SplitMix64 stream seeded by the socket id: runs repeat exactly.
 //! - **Significance** threshold 8 ACKed packets per interval; intervals without any RTT

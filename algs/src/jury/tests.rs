@@ -118,12 +118,15 @@ fn window_update_is_eq_7_and_symmetric() {
 #[test]
 fn too_few_packets_increase_at_the_largest_action_without_the_policy() {
     let mut c = core(JuryConfig::default());
-    let w0 = c.cwnd_bytes();
+    let w0 = c.base_cwnd_bytes();
     let (mut obs, mut mask) = (vec![0.0; c.spec().obs_dim], vec![1.0; c.spec().obs_dim]);
     for k in 1..=5 {
         assert!(!c.observe(&iv(7, 0, 50.0), &mut obs, &mut mask));
         let want = w0 * 1.025f64.powi(k);
-        assert!((c.cwnd_bytes() - want).abs() < 1e-6 * want, "interval {k}");
+        assert!(
+            (c.base_cwnd_bytes() - want).abs() < 1e-6 * want,
+            "interval {k}"
+        );
     }
     assert_eq!(c.counts(), (0, 5, 0));
     // enough packets: the policy decides
@@ -167,11 +170,21 @@ fn observation_is_the_queues_change_delivery_and_standing_size() {
     assert_eq!(obs[n - 1], 1.0);
 }
 
-/// A box where the policy's `μ` is the action (`δ` may be 0): for tests of what follows eq. 6.
+/// A box where the policy's `μ` is the action (`δ` may be 0), without the trials (the
+/// window is eq. 7's alone): for tests of what follows eq. 6.
 fn free_box() -> JuryConfig {
     JuryConfig {
         mu_bound: 1.0,
         min_delta: 0.0,
+        probe: Probe::Rate,
+        ..Default::default()
+    }
+}
+
+/// §3.1's estimator (eq. 5 on the whole rate change), the datapath getting eq. 7's window.
+fn paper() -> JuryConfig {
+    JuryConfig {
+        probe: Probe::Rate,
         ..Default::default()
     }
 }
@@ -243,7 +256,7 @@ fn bad_policy_outputs_are_bounded() {
     // the default box: |μ| ≤ 0.5, δ ≥ 0.5 whatever the policy says
     let mut c = core(JuryConfig {
         explore_band: 0.0,
-        ..Default::default()
+        ..paper()
     });
     c.apply(&[1e9, 1e9]);
     assert_eq!(c.last_action(), 1.5);
@@ -255,7 +268,7 @@ fn bad_policy_outputs_are_bounded() {
 fn the_window_stays_within_four_bdps_of_what_the_path_delivered() {
     let mut c = core(JuryConfig {
         explore_band: 0.0,
-        ..Default::default()
+        ..paper()
     });
     let (mut obs, mut mask) = (vec![0.0; 30], vec![1.0; 30]);
     // a delivery-rate sample of 3.33 MB/s at 40 ms min RTT: 133 kB delivered per RTT; an
@@ -278,7 +291,7 @@ fn the_window_stays_within_four_bdps_of_what_the_path_delivered() {
 
 #[test]
 fn reward_is_eq_9() {
-    let cfg = JuryConfig::default();
+    let cfg = paper();
     let mut c = core(cfg.clone());
     let (mut obs, mut mask) = (vec![0.0; 30], vec![1.0; 30]);
     assert_eq!(c.reward(), 0.0);
@@ -416,12 +429,53 @@ fn two_flows_on_a_fluid_link(
     two_flows_on_a_fluid_path(policy, config, 60)
 }
 
+/// Two intervals' ACKs reported as one 30 ms interval.
+fn merge(a: Interval, b: Interval) -> Interval {
+    let n = (a.rtt_samples + b.rtt_samples).max(1);
+    let mean = |x: &Interval| x.rtt_mean_us.unwrap_or(0.0) * x.rtt_samples as f64;
+    Interval {
+        acked_bytes: a.acked_bytes + b.acked_bytes,
+        acked_pkts: a.acked_pkts + b.acked_pkts,
+        lost_pkts: a.lost_pkts + b.lost_pkts,
+        rtt_min_us: a
+            .rtt_min_us
+            .min(b.rtt_min_us)
+            .or(a.rtt_min_us.or(b.rtt_min_us)),
+        rtt_mean_us: Some((mean(&a) + mean(&b)) / n as f64),
+        rtt_samples: n,
+        ..a
+    }
+}
+
+/// When a fluid interval's ACKs come back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Acks {
+    /// After the base RTT, whatever the queue (the first fluid: its reports' RTT includes the
+    /// queue, so a core that pairs ACKs with the rate one reported RTT earlier looks up to a
+    /// buffer's delay, 1 BDP, too far back).
+    Base,
+    /// After the base RTT plus the queueing delay the interval's packets met, rounded to
+    /// intervals; ACKs due in the same interval are one report (as a fold program's are).
+    Queued,
+}
+
 /// [`two_flows_on_a_fluid_link`] at base RTT `rtt_ms` (a multiple of 30), with a 1-BDP buffer
-/// and the ACK lag scaled with it.
+/// and the ACK lag scaled with it; ACKs after the base RTT ([`Acks::Base`]).
 fn two_flows_on_a_fluid_path(
     policy: impl Fn(&[f32]) -> [f32; 2],
     config: JuryConfig,
     rtt_ms: u32,
+) -> (f64, f64) {
+    fluid_run(policy, config, rtt_ms, Acks::Base)
+}
+
+/// Two flows 15:1 at start on a 50 Mbit/s fluid link at base RTT `rtt_ms` (a multiple of 30),
+/// a 1-BDP buffer, 90 s: (Jain, utilization) over the last 30 s.
+fn fluid_run(
+    policy: impl Fn(&[f32]) -> [f32; 2],
+    config: JuryConfig,
+    rtt_ms: u32,
+    acks: Acks,
 ) -> (f64, f64) {
     let dt = 0.03;
     let rtt_s = f64::from(rtt_ms) / 1000.0;
@@ -436,7 +490,9 @@ fn two_flows_on_a_fluid_path(
         JuryCore::new(config.clone(), &info(1, 300_000)),
         JuryCore::new(config, &info(2, 20_000)),
     ];
-    let mut pending: Vec<std::collections::VecDeque<Interval>> = vec![Default::default(); 2];
+    // per flow: (interval its ACKs are reported in, what they say), in order
+    let mut pending: Vec<std::collections::VecDeque<(usize, Interval)>> =
+        vec![Default::default(); 2];
     let mut rtt = link.rtt_s;
     let mut got = [0.0f64; 2];
     let steps = 3000; // 90 s
@@ -447,27 +503,43 @@ fn two_flows_on_a_fluid_path(
             .collect();
         let (delivered, lost, r) = link.interval(&send, dt);
         rtt = r;
+        let due = match acks {
+            Acks::Base => k + lag as usize,
+            // the queue drains at most one interval's worth per interval: never earlier than
+            // the interval before's
+            Acks::Queued => k + (r / dt).round() as usize,
+        };
         for i in 0..2 {
             let pkts = (delivered[i] / f64::from(MSS)).round() as u64;
-            pending[i].push_back(Interval {
-                acked_bytes: delivered[i] as u64,
-                acked_pkts: pkts,
-                lost_pkts: (lost[i] / f64::from(MSS)).round() as u64,
-                rtt_min_us: Some((r * 1e6) as u64),
-                rtt_mean_us: Some(r * 1e6),
-                rtt_samples: pkts,
-                interval_us: 30_000,
-                ..Default::default()
-            });
+            pending[i].push_back((
+                due,
+                Interval {
+                    acked_bytes: delivered[i] as u64,
+                    acked_pkts: pkts,
+                    lost_pkts: (lost[i] / f64::from(MSS)).round() as u64,
+                    rtt_min_us: Some((r * 1e6) as u64),
+                    rtt_mean_us: Some(r * 1e6),
+                    rtt_samples: pkts,
+                    interval_us: 30_000,
+                    ..Default::default()
+                },
+            ));
             if k >= 2 * steps / 3 {
                 got[i] += delivered[i];
             }
         }
-        if k >= lag {
-            for i in 0..2 {
-                let Some(report) = pending[i].pop_front() else {
-                    continue;
+        for i in 0..2 {
+            let mut report: Option<Interval> = None;
+            while pending[i].front().is_some_and(|(d, _)| *d <= k) {
+                let Some((_, x)) = pending[i].pop_front() else {
+                    break;
                 };
+                report = Some(match report {
+                    None => x,
+                    Some(m) => merge(m, x),
+                });
+            }
+            if let Some(report) = report {
                 let mut obs = vec![0.0; 30];
                 let mut mask = vec![1.0; 30];
                 if flows[i].observe(&report, &mut obs, &mut mask) {
@@ -477,7 +549,7 @@ fn two_flows_on_a_fluid_path(
         }
     }
     let jain = (got[0] + got[1]).powi(2) / (2.0 * (got[0].powi(2) + got[1].powi(2)));
-    let util = (got[0] + got[1]) / (link.c * dt * f64::from(steps / 3));
+    let util = (got[0] + got[1]) / (link.c * dt * (steps / 3) as f64);
     (jain, util)
 }
 
@@ -493,7 +565,7 @@ fn post_processing_alone_converges_two_unequal_flows_to_fair_shares() {
             [-0.3, 0.7]
         }
     };
-    let (jain, util) = two_flows_on_a_fluid_link(policy, JuryConfig::default());
+    let (jain, util) = two_flows_on_a_fluid_link(policy, paper());
     assert!(jain > 0.95, "Jain {jain:.3}");
     assert!(util > 0.8, "utilization {util:.3}");
 }
@@ -515,10 +587,10 @@ fn the_range_floor_keeps_a_bang_bang_policy_fair() {
     let mimd = JuryConfig {
         mu_bound: 1.0,
         min_delta: 0.0,
-        ..JuryConfig::default()
+        ..paper()
     };
     let (jain0, _) = two_flows_on_a_fluid_link(policy, mimd);
-    let (jain, util) = two_flows_on_a_fluid_link(policy, JuryConfig::default());
+    let (jain, util) = two_flows_on_a_fluid_link(policy, paper());
     assert!(jain0 < 0.8, "without the floor: Jain {jain0:.3}");
     assert!(jain > 0.85, "with the floor: Jain {jain:.3}");
     assert!(util > 0.8, "utilization {util:.3}");
@@ -548,6 +620,94 @@ fn only_a_probe_of_its_own_tells_a_flow_its_share_at_long_rtts() {
         assert!(explore > 0.95, "{rtt} ms, explore probe: Jain {explore:.3}");
         assert!(util > 0.9, "{rtt} ms, explore probe: utilization {util:.3}");
     }
+}
+
+/// Bang-bang policies by the queue: `(±mu, delta)`.
+fn by_queue(o: &[f32], mu: f32, delta: f32) -> [f32; 2] {
+    if o[o.len() - 1] < 0.05 {
+        [mu, delta]
+    } else {
+        [-mu, delta]
+    }
+}
+
+#[test]
+fn a_trial_of_its_own_makes_bang_bang_policies_fair_at_every_rtt() {
+    // thresholds fixed before the figures were seen: Jain ≥ 0.95, utilization ≥ 0.9 over the
+    // last 30 s, two flows 15:1 at start, 60/120/210 ms. The policies TD3 drifts to: full
+    // steps by the queue with no range (`(±1, 0)`, which the box clamps to its corner) and
+    // the corner itself, which froze `explore` at 15:1 and `rate` at 120 ms and more
+    type Hand = (&'static str, fn(&[f32]) -> [f32; 2]);
+    let hands: [Hand; 2] = [
+        ("(±1, 0)", |o| by_queue(o, 1.0, 0.0)),
+        ("(±0.5, 0.5)", |o| by_queue(o, 0.5, 0.5)),
+    ];
+    assert_eq!(JuryConfig::default().probe, Probe::Trial);
+    for (name, h) in hands {
+        for rtt in [60, 120, 210] {
+            let (jain, util) = fluid_run(h, JuryConfig::default(), rtt, Acks::Queued);
+            assert!(jain >= 0.95, "{name}, {rtt} ms: Jain {jain:.3}");
+            assert!(util >= 0.9, "{name}, {rtt} ms: utilization {util:.3}");
+        }
+    }
+}
+
+#[test]
+fn trials_are_paired_random_and_the_flows_own() {
+    let signs = |sock, mu: f32| {
+        let cfg = JuryConfig {
+            explore_band: 0.0,
+            ..Default::default()
+        };
+        let mut c = JuryCore::new(cfg, &info(sock, 10 * MSS));
+        let (mut obs, mut mask) = (vec![0.0; 30], vec![1.0; 30]);
+        c.observe(&iv(50, 0, 40.0), &mut obs, &mut mask);
+        (0..3000)
+            .map(|_| {
+                let base = c.base_cwnd_bytes();
+                c.apply(&[mu, 0.5]);
+                let s = c.trial_sign();
+                // the datapath gets eq. 7's window times 1 ± ε
+                let want = c.base_cwnd_bytes() * (1.0 + f64::from(s) * 0.05);
+                assert!((c.cwnd_bytes() - want).abs() < 1e-6 * want);
+                assert!(base > 0.0);
+                s
+            })
+            .collect::<Vec<i8>>()
+    };
+    let a = signs(1, -0.4);
+    // independent of what the policy says, repeatable, and a stream per flow
+    assert_eq!(a, signs(1, -0.5));
+    assert_ne!(a, signs(2, -0.4));
+    // trials: 2 intervals at s, 2 at −s, then a gap of 2-10 intervals
+    let mut runs: Vec<(i8, usize)> = Vec::new();
+    for &s in &a {
+        match runs.last_mut() {
+            Some((v, n)) if *v == s => *n += 1,
+            _ => runs.push((s, 1)),
+        }
+    }
+    let inner = &runs[1..runs.len() - 1];
+    let (mut up_first, mut trials) = (0, 0);
+    for (k, &(v, n)) in inner.iter().enumerate() {
+        if v == 0 {
+            assert!((2..=10).contains(&n), "gap {n}");
+        } else {
+            assert_eq!(n, 2, "half-trial {n}");
+            let prev = inner.get(k.wrapping_sub(1)).map(|r| r.0);
+            if prev == Some(0) {
+                trials += 1;
+                up_first += usize::from(v == 1);
+                assert_eq!(inner.get(k + 1).map(|r| r.0), Some(-v), "paired");
+            }
+        }
+    }
+    // about 3000 / (4 + 6) trials, either order equally likely
+    assert!((250..=350).contains(&trials), "{trials} trials");
+    assert!(
+        up_first.abs_diff(trials / 2) < trials / 6,
+        "{up_first} of {trials}"
+    );
 }
 
 /// The fluid table of docs/algorithms/jury.md: Jain for hand policies × RTT, with eq. 5 fitted
@@ -581,21 +741,24 @@ fn jury_fluid_table() {
             }
         }),
     ];
-    for probe in [Probe::Rate, Probe::Own, Probe::Explore] {
-        for (name, h) in hands {
-            let mut row = format!("{probe:<8?} {name:<22}");
-            for rtt in [60, 120, 210] {
-                let (j, u) = two_flows_on_a_fluid_path(
-                    h,
-                    JuryConfig {
-                        probe,
-                        ..JuryConfig::default()
-                    },
-                    rtt,
-                );
-                row += &format!(" {rtt} ms: Jain {j:.3} util {u:.2} |");
+    for acks in [Acks::Base, Acks::Queued] {
+        for probe in [Probe::Rate, Probe::Own, Probe::Explore, Probe::Trial] {
+            for (name, h) in hands {
+                let mut row = format!("{acks:<6?} {probe:<8?} {name:<22}");
+                for rtt in [60, 120, 210] {
+                    let (j, u) = fluid_run(
+                        h,
+                        JuryConfig {
+                            probe,
+                            ..JuryConfig::default()
+                        },
+                        rtt,
+                        acks,
+                    );
+                    row += &format!(" {rtt} ms: Jain {j:.3} util {u:.2} |");
+                }
+                println!("{row}");
             }
-            println!("{row}");
         }
     }
 }
