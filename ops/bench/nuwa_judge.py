@@ -12,6 +12,8 @@ Criteria, per candidate:
     (seed means first; a Cubic p95 under 1 ms counts as 1 ms);
 (b) links: the median queueing delay (seed mean) within +-30 % of ``--td-ms`` on >= 4 of 5;
 (c) fairness: mean Jain over the fairness suite's scenarios >= Cubic's.
+``all thr``/``all p95``: the same ratios over every recording of those kinds together (the
+selection rule's comparison with the constant gain).
 Prints one table; reads only the figures, chooses nothing.
 """
 
@@ -50,6 +52,8 @@ def geomean(xs: list[float]) -> float:
 def judge(base: dict, cand: dict, alg: str, td_ms: float) -> dict[str, object]:
     res: dict[str, object] = {}
     ok_a = True
+    all_thr: list[float] = []
+    all_p95: list[float] = []
     for kind in CELLULAR:
         thr, p95 = [], []
         for (suite, scen, a), rows in cand.items():
@@ -62,10 +66,15 @@ def judge(base: dict, cand: dict, alg: str, td_ms: float) -> dict[str, object]:
             p95.append(mean(rows, "queue_delay_p95_ms")
                        / max(mean(ref, "queue_delay_p95_ms"), 1.0))
         t, q = geomean(thr), geomean(p95)
+        all_thr += thr
+        all_p95 += p95
         res[f"{kind} thr"] = t
         res[f"{kind} p95"] = q
         ok_a = ok_a and t >= 0.9 and q <= 0.5
     res["(a)"] = ok_a
+    # the selection rule's one cellular figure: every recording of those kinds together
+    res["all thr"] = geomean(all_thr)
+    res["all p95"] = geomean(all_p95)
     in_band = total = 0
     for (suite, _scen, a), rows in sorted(cand.items()):
         if suite == "links" and a == alg:
