@@ -80,6 +80,12 @@ hres() { # PASS|FAIL name detail
 	if [ "$1" = PASS ]; then PASS=$((PASS + 1)); else FAIL=$((FAIL + 1)); fi
 	echo "RESULT $1 $2 ${3:-}"
 }
+# oops_digest CONSOLE-LOG: the lines of a kernel oops that name code
+# (BUG/Oops/RIP/Comm, the call trace's frames, IRQ markers), at most 40
+oops_digest() {
+	grep -E 'BUG:|Oops:|RIP: |Comm: |Call Trace|<IRQ>|</IRQ>|<TASK>|Kernel panic|\] +(\? )?[A-Za-z_][A-Za-z0-9_.]*\+0x[0-9a-f]+/0x[0-9a-f]+' "$1" |
+		sed -E 's/^\[ *[0-9.]+\] //' | head -40
+}
 finish() {
 	echo
 	echo "==== summary ($(( $(date +%s) - T_START )) s)"
@@ -90,13 +96,19 @@ finish() {
 	for l in "${DIED[@]}"; do
 		echo "---- $l: the kernel's last words (panic, Oops, BUG, WARNING, OOM, with 12 lines after)"
 		grep -n -A12 -E 'Kernel panic|Oops|BUG:|WARNING:|Out of memory|invoked oom-killer|watchdog: ' "$l" | head -80
-		echo "---- $l: last 40 lines"
-		tail -40 "$l"
+		echo "---- $l: last 20 lines"
+		tail -20 "$l"
 	done
 	if [ ${#DIED[@]} -gt 0 ] && [ -f "$OUTD/agent.log" ]; then
-		echo "---- $OUTD/agent.log: last 20 lines"
-		tail -20 "$OUTD/agent.log"
+		echo "---- $OUTD/agent.log: last 10 lines"
+		tail -10 "$OUTD/agent.log"
 	fi
+	# last, where a CI log's tail shows it: where each guest died (the
+	# faulting function and the call trace's functions, one line each)
+	for l in "${DIED[@]}"; do
+		echo "---- $l: oops digest"
+		oops_digest "$l"
+	done
 	echo "$PASS passed, $FAIL failed"
 	[ $FAIL = 0 ]
 	exit

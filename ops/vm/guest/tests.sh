@@ -25,7 +25,10 @@ plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp
 if insmod $KO $KO_PARAMS; then
 	avail=$(sysctl -n net.ipv4.tcp_available_congestion_control)
 	missing=
-	for a in ccp ccp_jury ccp_owl ccp_mocc ccp_iris ccp_nuwa ccp_reno ccp_cubic ccp_bbr ccp_auto; do
+	# every name of the generated table (the agent's registry)
+	names=$(sed -n 's/^[[:space:]]*X("\([a-z0-9_]*\)").*/\1/p' $REPO/datapath/kernel/ccp_algs.h)
+	[ -n "$names" ] || missing=" (no names in datapath/kernel/ccp_algs.h)"
+	for a in $names; do
 		[[ " $avail " == *" $a "* ]] || missing="$missing $a"
 	done
 	check module_load '[ -z "$missing" ] && [ -r /proc/net/ccp ]' \
