@@ -550,3 +550,22 @@ def test_default_algorithms_and_receiver_forms_come_from_the_registry(tmp_path):
     assert set(default_algs()) == set(builtin) | shipped
     assert rx_algs() == ("nuwa",)
     assert {rx for _, rx in _native.receiver_forms()} == {"nuwa", "nuwa_kalman"}
+
+
+def test_preference_algorithms_come_from_the_registry(tmp_path: Path) -> None:
+    """Without a `preference_algs` key, the algorithms that run once per `w` are the learned
+    ones whose observation holds `w` (the registry's spec layout) and auto; a listed key wins."""
+    from ccp_train import _native
+    from ccp_train.harness.runner import preference_algs
+
+    takes_w = [a for a in _native.learned_algorithms() if "w" in _native.spec(a)["layout"]]
+    assert "mocc" in takes_w and "owl" not in takes_w
+    assert preference_algs() == (*takes_w, "auto")
+    body = ('suite = "preferences"\ndescription = "x"\nduration_s = 6\nKEY'
+            'prefs = [[0.8, 0.1, 0.1]]\n[[scenario]]\nname = "p"\nsplit = "tune"\n'
+            'link = { rate_mbps = 20 }\nflows = [{ rtt_ms = 20 }]\n')
+    p = tmp_path / "preferences.toml"
+    p.write_text(body.replace("KEY", ""))
+    assert load_suite(p)[0].preference_algs == (*takes_w, "auto")
+    p.write_text(body.replace("KEY", 'preference_algs = ["reno"]\n'))
+    assert load_suite(p)[0].preference_algs == ("reno",)

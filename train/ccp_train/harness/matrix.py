@@ -295,9 +295,15 @@ def load_suite(path: Path, traces_dir: Path | None = None,
     _check_keys(path, "suite", raw, _SUITE_KEYS)
     dur = _num(path, "duration_s", raw.get("duration_s"), 0.1, 3600)
     prefs = _prefs(path, "prefs", raw["prefs"]) if "prefs" in raw else []
-    palgs = raw.get("preference_algs", [])
-    if not isinstance(palgs, list) or not all(isinstance(a, str) for a in palgs):
-        raise _err(path, "preference_algs", "give a list of algorithm names")
+    if "preference_algs" in raw:
+        palgs = raw["preference_algs"]
+        if not isinstance(palgs, list) or not all(isinstance(a, str) for a in palgs):
+            raise _err(path, "preference_algs", "give a list of algorithm names")
+    else:
+        # from the registry: the learned algorithms whose observation holds `w`, and auto
+        from .runner import preference_algs
+
+        palgs = list(preference_algs()) if prefs else []
     scen = raw.get("scenario", [])
     if not isinstance(scen, list) or not scen:
         raise _err(path, "scenario", "no [[scenario]] tables")

@@ -55,6 +55,18 @@ def rx_algs() -> tuple[str, ...]:
     return tuple(sorted({alg for alg, _ in _native.receiver_forms()}))
 
 
+@functools.lru_cache(maxsize=1)
+def preference_algs() -> tuple[str, ...]:
+    """The algorithms that take a preference ``w``: every learned algorithm whose observation
+    has a ``w`` slice (its ``spec()['layout']``, from the registry), and ``auto`` (the portfolio
+    chooses by ``w``)."""
+    from .. import _native
+
+    takes_w = tuple(a for a in _native.learned_algorithms()
+                    if "w" in _native.spec(a)["layout"])
+    return (*takes_w, AUTO)
+
+
 def _rx_suffix(alg: str) -> str | None:
     return next((s for s in (RXK_SUFFIX, RX_SUFFIX) if alg.endswith(s)), None)
 
