@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * /proc/net/ccp          state and counters, one "name value" per line
- * /proc/net/ccp_flows    one line per flow with a libccp slot (CAP_NET_ADMIN)
+ * /proc/net/ccp_flows    one line per flow with a libccp slot
  * /proc/net/ccp_latency  recent report -> reply -> cwnd-applied latencies
+ *
+ * All three need CAP_NET_ADMIN (in the initial user namespace), checked at
+ * open: they describe every namespace's traffic (counts across namespaces,
+ * the agent's netlink port id, report and answer timings, addresses).  The
+ * mode stays 0444 so that a service holding only CAP_NET_ADMIN (not root:
+ * ops/systemd) can open them.
  */
 #include <linux/capability.h>
 #include <linux/proc_fs.h>
@@ -29,8 +35,8 @@ static const char *const ccpk_mode_names[] = {
 };
 
 /*
- * World-readable, so it takes no lock: counters are per-CPU sums, the
- * modes a lockless snapshot of the slots.
+ * No lock (a reader must not stall the datapath): counters are per-CPU
+ * sums, the modes a lockless snapshot of the slots.
  */
 static int ccpk_stats_show(struct seq_file *m, void *v)
 {
@@ -184,10 +190,16 @@ static const struct seq_operations ccpk_flows_seq_ops = {
 	.show = ccpk_flows_show,
 };
 
+/* who may open the files above: the opener's capability, at open */
+static bool ccpk_proc_allowed(const struct file *file)
+{
+	return file_ns_capable(file, &init_user_ns, CAP_NET_ADMIN);
+}
+
 static int ccpk_flows_open(struct inode *inode, struct file *file)
 {
 	/* flows of every namespace, with their addresses */
-	if (!capable(CAP_NET_ADMIN))
+	if (!ccpk_proc_allowed(file))
 		return -EPERM;
 	return seq_open(file, &ccpk_flows_seq_ops);
 }
@@ -228,14 +240,42 @@ static int ccpk_latency_show(struct seq_file *m, void *v)
 	return 0;
 }
 
+static int ccpk_stats_open(struct inode *inode, struct file *file)
+{
+	if (!ccpk_proc_allowed(file))
+		return -EPERM;
+	return single_open(file, ccpk_stats_show, NULL);
+}
+
+static int ccpk_latency_open(struct inode *inode, struct file *file)
+{
+	if (!ccpk_proc_allowed(file))
+		return -EPERM;
+	return single_open(file, ccpk_latency_show, NULL);
+}
+
+static const struct proc_ops ccpk_stats_proc_ops = {
+	.proc_open = ccpk_stats_open,
+	.proc_read = seq_read,
+	.proc_lseek = seq_lseek,
+	.proc_release = single_release,
+};
+
+static const struct proc_ops ccpk_latency_proc_ops = {
+	.proc_open = ccpk_latency_open,
+	.proc_read = seq_read,
+	.proc_lseek = seq_lseek,
+	.proc_release = single_release,
+};
+
 int ccpk_proc_init(void)
 {
-	if (!proc_create_single("ccp", 0444, init_net.proc_net, ccpk_stats_show))
+	/* CAP_NET_ADMIN only, checked at open (see the top of this file) */
+	if (!proc_create("ccp", 0444, init_net.proc_net, &ccpk_stats_proc_ops))
 		goto err;
-	/* CAP_NET_ADMIN only: checked at open */
 	if (!proc_create("ccp_flows", 0444, init_net.proc_net, &ccpk_flows_proc_ops))
 		goto err_stats;
-	if (!proc_create_single("ccp_latency", 0444, init_net.proc_net, ccpk_latency_show))
+	if (!proc_create("ccp_latency", 0444, init_net.proc_net, &ccpk_latency_proc_ops))
 		goto err_flows;
 	return 0;
 err_flows:

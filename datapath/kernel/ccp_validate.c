@@ -16,7 +16,14 @@
  *    may overlap: the work of one ACK is bounded here (CCPK_MAX_PROG_WORK);
  *  - more than MAX_REPORT_REG leading report DEFs overflow the MEASURE
  *    message buffer on the ACK path;
- *  - UPDATE_FIELDS/CHANGE_PROG updates are read by count, not by length.
+ *  - UPDATE_FIELDS/CHANGE_PROG updates are read by count, not by length;
+ *  - reset_state() sets a program's report field count at its first
+ *    instruction that is not a DEF: a program without one (only DEFs, or no
+ *    instruction) reports with whatever count its slot held before (0: the
+ *    agent reads the report as the flow's close);
+ *  - a DEF takes its value from the right operand's immediate value, which
+ *    only an IMMEDIATE_REG operand sets: any other type leaves the value of
+ *    the program that held the slot before.
  */
 #ifdef __KERNEL__
 #include <linux/kernel.h>
@@ -108,6 +115,9 @@ static enum ccpk_verdict check_install(const u8 *p, size_t len,
 		    !reg_ok(in[6], rd32(in + 7), false) ||
 		    !reg_ok(in[11], rd32(in + 12), false))
 			return CCPK_REJ_PROG;
+		/* a DEF's value is its right operand's immediate (see above) */
+		if (op == DEF && in[11] != IMMEDIATE_REG)
+			return CCPK_REJ_PROG;
 		/* libccp reports one field per leading DEF of a report register */
 		if (op == DEF && in_defs) {
 			if (in[6] == VOLATILE_REPORT_REG ||
@@ -117,7 +127,8 @@ static enum ccpk_verdict check_install(const u8 *p, size_t len,
 			in_defs = false;
 		}
 	}
-	if (nreport > MAX_REPORT_REG)
+	/* no instruction but DEFs: the field count is never set (see above) */
+	if (in_defs || nreport > MAX_REPORT_REG)
 		return CCPK_REJ_PROG;
 	if (work > CCPK_MAX_PROG_WORK)
 		return CCPK_REJ_PROG_WORK;

@@ -235,6 +235,33 @@ int main(void)
 	install(&m, 1);
 	m.b[12] = 2;					/* 2 expressions declared */
 	expect("expression count vs length", &m, CCPK_REJ_LEN);
+	install(&m, 1);
+	m.b[20 + 16 + 11] = 5;				/* DEF report0 = report0 */
+	expect("DEF from a register", &m, CCPK_REJ_PROG);
+	install(&m, 1);
+	m.b[20 + 16 + 16 * 3] = 2;			/* a DEF after the fold */
+	m.b[20 + 16 + 16 * 3 + 11] = 7;			/* from tmp0 */
+	expect("late DEF from a register", &m, CCPK_REJ_PROG);
+	/* only DEFs: libccp never sets the report's field count */
+	hdr(&m, 2, 0);
+	put32(&m, 9); put32(&m, 1); put32(&m, 2);
+	put32(&m, 0); put32(&m, 0); put32(&m, 0); put32(&m, 2);
+	instr(&m, 2, 5, 0, 5, 0, 1, 0);
+	instr(&m, 2, 5, 1, 5, 1, 1, 0);
+	fix_len(&m);
+	expect("only DEFs", &m, CCPK_REJ_PROG);
+	hdr(&m, 2, 0);
+	put32(&m, 9); put32(&m, 0); put32(&m, 0);
+	fix_len(&m);
+	expect("no instructions", &m, CCPK_REJ_PROG);
+	/* one DEF and one fold instruction: the smallest program that reports */
+	hdr(&m, 2, 0);
+	put32(&m, 9); put32(&m, 1); put32(&m, 2);
+	put32(&m, 1); put32(&m, 0); put32(&m, 1); put32(&m, 1);
+	instr(&m, 2, 5, 0, 5, 0, 1, 0);
+	instr(&m, 1, 5, 0, 5, 0, 4, 0);
+	fix_len(&m);
+	expect("one DEF, one fold instruction", &m, CCPK_OK);
 
 	update(&m, 3, 1, 2, 4);
 	expect("update cwnd", &m, CCPK_OK);

@@ -607,15 +607,23 @@ check netns_quota '[ $ok = yes ] && [ $slots = 6 ] && [ $d_ref = 4 ]' \
 	"netns_quota=3, two namespaces with 5 ccp_reno connections each: $slots slots held (want 3 + 3), flows_other_netns $other, flows_netns_refused +$d_ref (want 2 + 2)"
 
 # ---------------------------------------------------------------- flow listing
-# /proc/net/ccp_flows lists every namespace's flows with their addresses:
-# CAP_NET_ADMIN only (nobody, and root without CAP_NET_ADMIN, are refused);
-# the counters in /proc/net/ccp stay world-readable.
-cat /proc/net/ccp_flows > /dev/null 2>&1 && lr=ok || lr=refused
-setpriv --reuid=65534 --regid=65534 --clear-groups -- cat /proc/net/ccp_flows > /dev/null 2> $T/list-nobody.err && ln=ok || ln=refused
-setpriv --inh-caps=-net_admin --bounding-set=-net_admin -- cat /proc/net/ccp_flows > /dev/null 2> $T/list-nocap.err && lc=ok || lc=refused
-setpriv --reuid=65534 --regid=65534 --clear-groups -- cat /proc/net/ccp > /dev/null 2>&1 && sn=ok || sn=refused
-check flow_listing_cap '[ $lr = ok ] && [ $ln = refused ] && [ $lc = refused ] && [ $sn = ok ]' \
-	"/proc/net/ccp_flows: root $lr, nobody $ln ($(head -c 60 $T/list-nobody.err)), root without CAP_NET_ADMIN $lc; /proc/net/ccp for nobody: $sn"
+# /proc/net/ccp_flows lists every namespace's flows with their addresses,
+# /proc/net/ccp counts across namespaces and names the agent's port id,
+# /proc/net/ccp_latency times its answers: CAP_NET_ADMIN only (nobody, and
+# root without CAP_NET_ADMIN, are refused); nobody with CAP_NET_ADMIN as
+# an ambient capability (the systemd unit's way) reads them.
+pr_ok= pr_bad=
+for f in ccp_flows ccp ccp_latency; do
+	cat /proc/net/$f > /dev/null 2>&1 && pr_ok="$pr_ok root:$f" || pr_bad="$pr_bad root:$f"
+	setpriv --reuid=65534 --regid=65534 --clear-groups -- cat /proc/net/$f > /dev/null 2> $T/list-nobody.err &&
+		pr_bad="$pr_bad nobody:$f" || pr_ok="$pr_ok nobody-refused:$f"
+	setpriv --inh-caps=-net_admin --bounding-set=-net_admin -- cat /proc/net/$f > /dev/null 2> $T/list-nocap.err &&
+		pr_bad="$pr_bad nocap:$f" || pr_ok="$pr_ok nocap-refused:$f"
+	setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=+net_admin --ambient-caps=+net_admin -- \
+		cat /proc/net/$f > /dev/null 2> $T/list-ambient.err && pr_ok="$pr_ok ambient:$f" || pr_bad="$pr_bad ambient:$f"
+done
+check flow_listing_cap '[ -z "$pr_bad" ]' \
+	"/proc/net/{ccp_flows,ccp,ccp_latency}: as expected:$pr_ok; wrong:${pr_bad:- none} (nobody: $(head -c 60 $T/list-nobody.err); ambient: $(head -c 60 $T/list-ambient.err))"
 
 # ---------------------------------------------------------------- faulting program
 # A fake agent (ops/vm/fakeagent.c) answers every CREATE with a program that

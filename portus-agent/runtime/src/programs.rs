@@ -6,7 +6,10 @@
 //! are global across algorithms (defect 4). So the agent compiles each program itself at
 //! start-up and refuses to run with a clear error instead. The instruction limit is the one
 //! the simulator and the algorithms' tests check too,
-//! [`ccp_algs::signals::MAX_PROGRAM_INSTRUCTIONS`].
+//! [`ccp_algs::signals::MAX_PROGRAM_INSTRUCTIONS`]. It also applies the kernel datapath's
+//! program rules (`datapath/kernel/ccp_validate.c`), so that a program the kernel would refuse
+//! is refused here first, by name: every DEF takes an immediate value, and a program has at
+//! least one instruction besides its DEFs (libccp sets a report's field count there).
 
 use std::collections::HashSet;
 
@@ -37,6 +40,12 @@ pub enum ProgramError {
     },
     #[error("program name {program} is used by two algorithms; program names are global in portus, prefix them with the algorithm")]
     DuplicateName { program: &'static str },
+    #[error("program {program} of algorithm {alg}: {why} (the kernel datapath refuses it; datapath/kernel/ccp_validate.c)")]
+    KernelRule {
+        alg: &'static str,
+        program: &'static str,
+        why: &'static str,
+    },
     #[error("{n} programs registered; a libccp datapath holds at most {MAX_PROGRAMS}: register fewer algorithms")]
     TooMany { n: usize },
 }
@@ -63,6 +72,15 @@ pub fn validate(registry: &Registry) -> Result<Vec<(&'static str, usize)>, Progr
                 n: bin.instrs.len(),
             });
         }
+        let rule = install_msg(&bin, scope.program_uid)
+            .map_or(Some("does not serialize"), |m| kernel_rule(&m));
+        if let Some(why) = rule {
+            return Err(ProgramError::KernelRule {
+                alg: alg.name(),
+                program: p.name,
+                why,
+            });
+        }
         for f in &p.fields {
             let field = format!("Report.{f}");
             if scope.get(&field).is_none() {
@@ -79,6 +97,41 @@ pub fn validate(registry: &Registry) -> Result<Vec<(&'static str, usize)>, Progr
         return Err(ProgramError::TooMany { n: out.len() });
     }
     Ok(out)
+}
+
+/// The INSTALL message of a compiled program, as the datapath receives it.
+fn install_msg(bin: &portus::lang::Bin, uid: u32) -> Option<Vec<u8>> {
+    portus::serialize::serialize(&portus::serialize::install::Msg {
+        sid: 0,
+        program_uid: uid,
+        num_events: bin.events.len() as u32,
+        num_instrs: bin.instrs.len() as u32,
+        instrs: bin.clone(),
+    })
+    .ok()
+}
+
+/// The kernel validator's rules that portus does not enforce, on an INSTALL message in
+/// libccp's framing (an 8-byte header, uid and counts, 16 bytes per expression, then 16 per
+/// instruction: op, and three registers of a type byte and a u32): `None` when it passes.
+fn kernel_rule(msg: &[u8]) -> Option<&'static str> {
+    const DEF: u8 = 2;
+    const IMMEDIATE_REG: u8 = 1;
+    let nexpr = msg
+        .get(12..16)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let at = 20 + 16 * nexpr as usize;
+    let instrs: Vec<&[u8]> = msg.get(at..).unwrap_or_default().chunks(16).collect();
+    if instrs
+        .iter()
+        .any(|i| i[0] == DEF && i.get(11) != Some(&IMMEDIATE_REG))
+    {
+        return Some("a DEF takes its value from a register, not an immediate");
+    }
+    if instrs.iter().all(|i| i[0] == DEF) {
+        return Some("no instruction besides DEFs");
+    }
+    None
 }
 
 #[cfg(test)]
@@ -142,6 +195,34 @@ mod tests {
             counts.iter().any(|(p, _)| p.starts_with("mocc")),
             "{counts:?}"
         );
+    }
+
+    /// The kernel's program rules on a real program's INSTALL message, and on the same
+    /// message made to break each (portus itself never emits such a program).
+    #[test]
+    fn the_kernels_program_rules_hold_and_catch_what_they_name() {
+        let src = "(def (Report (volatile acked_bytes 0))) \
+                   (when true (:= Report.acked_bytes (+ Report.acked_bytes Ack.bytes_acked)) (report))";
+        let (bin, scope) = portus::lang::compile(src.as_bytes(), &[]).expect("compiles");
+        let msg = install_msg(&bin, scope.program_uid).expect("serializes");
+        assert_eq!(kernel_rule(&msg), None);
+        let nexpr = bin.events.len();
+        let first = 20 + 16 * nexpr;
+        assert_eq!(msg[first], 2, "the program opens with its DEF");
+        // the DEF's value from a tmp register
+        let mut m = msg.clone();
+        m[first + 11] = 7;
+        assert_eq!(
+            kernel_rule(&m),
+            Some("a DEF takes its value from a register, not an immediate")
+        );
+        // every instruction a DEF (with immediates)
+        let mut m = msg.clone();
+        for i in (first..m.len()).step_by(16) {
+            m[i] = 2;
+            m[i + 11] = 1;
+        }
+        assert_eq!(kernel_rule(&m), Some("no instruction besides DEFs"));
     }
 
     #[test]
