@@ -18,6 +18,9 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 use tracing::{error, info, warn};
 
+#[cfg(feature = "sim")]
+mod plot;
+
 /// IPC between agent and datapath.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum IpcArg {
@@ -92,6 +95,11 @@ struct Cli {
     #[arg(long, value_name = "FILE", requires = "sim")]
     csv: Option<PathBuf>,
 
+    /// With --sim: draw every flow's throughput, queueing delay, congestion window and pacing
+    /// rate over time into this SVG file.
+    #[arg(long, value_name = "FILE", requires = "sim")]
+    plot: Option<PathBuf>,
+
     /// TOML file with algorithm knobs, e.g. `[algs.cubic]\nbeta = 0.7`.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -155,6 +163,7 @@ struct Cli {
 /// Flags with a default that the command line gave explicitly: a scenario that overrides
 /// one of them says so (`override_notes`).
 #[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(not(feature = "sim"), allow(dead_code))] // read by --sim only
 struct Given {
     alg: bool,
     w: bool,
@@ -414,6 +423,34 @@ fn run_sim(cli: &Cli, path: &std::path::Path, agent: AgentOptions) -> Result<(),
         run.results
             .write_csv(csv)
             .map_err(|e| Failure::Runtime(anyhow::anyhow!("writing {}: {e}", csv.display())))?;
+    }
+    if let Some(file) = &cli.plot {
+        let labels: Vec<String> = run
+            .results
+            .flows
+            .iter()
+            .zip(&run.flow_algs)
+            .map(
+                |(f, alg)| match f.alg.as_deref().map(ccp_algs::registry::strip_prefix) {
+                    Some(a) if a == ccp_algs::AUTO => format!("{} auto→{alg}", f.id),
+                    _ => format!("{} {alg}", f.id),
+                },
+            )
+            .collect();
+        let title = format!(
+            "{}: {} flows, {} s simulated",
+            path.display(),
+            run.results.flows.len(),
+            run.results.duration_s
+        );
+        let svg = plot::svg(
+            &run.results.series,
+            run.results.series_interval_s,
+            &labels,
+            &title,
+        );
+        std::fs::write(file, svg)
+            .map_err(|e| Failure::Runtime(anyhow::anyhow!("writing {}: {e}", file.display())))?;
     }
     if cli.json {
         let v = simrun::summary_json(&run);
