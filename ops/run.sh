@@ -4,7 +4,7 @@
 #   bash ops/run.sh                          # the portfolio on an LTE path (scenarios/portfolio.toml)
 #   bash ops/run.sh --alg mocc --w 0.1,0.8,0.1   # the same scenario with agent flags
 #   bash ops/run.sh --plot /tmp/portfolio.svg    # and a picture of every flow over time
-#   bash ops/run.sh --sim datapath/sim/scenarios/one-flow.toml --alg reno --json
+#   bash ops/run.sh --sim datapath/sim/scenarios/rtt-unfair.toml --alg reno --json
 # Arguments go to ccp-agent; without --sim (and unless they ask for --help, --version,
 # --list or `ctl`) the default scenario is added. To serve the kernel datapath, run
 # target/release/ccp-agent yourself (README, "Using it").
