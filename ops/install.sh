@@ -10,7 +10,8 @@
 #                                            --release -p ccp-agent --no-default-features,
 #                                            into target/service/)
 #   PREFIX/share/ccp/models/                 models/*.onnx and their cards
-#   PREFIX/lib/ccp/libonnxruntime.so*        onnxruntime from .venv, when there is one
+#   PREFIX/lib/ccp/libonnxruntime.so*        onnxruntime (ops/onnxruntime.sh: the .venv's, else
+#                                            the wheel's library alone, installed if needed)
 #   PREFIX/share/doc/ccp/agent.md            the agent's reference
 #   /etc/systemd/system/ccp-agent.service    ops/systemd/ccp-agent.service
 #   /etc/modules-load.d/ccp-kernel.conf      load ccp_kernel at boot
@@ -73,12 +74,15 @@ for f in "$REPO"/models/*.onnx "$REPO"/models/*.json; do
 done
 put 0644 "$REPO/docs/agent.md" "$PREFIX/share/doc/ccp/agent.md"
 ORT=
-for lib in "$REPO"/.venv/lib/python3*/site-packages/onnxruntime/capi/libonnxruntime.so*; do
-	[ -f "$lib" ] || continue
-	put 0644 "$lib" "$PREFIX/lib/ccp/$(basename "$lib")"
-	ORT=$PREFIX/lib/ccp/$(basename "$lib")
-done
-[ -n "$ORT" ] || echo "  (no onnxruntime in .venv: the learned algorithms stay unavailable until ORT_DYLIB_PATH names one in /etc/ccp/agent.env; bash ops/setup.sh installs it)"
+# the training .venv's onnxruntime, else the library alone (installed if needed; no training stack)
+if ORT_SRC=$(bash "$REPO/ops/onnxruntime.sh"); then
+	for lib in "$(dirname "$ORT_SRC")"/libonnxruntime.so*; do
+		[ -f "$lib" ] || continue
+		put 0644 "$lib" "$PREFIX/lib/ccp/$(basename "$lib")"
+		ORT=$PREFIX/lib/ccp/$(basename "$lib")
+	done
+fi
+[ -n "$ORT" ] || echo "  (no onnxruntime: the learned algorithms stay unavailable until ORT_DYLIB_PATH names one in /etc/ccp/agent.env; bash ops/onnxruntime.sh installs it)"
 UNIT=$(mktemp)
 trap 'rm -f "$UNIT"' EXIT
 sed "s|@PREFIX@|$PREFIX|g" "$REPO/ops/systemd/ccp-agent.service" > "$UNIT"

@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
 # Installs what this repository needs on a fresh Debian 12 machine; safe to run again.
+#   bash ops/setup.sh           # everything: training, evaluation and the tests (ops/test.sh)
+#   bash ops/setup.sh --serve   # only what serving needs (ops/run.sh): no training stack
+# Both:
 #   - libclang-dev: bindgen (datapath/sim/build.rs) generates the libccp FFI with it
 #   - the Rust crates (cargo fetch), so builds and the kernel module find libccp's C sources
-#   - a Python virtualenv at .venv (the training package and its tests live there)
+# --serve: onnxruntime's shared library alone (ops/onnxruntime.sh; a ~20 MB wheel)
+# otherwise: the Python virtualenv at .venv with the training stack (torch, SB3, Ray, ...:
+#   train/requirements.txt; the training package and its tests live there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+serve=0
+case ${1:-} in
+    --serve) serve=1 ;;
+    "") ;;
+    *) echo "usage: bash ops/setup.sh [--serve]" >&2; exit 2 ;;
+esac
 
 missing=()
 for pkg in libclang-dev pkg-config; do
@@ -19,6 +30,11 @@ fi
 
 command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust (rustup) first" >&2; exit 1; }
 cargo fetch --quiet
+
+if [ $serve = 1 ]; then
+    bash ops/onnxruntime.sh > /dev/null
+    exit 0
+fi
 
 # The virtualenv lives in a cache keyed by the requirements' hash (torch alone is ~2.4 GB of
 # wheels); .venv in the repo links to it. CCP_VENV_CACHE moves the cache.

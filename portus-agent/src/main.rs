@@ -14,9 +14,12 @@ use ccp_runtime::control::{self, AuthPolicy, ControlOptions, ControlPlane};
 use ccp_runtime::simrun::{self, IpcKind, RunOptions};
 use ccp_runtime::sources::netstats::PolledStats;
 use ccp_runtime::{Agent, AgentOptions, ConfigError};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 use tracing::{error, info, warn};
+
+#[cfg(feature = "sim")]
+mod plot;
 
 /// IPC between agent and datapath.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -92,6 +95,11 @@ struct Cli {
     #[arg(long, value_name = "FILE", requires = "sim")]
     csv: Option<PathBuf>,
 
+    /// With --sim: draw every flow's throughput, queueing delay, congestion window and pacing
+    /// rate over time into this SVG file.
+    #[arg(long, value_name = "FILE", requires = "sim")]
+    plot: Option<PathBuf>,
+
     /// TOML file with algorithm knobs, e.g. `[algs.cubic]\nbeta = 0.7`.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -146,6 +154,29 @@ struct Cli {
     /// staleness: [netstats] period_ms, timeout_ms, stale_after_ms.
     #[arg(long, value_name = "URL", conflicts_with = "sim", value_parser = parse_url)]
     netstats_url: Option<ccp_runtime::sources::netstats::HttpUrl>,
+
+    /// Which of the defaulted flags the command line gave (not a flag).
+    #[arg(skip)]
+    given: Given,
+}
+
+/// Flags with a default that the command line gave explicitly: a scenario that overrides
+/// one of them says so (`override_notes`).
+#[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(not(feature = "sim"), allow(dead_code))] // read by --sim only
+struct Given {
+    alg: bool,
+    w: bool,
+}
+
+impl Given {
+    fn from_matches(m: &clap::ArgMatches) -> Self {
+        let given = |id: &str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        Given {
+            alg: given("alg"),
+            w: given("w"),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -220,7 +251,12 @@ impl From<ConfigError> for Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    cli.given = Given::from_matches(&matches);
     if let Some(Command::Ctl(c)) = &cli.command {
         return ctl(c);
     }
@@ -374,6 +410,9 @@ fn run_sim(cli: &Cli, path: &std::path::Path, agent: AgentOptions) -> Result<(),
     };
     let scenario = ccp_sim::Scenario::from_file(path)
         .map_err(|e| Failure::Usage(anyhow::anyhow!("scenario {}: {e}", path.display())))?;
+    for note in override_notes(cli, &scenario, path) {
+        eprintln!("ccp-agent: note: {note}");
+    }
     let opts = RunOptions {
         agent,
         ipc,
@@ -385,6 +424,34 @@ fn run_sim(cli: &Cli, path: &std::path::Path, agent: AgentOptions) -> Result<(),
             .write_csv(csv)
             .map_err(|e| Failure::Runtime(anyhow::anyhow!("writing {}: {e}", csv.display())))?;
     }
+    if let Some(file) = &cli.plot {
+        let labels: Vec<String> = run
+            .results
+            .flows
+            .iter()
+            .zip(&run.flow_algs)
+            .map(
+                |(f, alg)| match f.alg.as_deref().map(ccp_algs::registry::strip_prefix) {
+                    Some(a) if a == ccp_algs::AUTO => format!("{} auto→{alg}", f.id),
+                    _ => format!("{} {alg}", f.id),
+                },
+            )
+            .collect();
+        let title = format!(
+            "{}: {} flows, {} s simulated",
+            path.display(),
+            run.results.flows.len(),
+            run.results.duration_s
+        );
+        let svg = plot::svg(
+            &run.results.series,
+            run.results.series_interval_s,
+            &labels,
+            &title,
+        );
+        std::fs::write(file, svg)
+            .map_err(|e| Failure::Runtime(anyhow::anyhow!("writing {}: {e}", file.display())))?;
+    }
     if cli.json {
         let v = simrun::summary_json(&run);
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
@@ -392,6 +459,73 @@ fn run_sim(cli: &Cli, path: &std::path::Path, agent: AgentOptions) -> Result<(),
         print!("{}", simrun::summary_table(&run));
     }
     Ok(())
+}
+
+/// What the scenario overrides of the flags the command line gave: `--alg` runs only the
+/// flows that name no algorithm, `--w` reaches only the flows that give no preference.
+#[cfg(feature = "sim")]
+fn override_notes(cli: &Cli, scenario: &ccp_sim::Scenario, path: &std::path::Path) -> Vec<String> {
+    let mut notes = Vec::new();
+    let sc = path.display();
+    let (alg_own, alg_default): (Vec<usize>, Vec<usize>) =
+        (0..scenario.flows.len()).partition(|&i| scenario.flows[i].alg.is_some());
+    if cli.given.alg && !alg_own.is_empty() {
+        notes.push(if alg_default.is_empty() {
+            format!(
+                "--alg {} applies to no flow: every flow of {sc} names its algorithm (`alg`)",
+                cli.alg
+            )
+        } else {
+            format!(
+                "--alg {} runs {}; {} of {sc} name their own algorithm",
+                cli.alg,
+                flow_list(&alg_default),
+                flow_list(&alg_own)
+            )
+        });
+    }
+    let (w_own, w_default): (Vec<usize>, Vec<usize>) =
+        (0..scenario.flows.len()).partition(|&i| scenario.flows[i].w.is_some());
+    if cli.given.w && !w_own.is_empty() {
+        let w = cli.w.as_array();
+        let w = format!("{},{},{}", w[0], w[1], w[2]);
+        notes.push(if w_default.is_empty() {
+            format!("--w {w} applies to no flow: every flow of {sc} gives its own preference (`w`)")
+        } else {
+            format!(
+                "--w {w} applies to {}; {} of {sc} give their own preference",
+                flow_list(&w_default),
+                flow_list(&w_own)
+            )
+        });
+    }
+    notes
+}
+
+/// `flow 3`, `flows 0-2, 5`.
+#[cfg(feature = "sim")]
+fn flow_list(ids: &[usize]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &i in ids {
+        match runs.last_mut() {
+            Some((_, b)) if *b + 1 == i => *b = i,
+            _ => runs.push((i, i)),
+        }
+    }
+    let runs: Vec<String> = runs
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else if a + 1 == b {
+                format!("{a}, {b}")
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
+    let noun = if ids.len() == 1 { "flow" } else { "flows" };
+    format!("{noun} {}", runs.join(", "))
 }
 
 /// Bind the control socket and the metrics endpoint and start the control plane (`None`:

@@ -233,3 +233,79 @@ fn netlink_without_the_module_says_to_load_it() {
         "{e}"
     );
 }
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A flag the scenario overrides is reported on stderr (issue 44), naming the flows; a flag
+/// that reaches every flow, or one not given, says nothing.
+#[test]
+fn flags_the_scenario_overrides_are_reported() {
+    // one-flow.toml names `cubic` for its only flow: --alg reaches no flow
+    let o = agent(&["--alg", "bbr", "--sim", &one_flow()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("note: --alg bbr applies to no flow: every flow of")
+            && stderr(&o).contains("one-flow.toml names its algorithm"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stdout(&o).contains("   0 cubic "), "{}", stdout(&o));
+    // the default, not given: nothing to report
+    let o = agent(&["--sim", &one_flow()]);
+    assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
+    // rtt-unfair.toml names neither alg nor w: --alg and --w reach every flow, no note
+    let sc = scenarios().join("rtt-unfair.toml").display().to_string();
+    let o = agent(&["--alg", "reno", "--w", "0.1,0.8,0.1", "--sim", &sc]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
+    let out = stdout(&o);
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(rows.len(), 3);
+    assert!(
+        rows.iter()
+            .all(|r| r.contains(" reno* ") && r.contains("0.10,0.80,0.10*")),
+        "{rows:?}"
+    );
+    // portfolio.toml: flow 0 takes --alg, flows 5 and 6 give their own w
+    let sc = scenarios().join("portfolio.toml").display().to_string();
+    let o = agent(&["--alg", "reno", "--w", "0.3,0.3,0.4", "--sim", &sc]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("note: --alg reno runs flow 0; flows 1-6 of"),
+        "{e}"
+    );
+    assert!(
+        e.contains("note: --w 0.3,0.3,0.4 applies to flows 0-4; flows 5, 6 of"),
+        "{e}"
+    );
+}
+
+/// `--plot FILE` writes one SVG with a line per flow in each panel and a legend entry per
+/// flow.
+#[test]
+fn plot_draws_every_flow() {
+    let file = std::env::temp_dir().join(format!("ccp-plot-{}.svg", std::process::id()));
+    let sc = scenarios()
+        .join("three-staggered.toml")
+        .display()
+        .to_string();
+    let o = agent(&["--sim", &sc, "--plot", &file.display().to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(&file).expect("the plot");
+    let _ = std::fs::remove_file(&file);
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    for label in [">0 cubic<", ">1 cubic<", ">2 cubic<", "throughput (Mbit/s)"] {
+        assert!(svg.contains(label), "{label}");
+    }
+    // Cubic is unpaced: throughput, queueing delay and cwnd, one line each per flow
+    assert_eq!(svg.matches("<path ").count(), 9, "{svg}");
+    // --plot needs --sim
+    let o = agent(&["--plot", "/tmp/x.svg"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -164,6 +164,7 @@ fn shipped_scenarios_run() {
         "rtt-unfair.toml",
         "lossy-long-rtt.toml",
         "cellular.toml",
+        "portfolio.toml",
     ] {
         let sc = Scenario::from_file(scenarios_dir().join(name)).unwrap();
         let (r, log) = run_with(&sc, "cubic", None);

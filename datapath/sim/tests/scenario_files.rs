@@ -191,4 +191,31 @@ fn shipped_scenarios_parse() {
     let three = Scenario::from_file(dir.join("three-staggered.toml")).unwrap();
     let starts: Vec<f64> = three.flows.iter().map(|f| f.start_s).collect();
     assert_eq!(starts, [0.0, 10.0, 20.0]);
+    // the default scenario (ops/run.sh): flows take turns, each starting at a multiple of
+    // the trace's period, so every one sees the same capacity; none overlaps another
+    let p = Scenario::from_file(dir.join("portfolio.toml")).unwrap();
+    let Capacity::Trace {
+        opportunities_ms, ..
+    } = &p.link.capacity
+    else {
+        panic!(
+            "portfolio.toml: not a mahimahi trace: {:?}",
+            p.link.capacity
+        );
+    };
+    let period_s = *opportunities_ms.last().unwrap() as f64 / 1e3;
+    assert_eq!(period_s, 30.0);
+    let mean = p.link.capacity.mean_bps();
+    assert!(mean > 15e6 && mean < 19e6, "{mean}");
+    for (i, f) in p.flows.iter().enumerate() {
+        assert_eq!(f.start_s, 30.0 * i as f64, "flow {i}");
+        assert!(f.stop_s.unwrap() <= f.start_s + period_s, "flow {i}");
+    }
+    assert!(p.flows[0].alg.is_none() && p.flows[0].w.is_none());
+    let autos: Vec<_> = p
+        .flows
+        .iter()
+        .filter(|f| f.alg.as_deref() == Some("auto"))
+        .collect();
+    assert!(autos.len() == 2 && autos.iter().all(|f| f.w.is_some()));
 }

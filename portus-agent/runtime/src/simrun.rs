@@ -258,21 +258,40 @@ pub fn summary_json(run: &SimRun) -> serde_json::Value {
     })
 }
 
-/// The default human-readable output.
+/// The default human-readable output: one row per flow and a summary line. A flow's `alg`
+/// reads `auto→<alg>` when the portfolio chose it by the flow's preference; a `*` marks an
+/// algorithm or a preference the flow took from the agent's `--alg` / `--w` (its scenario
+/// entry names none).
 pub fn summary_table(run: &SimRun) -> String {
     use std::fmt::Write as _;
     let r = &run.results;
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>4} {:<8} {:>17} {:>10} {:>6} {:>9} {:>9} {:>10} {:>8}",
-        "flow", "alg", "w", "thr Mbps", "util", "rtt p50", "rtt p95", "qdel p95", "loss"
+        "{:>4} {:<11} {:<15} {:>8} {:>6} {:>9} {:>9} {:>10} {:>7}",
+        "flow", "alg", "w thr,lat,loss", "Mbit/s", "util", "rtt p50", "rtt p95", "qdel p95", "loss"
     );
+    let (mut starred, mut auto) = (false, false);
     for ((f, alg), w) in r.flows.iter().zip(&run.flow_algs).zip(&run.flow_ws) {
-        let w = format!("{:.2},{:.2},{:.2}", w[0], w[1], w[2]);
+        let alg = match f.alg.as_deref().map(ccp_algs::registry::strip_prefix) {
+            Some(a) if a == ccp_algs::AUTO => {
+                auto = true;
+                format!("{a}→{alg}")
+            }
+            Some(_) => (*alg).to_string(),
+            None => format!("{alg}*"),
+        };
+        let w = format!(
+            "{:.2},{:.2},{:.2}{}",
+            w[0],
+            w[1],
+            w[2],
+            if f.w.is_none() { "*" } else { "" }
+        );
+        starred |= f.alg.is_none() || f.w.is_none();
         let _ = writeln!(
             s,
-            "{:>4} {:<8} {:>17} {:>10.2} {:>6.3} {:>7.1}ms {:>7.1}ms {:>8.1}ms {:>8.4}",
+            "{:>4} {:<11} {:<15} {:>8.2} {:>6.3} {:>7.1}ms {:>7.1}ms {:>8.1}ms {:>7.4}",
             f.id,
             alg,
             w,
@@ -284,14 +303,21 @@ pub fn summary_table(run: &SimRun) -> String {
             f.loss_rate
         );
     }
-    let jain = r
-        .jain
-        .map(|j| format!("{j:.3}"))
-        .unwrap_or_else(|| "n/a".into());
+    let jain = r.jain.map(|j| format!(", Jain {j:.3}")).unwrap_or_default();
     let _ = writeln!(
         s,
-        "link utilization {:.3}, Jain {jain}, queueing delay p95 {:.1} ms ({} packets simulated in {:.2} s)",
+        "link utilization {:.3}{jain}, queueing delay p95 {:.1} ms ({} packets simulated in {:.2} s)",
         r.utilization, r.queue_delay_p95_ms, r.sim_packets, r.wall_s
     );
+    let mut legend = Vec::new();
+    if starred {
+        legend.push("*: the agent's --alg / --w (the scenario gives the flow none)");
+    }
+    if auto {
+        legend.push("auto→X: the portfolio's choice for the flow's w");
+    }
+    if !legend.is_empty() {
+        let _ = writeln!(s, "{}", legend.join("; "));
+    }
     s
 }
