@@ -41,6 +41,8 @@ static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 	X(flows_started)	/* sockets that selected a ccp* algorithm */ \
 	X(flows_no_slot)	/* no connection slot / no memory: Reno only */ \
 	X(flows_netns_refused)	/* namespace policy: no slot, Reno only */ \
+	X(flows_loopback)	/* loopback path (loopback=0): no slot, Reno only */ \
+	X(flows_uid_refused)	/* its user holds uid_share of the slots: Reno only */ \
 	X(flows_closed)							\
 	X(attaches)		/* PENDING -> ATTACHED, first time */	\
 	X(reattaches)		/* PENDING -> ATTACHED, had been before */ \
@@ -59,6 +61,7 @@ static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 	X(creates_sent)							\
 	X(recreates)		/* CREATE re-sent for an existing flow */ \
 	X(create_retries)	/* ... because the last one went unanswered */ \
+	X(creates_throttled)	/* CREATEs held back by create_rate */ \
 	X(sweeps)		/* passes over the flows after an agent event */ \
 	X(reports_sent)							\
 	X(closes_sent)							\
@@ -114,6 +117,7 @@ struct ccpk_flow {
 	   reported:1,		/* the current invoke sent a report */
 	   other_netns:1;	/* counted against its namespace's quota */
 	u8 tries;		/* CREATEs sent since the last answer */
+	u32 uid;		/* owner's kuid, counted in ccpk->uids */
 	u8 fault_streak;	/* fault fallbacks since the last clean report */
 	u16 faults;		/* consecutive faulting ACKs */
 	unsigned long retry_at;	/* jiffies: when FALLBACK/PENDING (re)announces */
@@ -149,10 +153,16 @@ struct ccpk_datapath {
 	bool nl_up;		/* the genl family is registered */
 	bool shutting_down;
 
-	/* written once per report or answer */
+	/*
+	 * Read on every ACK (the watchdog), alone on its cache line and
+	 * written only when it changes: set by the first send that waits
+	 * for an answer, cleared by the first answer after it.
+	 */
 	unsigned long pending_since ____cacheline_aligned_in_smp;
 				/* jiffies of the oldest send waiting for an answer; 0: none */
-	unsigned long events;	/* CCPK_EV_* for event_work */
+
+	/* written per agent message or applied update: off the ACK path's lines */
+	unsigned long events ____cacheline_aligned_in_smp;	/* CCPK_EV_* for event_work */
 	u32 nolistener_gen;	/* gen when a send found no listener */
 	atomic64_t lat_count;
 	u64 last_rx_ns;
@@ -169,6 +179,8 @@ struct ccpk_datapath {
 	u32 *free_slots;	/* ring of free slot numbers, FIFO */
 	u32 free_head;
 	u32 nfree;
+	struct ccpk_uid_count *uids;	/* slots per user (ccp_policy.h) */
+	u32 uid_mask;
 	u32 id;			/* datapath id in READY */
 	/*
 	 * The agent whose programs are in libccp's table: the netlink port id

@@ -359,7 +359,9 @@ static int ccpk_handle(u8 *buf, int len, u32 portid,
 
 	ccpk_inc(rx_ok);
 	ccpk->last_rx_ns = ktime_get_ns();
-	WRITE_ONCE(ccpk->pending_since, 0);	/* the agent is answering */
+	/* the agent is answering; written only on a change (read per ACK) */
+	if (READ_ONCE(ccpk->pending_since))
+		WRITE_ONCE(ccpk->pending_since, 0);
 
 	switch (mi.type) {
 	case INSTALL_EXPR:
@@ -432,6 +434,13 @@ static int ccpk_nl_notify(struct notifier_block *nb, unsigned long event,
 
 	if (event != NETLINK_URELEASE || n->protocol != NETLINK_GENERIC ||
 	    !net_eq(n->net, &init_net) || !n->portid)
+		return NOTIFY_DONE;
+	/*
+	 * Every closing genl socket of init_net passes here: only the
+	 * agent's takes the lock (checked again under it).
+	 */
+	if (!READ_ONCE(ccpk->agent_known) ||
+	    READ_ONCE(ccpk->agent_portid) != n->portid)
 		return NOTIFY_DONE;
 	spin_lock_bh(&ccpk->lock);
 	if (!ccpk->shutting_down)

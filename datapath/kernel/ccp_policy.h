@@ -2,8 +2,9 @@
 /*
  * Decisions of the CCP datapath that do not need kernel state: when a flow
  * announces itself (again) to the agent, how long it waits for an answer,
- * when faults of its program make it fall back, and whether a socket of a
- * network namespace other than the initial one gets a connection slot.
+ * when faults of its program make it fall back, whether a socket of a
+ * network namespace other than the initial one gets a connection slot, and
+ * how many slots one user may hold.
  * Pure functions: the same header is compiled into the module and into a
  * user-space unit test (tests/policy_test.c).  Times are in jiffies or
  * milliseconds as named; jiffies comparisons are wrap-safe like the
@@ -160,6 +161,82 @@ static inline bool ccpk_netns_admit(bool init_ns, u32 ns_flows, u32 quota,
 	if (init_ns)
 		return true;
 	return ns_flows < quota && other_flows < total;
+}
+
+/*
+ * Slots per user.  One user's sockets (the socket's owner, a kuid: the same
+ * user in every user and network namespace) may hold at most @pct percent
+ * of @max_flows slots (at least one), so that no user can take every slot
+ * and leave everyone else's flows to the in-kernel Reno.  100: no limit.
+ */
+static inline u32 ccpk_uid_quota(u32 max_flows, u32 pct)
+{
+	u64 q = (u64)max_flows * (pct > 100 ? 100 : pct) / 100;
+
+	return q ? (u32)q : 1;
+}
+
+/*
+ * The slots each user holds: an open-addressing table (linear probing) of
+ * @mask + 1 entries, a power of two at least twice max_flows, so it never
+ * fills (no more users than slots).  n == 0 marks an empty entry; removal
+ * shifts the entries after it back (no tombstones).  Under ccpk->lock.
+ */
+struct ccpk_uid_count {
+	u32 uid;
+	u32 n;
+};
+
+static inline u32 ccpk_uid_home(u32 uid, u32 mask)
+{
+	return (u32)(uid * 2654435761u) & mask;	/* Knuth's multiplicative hash */
+}
+
+/* The entry of @uid, or the empty entry where it would go. */
+static inline struct ccpk_uid_count *ccpk_uid_slot(struct ccpk_uid_count *t,
+						   u32 mask, u32 uid)
+{
+	u32 i = ccpk_uid_home(uid, mask), k;
+
+	for (k = 0; k <= mask; k++, i = (i + 1) & mask)
+		if (!t[i].n || t[i].uid == uid)
+			return &t[i];
+	return NULL;	/* full: cannot happen at the sizes above */
+}
+
+/* One more slot for @uid if it holds fewer than @quota; false: refused. */
+static inline bool ccpk_uid_take(struct ccpk_uid_count *t, u32 mask, u32 uid,
+				 u32 quota)
+{
+	struct ccpk_uid_count *e = ccpk_uid_slot(t, mask, uid);
+
+	if (!e || e->n >= quota)
+		return false;
+	e->uid = uid;
+	e->n++;
+	return true;
+}
+
+/* @uid gives a slot back (it holds one). */
+static inline void ccpk_uid_put(struct ccpk_uid_count *t, u32 mask, u32 uid)
+{
+	struct ccpk_uid_count *e = ccpk_uid_slot(t, mask, uid);
+	u32 i, j;
+
+	if (!e || !e->n || --e->n)
+		return;
+	/* e is empty now: move back each later entry whose home allows it */
+	i = (u32)(e - t);
+	for (j = (i + 1) & mask; t[j].n; j = (j + 1) & mask) {
+		u32 h = ccpk_uid_home(t[j].uid, mask);
+
+		/* t[j] may move to i when i lies cyclically in [h, j) */
+		if (((j - h) & mask) >= ((j - i) & mask)) {
+			t[i] = t[j];
+			t[j].n = 0;
+			i = j;
+		}
+	}
 }
 
 #endif /* CCPK_POLICY_H */

@@ -266,11 +266,29 @@ module_param(fault_limit, uint, 0644);
 MODULE_PARM_DESC(fault_limit,
 		 "consecutive ACKs on which a flow's program faults before the flow falls back and is announced afresh (0 = never)");
 
+static unsigned int uid_share = 50;
+module_param(uid_share, uint, 0644);
+MODULE_PARM_DESC(uid_share,
+		 "percent of max_flows the sockets of one user may hold together, in every namespace (at least one slot; 100 = no limit): no user can take every slot");
+
+static unsigned int create_rate = 5000;
+module_param(create_rate, uint, 0644);
+MODULE_PARM_DESC(create_rate,
+		 "CREATEs sent to the agent per second at most, all flows together (0 = no limit); a flow over it runs the in-kernel Reno and tries again 100 ms later: connection churn cannot flood the agent");
+
+static bool loopback;
+module_param(loopback, bool, 0644);
+MODULE_PARM_DESC(loopback,
+		 "give loopback connections (to 127/8, ::1, or routed over a loopback device) a slot too (N, the default: they run the in-kernel Reno, and local connections cannot take the slots of real paths)");
+
 bool ccpk_debug;
 module_param_named(debug, ccpk_debug, bool, 0644);
 MODULE_PARM_DESC(debug, "log libccp info messages too (rate-limited)");
 
 struct ccpk_datapath *ccpk;
+
+/* libccp's per-flow state (registers: ~4 KiB), one per slot */
+static struct kmem_cache *ccpk_state_cache;
 
 /* per-namespace state: slots held by the namespace's sockets (ccpk->lock) */
 struct ccpk_net {
@@ -476,6 +494,28 @@ static int ccpk_announce(u32 slot, struct ccpk_flow *fl)
 	return ret;
 }
 
+/* a throttled CREATE is tried again this much later */
+#define CCPK_CREATE_THROTTLE_MS	100
+
+/*
+ * May a CREATE go out now (create_rate per second, any context)?  The
+ * kernel's ratelimit: at most create_rate in each second's window; a busy
+ * lock counts as "no" (the flow tries again later).
+ */
+static bool ccpk_create_allowed(void)
+{
+	static DEFINE_RATELIMIT_STATE(rs, HZ, 0);
+	unsigned int rate = READ_ONCE(create_rate);
+
+	if (!rate)
+		return true;
+	if (READ_ONCE(rs.burst) != rate) {
+		WRITE_ONCE(rs.burst, rate);
+		ratelimit_set_flags(&rs, RATELIMIT_MSG_ON_RELEASE);	/* never print */
+	}
+	return __ratelimit(&rs);
+}
+
 /*
  * Bring the flow in @slot in line with the agent's state (flow lock held):
  * leave an agent that is gone or replaced, (re-)announce when due.
@@ -498,6 +538,11 @@ static int ccpk_flow_sync(u32 slot, struct ccpk_flow *fl)
 	}
 	if (!ccpk_flow_due(fl->mode, false, up, jiffies, fl->retry_at, false))
 		return 1;
+	if (!ccpk_create_allowed()) {
+		ccpk_inc(creates_throttled);
+		WRITE_ONCE(fl->retry_at, jiffies + msecs_to_jiffies(CCPK_CREATE_THROTTLE_MS));
+		return 1;
+	}
 	return ccpk_announce(slot, fl);
 }
 
@@ -524,6 +569,7 @@ void ccpk_flow_attach(struct ccpk_flow *fl)
 static u16 ccpk_slot_take(struct sock *sk, const struct ccp_datapath_info *info,
 			  struct ccp_priv_state *st)
 {
+	u32 uid = __kuid_val(sk->sk_uid);
 	struct net *net = sock_net(sk);
 	bool other = !net_eq(net, &init_net);
 	struct ccpk_net *cn = NULL;
@@ -540,6 +586,11 @@ static u16 ccpk_slot_take(struct sock *sk, const struct ccp_datapath_info *info,
 			ccpk_inc(flows_netns_refused);
 			return 0;
 		}
+	}
+	if (!ccpk_uid_take(ccpk->uids, ccpk->uid_mask, uid,
+			   ccpk_uid_quota(ccpk->max_flows, READ_ONCE(uid_share)))) {
+		ccpk_inc(flows_uid_refused);
+		return 0;
 	}
 	slot = ccpk->free_slots[ccpk->free_head];
 	ccpk->free_head = (ccpk->free_head + 1) % ccpk->max_flows;
@@ -563,6 +614,7 @@ static u16 ccpk_slot_take(struct sock *sk, const struct ccp_datapath_info *info,
 	fl->ever_attached = 0;
 	fl->announced = 0;
 	fl->other_netns = other;
+	fl->uid = uid;
 	fl->tries = 0;
 	fl->fault_streak = 0;
 	ccpk_flow_detach(slot, fl);
@@ -605,7 +657,8 @@ static void ccpk_slot_free(u32 slot, struct ccpk_flow *fl)
 		cn->flows--;
 		ccpk->nflows_other_netns--;
 	}
-	kfree(conn->state);
+	ccpk_uid_put(ccpk->uids, ccpk->uid_mask, fl->uid);
+	kmem_cache_free(ccpk_state_cache, conn->state);
 	conn->state = NULL;
 	conn->impl = NULL;
 	conn->index = 0;
@@ -704,8 +757,8 @@ static void ccpk_programs_reset(void)
 		WRITE_ONCE(progs[i].num_instructions, 0);
 	}
 	ccpk->prog_epoch++;
-	ccpk->agent_known = false;
-	ccpk->agent_portid = 0;
+	WRITE_ONCE(ccpk->agent_known, false);
+	WRITE_ONCE(ccpk->agent_portid, 0);
 	ccpk_inc(program_resets);
 	ccpk_gen_bump();
 }
@@ -718,8 +771,8 @@ static void ccpk_agent_install(u32 portid, u32 program_uid)
 {
 	if (!ccpk->agent_known) {
 		/* the table holds no agent's programs: this is the agent */
-		ccpk->agent_known = true;
-		ccpk->agent_portid = portid;
+		WRITE_ONCE(ccpk->agent_known, true);
+		WRITE_ONCE(ccpk->agent_portid, portid);
 		return;
 	}
 	if (portid != ccpk->agent_portid) {
@@ -727,8 +780,8 @@ static void ccpk_agent_install(u32 portid, u32 program_uid)
 
 		ccpk_inc(agent_changes);
 		ccpk_programs_reset();
-		ccpk->agent_known = true;
-		ccpk->agent_portid = portid;
+		WRITE_ONCE(ccpk->agent_known, true);
+		WRITE_ONCE(ccpk->agent_portid, portid);
 		pr_info_ratelimited("new agent (netlink port %u, was %u): program table emptied, re-announcing %u flows\n",
 				    portid, old, ccpk->nflows);
 		return;
@@ -736,8 +789,8 @@ static void ccpk_agent_install(u32 portid, u32 program_uid)
 	if (program_uid == 1 && ccpk_programs_installed()) {
 		/* libccp empties its table for uid 1: nothing a flow ran is left */
 		ccpk_programs_reset();
-		ccpk->agent_known = true;
-		ccpk->agent_portid = portid;
+		WRITE_ONCE(ccpk->agent_known, true);
+		WRITE_ONCE(ccpk->agent_portid, portid);
 		ccpk_inc(agent_restarts);
 		pr_info_ratelimited("agent installs program uid 1 again: re-announcing %u flows\n",
 				    ccpk->nflows);
@@ -1242,6 +1295,50 @@ static void ccpk_cong_control(struct sock *sk, const struct rate_sample *rs)
 
 /* ---- other congestion-control callbacks --------------------------------- */
 
+/* Does @sk talk over a loopback path (an address, or a loopback device)? */
+static bool ccpk_is_loopback(struct sock *sk)
+{
+	struct dst_entry *dst;
+	bool lo;
+
+	if (sk->sk_family == AF_INET && ipv4_is_loopback(inet_sk(sk)->inet_daddr))
+		return true;
+#if IS_ENABLED(CONFIG_IPV6)
+	if (sk->sk_family == AF_INET6 &&
+	    (ipv6_addr_loopback(&sk->sk_v6_daddr) ||
+	     (ipv6_addr_v4mapped(&sk->sk_v6_daddr) &&
+	      ipv4_is_loopback(sk->sk_v6_daddr.s6_addr32[3]))))
+		return true;
+#endif
+	dst = sk_dst_get(sk);
+	lo = dst && dst->dev && (dst->dev->flags & IFF_LOOPBACK);
+	dst_release(dst);
+	return lo;
+}
+
+/*
+ * Admission before any lock or allocation: what refuses a socket for sure
+ * (a loopback path unless loopback=1, a namespace with no quota, no free
+ * slot) is read without ccpk->lock; ccpk_slot_take() decides again under it.
+ */
+static bool ccpk_admit_unlocked(struct sock *sk)
+{
+	if (!READ_ONCE(loopback) && ccpk_is_loopback(sk)) {
+		ccpk_inc(flows_loopback);
+		return false;
+	}
+	if (!net_eq(sock_net(sk), &init_net) &&
+	    (!READ_ONCE(netns_quota) || !READ_ONCE(netns_total))) {
+		ccpk_inc(flows_netns_refused);
+		return false;
+	}
+	if (!READ_ONCE(ccpk->nfree) || READ_ONCE(ccpk->shutting_down)) {
+		ccpk_inc(flows_no_slot);
+		return false;
+	}
+	return true;
+}
+
 static void ccpk_init(struct sock *sk)
 {
 	struct ccpk_ca *ca = inet_csk_ca(sk);
@@ -1279,11 +1376,13 @@ static void ccpk_init(struct sock *sk)
 		sizeof(info.congAlg));
 
 	ccpk_inc(flows_started);
+	if (!ccpk_admit_unlocked(sk))
+		return;		/* pure Reno, no slot */
 	/*
 	 * libccp's ccp_connection_start() allocates with GFP_KERNEL, but
 	 * init() runs in softirq for active opens: set the slot up here.
 	 */
-	st = kzalloc(sizeof(*st), GFP_ATOMIC);
+	st = kmem_cache_zalloc(ccpk_state_cache, GFP_ATOMIC);
 	if (!st) {
 		ccpk_inc(flows_no_slot);
 		return;
@@ -1294,7 +1393,7 @@ static void ccpk_init(struct sock *sk)
 		ccpk_queue_probe(0);
 	spin_unlock_bh(&ccpk->lock);
 	if (!sid) {
-		kfree(st);
+		kmem_cache_free(ccpk_state_cache, st);
 		return;
 	}
 	ca->sid = sid;
@@ -1375,7 +1474,10 @@ static struct pernet_operations ccpk_net_ops = {
 
 static void ccpk_free_all(void)
 {
+	kmem_cache_destroy(ccpk_state_cache);
+	ccpk_state_cache = NULL;
 	free_percpu(ccpk->pcpu);
+	kvfree(ccpk->uids);
 	kvfree(ccpk->free_slots);
 	kvfree(ccpk->flows);
 	kvfree(ccpk->conns);
@@ -1419,8 +1521,13 @@ static int __init ccpk_module_init(void)
 	ccpk->flows = kvcalloc(max_flows, sizeof(*ccpk->flows), GFP_KERNEL);
 	ccpk->free_slots = kvcalloc(max_flows, sizeof(*ccpk->free_slots), GFP_KERNEL);
 	ccpk->pcpu = alloc_percpu(struct ccpk_pcpu);
+	ccpk_state_cache = KMEM_CACHE(ccp_priv_state, 0);
+	/* slots per user: at least twice as many entries as slots (ccp_policy.h) */
+	ccpk->uid_mask = roundup_pow_of_two(2 * max_flows) - 1;
+	ccpk->uids = kvcalloc(ccpk->uid_mask + 1, sizeof(*ccpk->uids), GFP_KERNEL);
 	ret = -ENOMEM;
-	if (!ccpk->conns || !ccpk->flows || !ccpk->free_slots || !ccpk->pcpu) {
+	if (!ccpk->conns || !ccpk->flows || !ccpk->free_slots || !ccpk->pcpu ||
+	    !ccpk_state_cache || !ccpk->uids) {
 		ccpk_free_all();
 		return ret;
 	}

@@ -51,6 +51,67 @@ static long model_attach(unsigned int seed, unsigned int loss_pct, u32 tmo_ms,
 	return -1;
 }
 
+/*
+ * The per-user table against a plain array: 200,000 random takes and puts
+ * by 300 users (many sharing a home entry) in a 1024-entry table, quota 40;
+ * after every operation each user's count matches and every entry is
+ * reachable from its home (no hole breaks a probe chain).
+ */
+static void uid_table_model(void)
+{
+	enum { SIZE = 1024, USERS = 300, QUOTA = 40 };
+	static struct ccpk_uid_count t[SIZE];
+	static u32 held[USERS];
+	u32 mask = SIZE - 1, op, u, i, bad = 0, refused = 0, total = 0;
+	unsigned int seed = 7;
+
+	for (op = 0; op < 200000 && !bad; op++) {
+		/* uids 0, 1024, 2048, ...: the same home entry for a third of them */
+		u = (u32)rand_r(&seed) % USERS;
+		u32 uid = u % 3 ? u * 7919 : u * SIZE;
+
+		if (rand_r(&seed) % 2) {
+			bool ok = ccpk_uid_take(t, mask, uid, QUOTA);
+
+			if (ok != (held[u] < QUOTA))
+				bad++;
+			if (ok) {
+				held[u]++;
+				total++;
+			} else {
+				refused++;
+			}
+		} else if (held[u]) {
+			ccpk_uid_put(t, mask, uid);
+			held[u]--;
+			total--;
+		}
+		if (op % 997)
+			continue;
+		for (i = 0; i < USERS; i++) {
+			u32 id = i % 3 ? i * 7919 : i * SIZE;
+			struct ccpk_uid_count *e = ccpk_uid_slot(t, mask, id);
+
+			if (!e || (held[i] ? (e->uid != id || e->n != held[i]) : e->n != 0))
+				bad++;
+		}
+	}
+	EXPECT(bad == 0);
+	EXPECT(refused > 0 && total > 0);
+	/* all given back: the table is empty */
+	for (u = 0; u < USERS; u++) {
+		u32 uid = u % 3 ? u * 7919 : u * SIZE;
+
+		while (held[u]--)
+			ccpk_uid_put(t, mask, uid);
+	}
+	for (i = 0, bad = 0; i < SIZE; i++)
+		bad += t[i].n != 0;
+	EXPECT(bad == 0);
+	printf("uid table: %u operations, %u refusals at quota %d, 0 mismatches\n",
+	       op, refused, QUOTA);
+}
+
 int main(void)
 {
 	unsigned int s;
@@ -140,6 +201,14 @@ int main(void)
 	       stuck, worst);
 	/* a lossless agent: attached on the ACK after the first CREATE */
 	EXPECT(model_attach(1, 0, 1000, 10) == 1);
+
+	/* slots per user: a share of max_flows, at least one */
+	EXPECT(ccpk_uid_quota(1024, 50) == 512);
+	EXPECT(ccpk_uid_quota(1024, 100) == 1024);
+	EXPECT(ccpk_uid_quota(1024, 250) == 1024);
+	EXPECT(ccpk_uid_quota(3, 10) == 1);
+	EXPECT(ccpk_uid_quota(65535, 0) == 1);
+	uid_table_model();
 
 	printf("%d checks, %d failures\n", checks, failures);
 	return failures ? 1 : 0;

@@ -6,8 +6,10 @@
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 PY=/usr/bin/python3
 # insmod $KO $KO_PARAMS: the tests' flows live in the namespaces snd and rcv,
-# which get no connection slots by default (the module's namespace policy)
-KO_PARAMS="netns_quota=1024 netns_total=2048"
+# which get no connection slots by default (the module's namespace policy),
+# and some talk to local listeners, which get none by default either
+# (loopback=0; the loopback_no_slot test checks that default)
+KO_PARAMS="netns_quota=1024 netns_total=2048 loopback=1"
 CHECK="$PY $REPO/ops/vm/guest/check.py"
 AGENT=$REPO/target/release/ccp-agent
 T=${CCP_GUEST_T:-/tmp/ccp}

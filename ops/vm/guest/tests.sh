@@ -17,7 +17,7 @@ plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp
 	ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 	restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
 	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent \
-	unpriv_forgery netns_no_slots netns_quota flow_listing_cap fault_fallback many_flows_reattach \
+	unpriv_forgery netns_no_slots netns_quota loopback_no_slot uid_share create_rate flow_listing_cap fault_fallback many_flows_reattach \
 	rmmod_under_flood module_unload module_reload pref_two_sockets metrics_endpoint \
 	auto_by_preference kernel_log_clean
 
@@ -606,6 +606,100 @@ echo $q0 > /sys/module/ccp_kernel/parameters/netns_quota
 check netns_quota '[ $ok = yes ] && [ $slots = 6 ] && [ $d_ref = 4 ]' \
 	"netns_quota=3, two namespaces with 5 ccp_reno connections each: $slots slots held (want 3 + 3), flows_other_netns $other, flows_netns_refused +$d_ref (want 2 + 2)"
 
+# ---------------------------------------------------------------- loopback
+# The module's default loopback=0 (this suite loads it with loopback=1 for
+# its namespaces' local listeners): ccp_reno connections over lo in the
+# initial namespace take no slot, run the in-kernel Reno and are counted
+# (flows_loopback), and the agent hears nothing of them; with loopback=1
+# the same connections take slots.
+lb_slots() { awk 'NR>1 && ($9=="127.0.0.1:6250" || $8=="127.0.0.1:6250")' /proc/net/ccp_flows | wc -l; }
+lb_run() { # TAG: 5 ccp_reno connections to a listener on 127.0.0.1:6250 for 4 s
+	rm -f $T/lb-$1.ready
+	$BIN/ccpflows -L 127.0.0.1:6250 -n 5 -C ccp_reno -t 4 -i 200 -r $T/lb-$1.ready > $T/lb-$1.out 2>&1 &
+	LB_PID=$!
+	local i
+	for i in $(seq 150); do [ -e $T/lb-$1.ready ] && break; nap 0.1; done
+	nap 1
+	LB_SLOTS=$(lb_slots)
+	wait $LB_PID
+}
+ip link set lo up	# the guest's initial namespace starts with lo down
+lb0=$(cat /sys/module/ccp_kernel/parameters/loopback)
+echo 0 > /sys/module/ccp_kernel/parameters/loopback
+l0=$(ctr flows_loopback); c0=$(ctr creates_sent)
+lb_run off
+s_off=$LB_SLOTS
+d_lb=$(( $(ctr flows_loopback) - l0 )); d_cre=$(( $(ctr creates_sent) - c0 ))
+echo 1 > /sys/module/ccp_kernel/parameters/loopback
+lb_run on
+s_on=$LB_SLOTS
+echo $lb0 > /sys/module/ccp_kernel/parameters/loopback
+read -r _ _ nconn _ _ _ _ _ ncc _ <<<"$(tail -1 $T/lb-off.out)"
+check loopback_no_slot '[ "$nconn" = 5 ] && [ "$ncc" = 5 ] && [ $s_off = 0 ] && [ $d_lb -ge 5 ] && [ $d_cre = 0 ] && [ $s_on -ge 5 ]' \
+	"loopback=0: $nconn connections to 127.0.0.1:6250, ccp_reno accepted on $ncc, slots $s_off, flows_loopback +$d_lb, CREATEs +$d_cre; loopback=1: slots $s_on"
+
+# ---------------------------------------------------------------- slots per user
+# One user cannot take every slot: with ccp_reno the default algorithm (the
+# README's set-up: every socket of every user is a ccp flow), nobody
+# opens 1,200 connections from snd to a sink in rcv (the module has
+# max_flows=1024, the default uid_share=50), then root opens 5 more there.  Nobody holds at
+# most half the slots (512; flows_uid_refused counts the rest) and root's 5
+# all get one.  (Before uid_share, nobody held all 1,024 and root's flows ran
+# the in-kernel Reno without a slot.)  Meanwhile an agent runs and
+# create_rate is 100: the burst of CREATEs is held to about 100 a second
+# (at most 2 x 100 per second of the window, the kernel's ratelimit counting
+# in one-second windows), the rest throttled (creates_throttled) and sent
+# later.
+UQ_N=1200
+uq_slots() { awk -v d="$RCV_IP:$1" 'NR>1 && $9==d' /proc/net/ccp_flows | wc -l; }
+# a restricted algorithm can only be the initial namespace's default, which
+# new namespaces inherit: the link again, the receiver's back to cubic
+sysctl -qw net.ipv4.tcp_congestion_control=ccp_reno
+setup_link $RATE $RTT_MS $BDP ""
+$NS_RCV sysctl -qw net.ipv4.tcp_congestion_control=cubic
+$NS_RCV $BIN/ccpflows -s $RCV_IP:6260 -t 90 > $T/uq-sink.out 2>&1 &
+UQ_SINK=$!
+nap 1
+agent_stop
+AGENT_ALG=reno agent_start $T/flows-uq.jsonl --models $NOMODELS
+cr0=$(cat /sys/module/ccp_kernel/parameters/create_rate)
+echo 100 > /sys/module/ccp_kernel/parameters/create_rate
+u0=$(ctr flows_uid_refused); cs0=$(ctr creates_sent); ct0=$(ctr creates_throttled); tq0=$(now)
+rm -f $T/uq-nobody.ready $T/uq-root.ready
+# (a file limit above 1,200 first: nobody could not raise it)
+( ulimit -n 8192 && exec $NS_SND setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+	$BIN/ccpflows -c $RCV_IP:6260 -n $UQ_N -t 150 -i 2000 -r $T/uq-nobody.ready -w 140 ) > $T/uq-nobody.out 2>&1 &
+UQ_NB=$!
+# until every one of nobody's connections is up: 512 with a slot, the rest
+# refused (1,200 handshakes through the emulated link's queue take a while)
+for i in $(seq 1200); do
+	[ $(( $(ctr flows_uid_refused) - u0 )) -ge $((UQ_N - 512)) ] || [ -e $T/uq-nobody.ready ] ||
+		! kill -0 $UQ_NB 2>/dev/null && break
+	nap 0.1
+done
+nap 1
+nb_slots=$(uq_slots 6260)
+$NS_SND $BIN/ccpflows -c $RCV_IP:6260 -n 5 -t 4 -i 200 -r $T/uq-root.ready > $T/uq-root.out 2>&1 &
+UQ_RT=$!
+for i in $(seq 150); do [ -e $T/uq-root.ready ] || ! kill -0 $UQ_RT 2>/dev/null && break; nap 0.1; done
+nap 0.5
+all_slots=$(uq_slots 6260)
+d_uq=$(( $(ctr flows_uid_refused) - u0 ))
+d_cs=$(( $(ctr creates_sent) - cs0 )); d_ct=$(( $(ctr creates_throttled) - ct0 )); tq=$(calc "$(now) - $tq0")
+echo $cr0 > /sys/module/ccp_kernel/parameters/create_rate
+wait $UQ_RT
+kill -TERM $UQ_NB $UQ_SINK 2>/dev/null
+wait $UQ_NB $UQ_SINK 2>/dev/null
+sysctl -qw net.ipv4.tcp_congestion_control=cubic
+setup_link $RATE $RTT_MS $BDP
+agent_stop
+cs_max=$(calc "200 * ($tq + 1)" | cut -d. -f1)
+check create_rate '[ $d_ct -ge 1 ] && [ $d_cs -le $cs_max ]' \
+	"create_rate=100 while 517 flows started: CREATEs sent $d_cs in ${tq}s (at most $cs_max), throttled $d_ct"
+root_slots=$((all_slots - nb_slots))
+check uid_share '[ "$nb_slots" -le 512 ] && [ "$nb_slots" -ge 500 ] && [ $root_slots = 5 ] && [ $d_uq -ge $((UQ_N - 512)) ]' \
+	"nobody: $UQ_N connections (ccp_reno by default) ($(tail -1 $T/uq-nobody.out | cut -c1-70)) hold $nb_slots slots (uid_share=50 of 1024: at most 512); root's 5 then hold $root_slots; flows_uid_refused +$d_uq"
+
 # ---------------------------------------------------------------- flow listing
 # /proc/net/ccp_flows lists every namespace's flows with their addresses,
 # /proc/net/ccp counts across namespaces and names the agent's port id,
@@ -679,7 +773,9 @@ else
 	agent_stop
 	reloaded=no
 	for i in $(seq 100); do rmmod ccp_kernel 2>/dev/null && { reloaded=yes; break; }; nap 0.1; done
-	if [ $reloaded = yes ] && insmod $KO $KO_PARAMS max_flows=4096; then
+	# uid_share=100: root's 2,000 flows here are the suite's own (the
+	# uid_share test covers one user's share)
+	if [ $reloaded = yes ] && insmod $KO $KO_PARAMS max_flows=4096 uid_share=100; then
 		FLM1=$T/flows-many-1.jsonl FLM2=$T/flows-many-2.jsonl
 		rm -f $FLM1 $FLM2 $T/many.ready
 		agent_start $FLM1
