@@ -677,7 +677,10 @@ async fn accept_tcp(
 }
 
 async fn write_line(w: &mut (impl AsyncWriteExt + Unpin), v: &Value) -> io::Result<()> {
-    let mut s = serde_json::to_string(v).unwrap_or_else(|_| "{\"ok\":false}".into());
+    // one reply, one line: a flow's name with U+2028 must not split it for the client
+    let mut s = crate::flows::flowlog::escape_line_separators(
+        serde_json::to_string(v).unwrap_or_else(|_| "{\"ok\":false}".into()),
+    );
     s.push('\n');
     w.write_all(s.as_bytes()).await
 }
