@@ -1,0 +1,171 @@
+//! Issue 42: agent hardening, third round. No peer that stops reading or vanishes can lock
+//! others out; every operator file is read as a bounded regular file.
+//!
+//! Each test plays the adversary of one item of the issue against the agent binary.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn mkfifo(p: &Path) {
+    let st = Command::new("mkfifo").arg(p).status().expect("mkfifo");
+    assert!(st.success());
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(unique(tag));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn one_flow() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../datapath/sim/scenarios/one-flow.toml")
+        .display()
+        .to_string()
+}
+
+/// Run the agent with `args`; its exit code and stderr, or `None` if it had not exited
+/// within 20 s (a hang: it is killed). Prints how long it took.
+fn run_bounded(what: &str, args: &[&str]) -> Option<(Option<i32>, String)> {
+    let t0 = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ccp-agent");
+    let deadline = t0 + Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let out = child.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&out.stderr).into_owned();
+    println!(
+        "{what}: {:?} after {:.3} s",
+        status.map(|s| s.code()),
+        t0.elapsed().as_secs_f64()
+    );
+    status.map(|s| (s.code(), e))
+}
+
+/// Items 4 and 8: a FIFO as the `--sim` scenario or as `portfolio.json` hung start-up.
+#[test]
+fn fifos_as_operator_files_exit_2_at_once_naming_the_file() {
+    let d = scratch("fifo-files");
+    let sc = d.join("scenario.toml");
+    mkfifo(&sc);
+    let (code, e) = run_bounded("FIFO scenario", &["--sim", &sc.display().to_string()])
+        .expect("a FIFO as the scenario hung the agent");
+    assert_eq!(code, Some(2), "{e}");
+    assert!(e.contains("scenario.toml") && e.contains("FIFO"), "{e}");
+
+    let models = d.join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    mkfifo(&models.join("portfolio.json"));
+    let (code, e) = run_bounded(
+        "FIFO portfolio",
+        &[
+            "--models",
+            &models.display().to_string(),
+            "--sim",
+            &one_flow(),
+        ],
+    )
+    .expect("a FIFO as portfolio.json hung the agent");
+    assert_eq!(code, Some(2), "{e}");
+    assert!(e.contains("portfolio.json") && e.contains("FIFO"), "{e}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Items 4, 7 and 8: `/dev/zero` behind a symlink, a 2 GiB sparse model, a symlink loop:
+/// refused at once (by their type and size, before any read), exit 2 naming the file.
+#[test]
+fn devices_sparse_giants_and_symlink_loops_exit_2_naming_the_file() {
+    let d = scratch("bounded-files");
+    let zero = |name: &str| {
+        let p = d.join(name);
+        std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
+        p.display().to_string()
+    };
+    // the scenario and the config
+    let sc = zero("zero.toml");
+    let (code, e) = run_bounded("/dev/zero scenario", &["--sim", &sc]).expect("hung");
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains("zero.toml") && e.contains("character device"),
+        "{e}"
+    );
+    let cfg = zero("zero-config.toml");
+    let (code, e) = run_bounded(
+        "/dev/zero config",
+        &["--config", &cfg, "--sim", &one_flow()],
+    )
+    .expect("hung");
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains("zero-config.toml") && e.contains("character device"),
+        "{e}"
+    );
+
+    // portfolio.json -> /dev/zero
+    let m1 = d.join("m1");
+    std::fs::create_dir_all(&m1).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", m1.join("portfolio.json")).unwrap();
+    let (code, e) = run_bounded(
+        "/dev/zero portfolio",
+        &["--models", &m1.display().to_string(), "--sim", &one_flow()],
+    )
+    .expect("hung");
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains("portfolio.json") && e.contains("character device"),
+        "{e}"
+    );
+
+    // a 2 GiB sparse mocc.onnx beside a card
+    let m2 = d.join("m2");
+    std::fs::create_dir_all(&m2).unwrap();
+    let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/mocc.json");
+    std::fs::copy(&shipped, m2.join("mocc.json")).unwrap();
+    let f = std::fs::File::create(m2.join("mocc.onnx")).unwrap();
+    f.set_len(2 << 30).unwrap();
+    drop(f);
+    let (code, e) = run_bounded(
+        "2 GiB sparse model",
+        &["--models", &m2.display().to_string(), "--sim", &one_flow()],
+    )
+    .expect("hung");
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains("mocc.onnx") && e.contains("2147483648 bytes"),
+        "{e}"
+    );
+
+    // a symlink loop between the model and its card
+    let m3 = d.join("m3");
+    std::fs::create_dir_all(&m3).unwrap();
+    std::os::unix::fs::symlink(m3.join("mocc.json"), m3.join("mocc.onnx")).unwrap();
+    std::os::unix::fs::symlink(m3.join("mocc.onnx"), m3.join("mocc.json")).unwrap();
+    let (code, e) = run_bounded(
+        "symlink loop model",
+        &["--models", &m3.display().to_string(), "--sim", &one_flow()],
+    )
+    .expect("hung");
+    assert_eq!(code, Some(2), "{e}");
+    assert!(e.contains("mocc.") && e.contains("symbolic links"), "{e}");
+    let _ = std::fs::remove_dir_all(&d);
+}
