@@ -9,7 +9,136 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ccp_runtime::ipc::guard::{CHANGE_PROG, UPDATE_FIELDS};
+use ccp_runtime::ipc::wire;
 use common::*;
+
+const T: Duration = Duration::from_secs(10);
+
+/// Receive until a message of type `want` for `sid` arrives (skipping others); `None` after
+/// `limit`.
+fn try_expect(p: &mut Peer, want: u16, sid: u32, limit: Duration) -> Option<Vec<u8>> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        let m = p.recv(left)?;
+        if wire::type_and_sid(&m) == Some((want, sid)) {
+            return Some(m);
+        }
+    }
+}
+
+/// CREATE a Reno flow and drive one report through it; `false` if an answer did not come
+/// within `limit`.
+fn try_roundtrip(p: &mut Peer, sid: u32, limit: Duration) -> bool {
+    if p.send(&wire::create(sid, "ccp_reno", 14480, 1448)).is_err() {
+        return false;
+    }
+    let Some(cp) = try_expect(p, CHANGE_PROG, sid, limit) else {
+        return false;
+    };
+    let Some(uid) = wire::change_prog_uid(&cp) else {
+        return false;
+    };
+    if p.send(&wire::measure(sid, uid, &reno_report())).is_err() {
+        return false;
+    }
+    try_expect(p, UPDATE_FIELDS, sid, limit).is_some()
+}
+
+/// Item 1: datapaths that open flows and exit were noticed only when the agent next sent to
+/// them, which a flow without reports never makes it do: 64 of them made every later
+/// datapath `too_many_datapaths` for good. The agent checks its datapaths' liveness on its
+/// own and frees the vanished ones' slots and flows.
+#[test]
+fn vanished_datapaths_free_their_slots_and_flows() {
+    let name = unique("vanish");
+    let agent = AgentProc::start(&name, &["--alg", "reno"], &[]);
+    for _ in 0..64 {
+        let mut ghost = Peer::bind(&unique("ghost"), &name);
+        ghost.send(&wire::ready(1)).unwrap();
+        ghost
+            .send(&wire::create(1, "ccp_reno", 14480, 1448))
+            .unwrap();
+        // the agent answered the CREATE: it has nothing more to send this datapath
+        assert!(try_expect(&mut ghost, CHANGE_PROG, 1, T).is_some());
+        drop(ghost); // its socket closes and its file goes: it exited
+    }
+    // one more that opens 1,000 flows and exits
+    let mut ghost = Peer::bind(&unique("ghost-flows"), &name);
+    ghost.send(&wire::ready(1)).unwrap();
+    for sid in 1..=1000 {
+        ghost
+            .send(&wire::create(sid, "ccp_reno", 14480, 1448))
+            .unwrap();
+        assert!(try_expect(&mut ghost, CHANGE_PROG, sid, T).is_some());
+    }
+    drop(ghost);
+    // a new datapath is served, within seconds
+    let t0 = Instant::now();
+    let mut good = Peer::bind(&unique("after"), &name);
+    good.send(&wire::ready(2)).unwrap();
+    let mut served = false;
+    let mut sid = 1;
+    while t0.elapsed() < T {
+        if try_roundtrip(&mut good, sid, Duration::from_millis(300)) {
+            served = true;
+            break;
+        }
+        sid += 1;
+    }
+    println!(
+        "a new datapath served after {:.3} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        served,
+        "no answer to a new datapath within {T:?} after 65 vanished ones"
+    );
+    // and the vanished ones' flows are gone: only the new datapath's one is live
+    let deadline = Instant::now() + T;
+    let mut last = serde_json::Value::Null;
+    while Instant::now() < deadline {
+        last = agent.stats(T).expect("stats");
+        if last["live_flows"].as_u64() == Some(1) && last["datapaths"].as_u64() == Some(1) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(last["live_flows"].as_u64(), Some(1), "{last}");
+    assert_eq!(last["datapaths"].as_u64(), Some(1), "{last}");
+}
+
+/// Item 2: thirty datapaths that sent READY and never read filled the agent's socket send
+/// buffer (their unread answers were charged to it), so a healthy datapath got no answers
+/// and was dropped. Each datapath has a send budget of its own.
+#[test]
+fn a_healthy_datapath_among_100_non_readers_gets_every_answer() {
+    let name = unique("nonread");
+    let agent = AgentProc::start(&name, &["--alg", "reno"], &[]);
+    let mut idle = Vec::new();
+    for _ in 0..100 {
+        let p = Peer::bind(&unique("idle"), &name);
+        p.send(&wire::ready(1)).unwrap();
+        idle.push(p);
+    }
+    let mut good = Peer::bind(&unique("healthy"), &name);
+    good.send(&wire::ready(2)).unwrap();
+    let mut answered = 0;
+    for sid in 1..=20 {
+        if try_roundtrip(&mut good, sid, Duration::from_secs(5)) {
+            answered += 1;
+        }
+        // the idle ones keep knocking (each message brings a dropped one back)
+        for p in idle.iter().step_by(7) {
+            let _ = p.sock.set_nonblocking(true);
+            let _ = p.send(&wire::ready(1));
+        }
+    }
+    let stats = agent.stats(T).expect("stats");
+    println!("healthy datapath: {answered} of 20 answered; {stats}");
+    assert_eq!(answered, 20, "{stats}");
+}
 
 fn mkfifo(p: &Path) {
     let st = Command::new("mkfifo").arg(p).status().expect("mkfifo");

@@ -29,6 +29,16 @@
 //! [`MAX_DATAPATHS`] datapaths are tracked (the least recently heard one without flows is
 //! forgotten first; `too_many_datapaths` otherwise).
 //!
+//! Liveness (issue 42): on unix sockets the guard asks every [`LIVENESS_EVERY`] (and at
+//! once, at most every [`LIVENESS_MIN_GAP`], when a new datapath or flow meets a cap)
+//! whether each datapath's socket is still there ([`crate::ipc::unix::peer_gone`]: a
+//! connect, nothing sent). A vanished datapath is forgotten (`vanished_datapaths`): its slot
+//! is free at once, its flows leave the caps at once and portus drops them (a READY from
+//! it), and answers portus still sends it are discarded without a syscall (`send_dropped`)
+//! until something at that path speaks again. Before, a datapath that exited was noticed
+//! only when the agent next sent to it, which a flow without reports never makes it do: 64
+//! such datapaths locked every later one out.
+//!
 //! Sends never end or freeze the agent: a failed send is counted (`send_failed`), logged at
 //! most every half second and reported to portus as done. On unix sockets (many datapaths,
 //! each a path) a datapath whose send failed (gone, or not reading within the socket's send
@@ -37,8 +47,10 @@
 //! and its messages are ignored (`from_dead_peer`) for [`DEAD_BACKOFF`], doubling up to
 //! [`DEAD_BACKOFF_MAX`]; its next message after that brings it back (programs reinstalled).
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -86,6 +98,12 @@ pub const MAX_DATAPATHS: usize = 64;
 pub const DEAD_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest such pause (it doubles with each failure).
 pub const DEAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// How often the guard asks whether its datapaths are still there (unix sockets).
+pub const LIVENESS_EVERY: Duration = Duration::from_millis(500);
+/// The shortest gap between two such checks when a cap makes one urgent.
+pub const LIVENESS_MIN_GAP: Duration = Duration::from_millis(50);
+/// Most vanished datapaths remembered (to discard portus's answers to them).
+const MAX_GONE: usize = 4 * MAX_DATAPATHS;
 
 /// Byte offsets in a CREATE.
 const CREATE_INIT_CWND: usize = HDR_LEN;
@@ -154,6 +172,8 @@ pub struct GuardStats {
     pub from_dead_peer: AtomicU64,
     /// Datapaths dropped after a failed send.
     pub dropped_datapaths: AtomicU64,
+    /// Datapaths forgotten because their socket was gone (found without sending to them).
+    pub vanished_datapaths: AtomicU64,
     /// Netlink datagrams not sent by the kernel (another process's), dropped unread
     /// ([`crate::ipc::netlink`]).
     pub not_from_kernel: AtomicU64,
@@ -228,6 +248,7 @@ impl GuardStats {
             "send_dropped": g(&self.send_dropped),
             "from_dead_peer": g(&self.from_dead_peer),
             "dropped_datapaths": g(&self.dropped_datapaths),
+            "vanished_datapaths": g(&self.vanished_datapaths),
             "not_from_kernel": g(&self.not_from_kernel),
             "bad_netlink": g(&self.bad_netlink),
             "kernel_errors": g(&self.kernel_errors),
@@ -472,8 +493,12 @@ struct State<A> {
     peers: HashMap<A, Peer>,
     next_peer: u32,
     live_total: usize,
-    /// Dropped datapaths whose flows portus still holds.
-    evict: VecDeque<A>,
+    /// Dropped or vanished datapaths (with their number) whose flows portus still holds.
+    evict: VecDeque<(A, u32)>,
+    /// Vanished datapaths: portus's answers to them are discarded.
+    gone: HashSet<A>,
+    /// The last liveness check.
+    last_sweep: Option<Instant>,
 }
 
 /// A portus [`Ipc`] that validates and normalizes every inbound message, bounds the flows
@@ -517,6 +542,8 @@ impl<I: Ipc> Guarded<I> {
                 next_peer: 1,
                 live_total: 0,
                 evict: VecDeque::new(),
+                gone: HashSet::new(),
+                last_sweep: None,
             }),
             stats,
             tables,
@@ -559,6 +586,81 @@ impl<I: Ipc> Guarded<I> {
             .store(st.peers.len() as u64, Ordering::Relaxed);
     }
 
+    /// Ask whether each datapath is still there (unix sockets; every [`LIVENESS_EVERY`], or
+    /// [`LIVENESS_MIN_GAP`] when `urgent`) and forget the vanished ones.
+    fn sweep(&self, st: &mut State<I::Addr>, urgent: bool) {
+        if !self.drop_dead_peers {
+            return;
+        }
+        let now = Instant::now();
+        let every = if urgent {
+            LIVENESS_MIN_GAP
+        } else {
+            LIVENESS_EVERY
+        };
+        if st
+            .last_sweep
+            .is_some_and(|t| now.saturating_duration_since(t) < every)
+        {
+            return;
+        }
+        st.last_sweep = Some(now);
+        // datapaths that do not read what they were sent (their answers waited too long)
+        if let Some(unix) = (&self.inner as &dyn Any).downcast_ref::<crate::ipc::unix::UnixSocket>()
+        {
+            for path in unix.take_stuck() {
+                if let Some(a) = (&path as &dyn Any).downcast_ref::<I::Addr>() {
+                    if st.peers.get(a).is_some_and(|p| p.dead_until.is_none()) {
+                        if let Some(held) = LOG_SEND.allow() {
+                            warn!(to = ?a, held_back = held,
+                                "datapath not reading its answers: dropping it");
+                        }
+                    }
+                    self.drop_peer(st, a);
+                }
+            }
+        }
+        let gone: Vec<I::Addr> = st.peers.keys().filter(|a| addr_gone(*a)).cloned().collect();
+        for a in gone {
+            let Some(p) = st.peers.remove(&a) else {
+                continue;
+            };
+            self.stats
+                .vanished_datapaths
+                .fetch_add(1, Ordering::Relaxed);
+            if !p.live.is_empty() {
+                // off the caps now; portus drops them at the READY
+                st.live_total -= p.live.len();
+                if !st.evict.iter().any(|(x, _)| *x == a) {
+                    st.evict.push_back((a.clone(), p.id));
+                }
+            }
+            if st.gone.len() >= MAX_GONE {
+                st.gone.clear();
+            }
+            st.gone.insert(a);
+        }
+        self.gauges(st);
+    }
+
+    /// Drop a datapath that failed a send or does not read: its messages are ignored for its
+    /// backoff, answers to it discarded, its flows evicted.
+    fn drop_peer(&self, st: &mut State<I::Addr>, to: &I::Addr) {
+        let Some(p) = st.peers.get_mut(to) else {
+            return;
+        };
+        if p.dead_until.is_some() {
+            return;
+        }
+        p.dead_until = Some(Instant::now() + p.backoff);
+        p.backoff = (p.backoff * 2).min(DEAD_BACKOFF_MAX);
+        let id = p.id;
+        self.stats.dropped_datapaths.fetch_add(1, Ordering::Relaxed);
+        if !st.evict.iter().any(|(x, _)| x == to) {
+            st.evict.push_back((to.clone(), id));
+        }
+    }
+
     /// Make room for a new datapath: forget the least recently heard one without live flows.
     fn admit(st: &mut State<I::Addr>) -> bool {
         if st.peers.len() < MAX_DATAPATHS {
@@ -567,7 +669,7 @@ impl<I: Ipc> Guarded<I> {
         let victim = st
             .peers
             .iter()
-            .filter(|(a, p)| p.live.is_empty() && !st.evict.contains(a))
+            .filter(|(a, p)| p.live.is_empty() && !st.evict.iter().any(|(x, _)| x == *a))
             .min_by_key(|(_, p)| p.last_heard)
             .map(|(a, _)| a.clone());
         match victim {
@@ -578,6 +680,13 @@ impl<I: Ipc> Guarded<I> {
             None => false,
         }
     }
+}
+
+/// Is the datapath at `a` gone? Only unix datapaths (a socket path) can be asked.
+fn addr_gone<A: 'static>(a: &A) -> bool {
+    (a as &dyn Any)
+        .downcast_ref::<PathBuf>()
+        .is_some_and(|p| crate::ipc::unix::peer_gone(p))
 }
 
 /// A READY message (what the guard hands portus to make it drop a datapath's flows).
@@ -597,7 +706,9 @@ impl<I: Ipc> Ipc for Guarded<I> {
 
     fn send(&self, msg: &[u8], to: &Self::Addr) -> portus::Result<()> {
         let mut st = self.state.borrow_mut();
-        if self.drop_dead_peers && st.peers.get(to).is_some_and(|p| p.dead_until.is_some()) {
+        if self.drop_dead_peers
+            && (st.gone.contains(to) || st.peers.get(to).is_some_and(|p| p.dead_until.is_some()))
+        {
             self.stats.send_dropped.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
@@ -620,18 +731,7 @@ impl<I: Ipc> Ipc for Guarded<I> {
                         "send to datapath failed");
                 }
                 if dropping {
-                    let evict = {
-                        let Some(p) = st.peers.get_mut(to) else {
-                            return Ok(());
-                        };
-                        p.dead_until = Some(Instant::now() + p.backoff);
-                        p.backoff = (p.backoff * 2).min(DEAD_BACKOFF_MAX);
-                        self.stats.dropped_datapaths.fetch_add(1, Ordering::Relaxed);
-                        true
-                    };
-                    if evict && !st.evict.contains(to) {
-                        st.evict.push_back(to.clone());
-                    }
+                    self.drop_peer(&mut st, to);
                 }
                 // portus ends its run loop on a failed send while installing programs
                 // (docs/upstream-defects.md, defect 12): the failure stops here
@@ -647,13 +747,14 @@ impl<I: Ipc> Ipc for Guarded<I> {
             }
             let mut st = self.state.borrow_mut();
             let st = &mut *st;
-            // a dropped datapath's flows: a READY from it makes portus drop them
-            if let Some(addr) = st.evict.pop_front() {
+            self.sweep(st, false);
+            // a dropped or vanished datapath's flows: a READY from it makes portus drop them
+            if let Some((addr, id)) = st.evict.pop_front() {
                 if let Some(p) = st.peers.get_mut(&addr) {
                     st.live_total -= p.live.len();
                     p.live.clear();
-                    self.tables.set_current_peer(p.id);
                 }
+                self.tables.set_current_peer(id);
                 self.gauges(st);
                 if out.len() >= READY_LEN {
                     out[..READY_LEN].copy_from_slice(&ready_msg());
@@ -672,7 +773,13 @@ impl<I: Ipc> Ipc for Guarded<I> {
             }
             self.stats.datagrams.fetch_add(1, Ordering::SeqCst);
             let now = Instant::now();
+            // something speaks at a vanished datapath's path: a new datapath
+            st.gone.remove(&addr);
             if !st.peers.contains_key(&addr) {
+                if !Self::admit(st) {
+                    // full: the vanished ones may be among them (checked now, not later)
+                    self.sweep(st, true);
+                }
                 if !Self::admit(st) {
                     let staged = std::mem::take(&mut st.buf);
                     self.log_reject(st, Reject::TooManyDatapaths, &staged[..n]);
@@ -746,6 +853,10 @@ impl<I: Ipc> Ipc for Guarded<I> {
                         }
                     }
                     CREATE => {
+                        if !known && st.live_total >= MAX_FLOWS {
+                            // the flows of vanished datapaths may hold the cap
+                            self.sweep(st, true);
+                        }
                         if !known && (flows >= MAX_FLOWS_PER_DATAPATH || st.live_total >= MAX_FLOWS)
                         {
                             self.log_reject(
