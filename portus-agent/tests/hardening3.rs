@@ -5,8 +5,13 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ccp_runtime::ipc::guard::{CHANGE_PROG, UPDATE_FIELDS};
@@ -138,6 +143,137 @@ fn a_healthy_datapath_among_100_non_readers_gets_every_answer() {
     let stats = agent.stats(T).expect("stats");
     println!("healthy datapath: {answered} of 20 answered; {stats}");
     assert_eq!(answered, 20, "{stats}");
+}
+
+/// Item 5: control clients that sent requests and never read their replies held their
+/// slots for good (the idle timeout covered reads only). Replies have a write deadline.
+#[test]
+fn control_clients_that_never_read_lose_their_slots() {
+    let name = unique("ctl-noread");
+    let ctl = std::env::temp_dir().join(format!("{name}.ctl.sock"));
+    let cfg = std::env::temp_dir().join(format!("{name}.toml"));
+    std::fs::write(&cfg, "[control]\nmax_connections = 3\n").unwrap();
+    let _agent = AgentProc::start(
+        &name,
+        &[
+            "--control",
+            ctl.to_str().unwrap(),
+            "--config",
+            cfg.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let deadline = Instant::now() + T;
+    while !ctl.exists() {
+        assert!(Instant::now() < deadline, "no control socket");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // three clients fill both directions of their connections and never read
+    let reqs = "{\"op\":\"flows\"}\n".repeat(4096);
+    let mut hogs = Vec::new();
+    for _ in 0..3 {
+        let mut c = UnixStream::connect(&ctl).unwrap();
+        c.set_nonblocking(true).unwrap();
+        let mut sent = 0usize;
+        let t0 = Instant::now();
+        // until the agent stops reading (its replies are stuck), at most 5 s
+        while t0.elapsed() < Duration::from_secs(5) {
+            match c.write(reqs.as_bytes()) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(50));
+                    match c.write(reqs.as_bytes()) {
+                        Ok(n) => sent += n,
+                        Err(_) => break,
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        assert!(sent > 0);
+        hogs.push(c);
+    }
+    // a new client is served once the stuck replies hit their deadline
+    let t0 = Instant::now();
+    let mut last = String::new();
+    let mut ok = false;
+    while t0.elapsed() < Duration::from_secs(15) {
+        match ccp_runtime::control::request(&ctl, &serde_json::json!({"op": "ping"}), T) {
+            Ok(v) if v["ok"] == serde_json::json!(true) => {
+                ok = true;
+                break;
+            }
+            Ok(v) => last = v.to_string(),
+            Err(e) => last = e.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!(
+        "a new control client served after {:.3} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        ok,
+        "3 clients that never read still hold every slot: {last}"
+    );
+    drop(hogs);
+    let _ = std::fs::remove_file(&cfg);
+}
+
+/// Item 6: 8 idle TCP connections filled the metrics endpoint; 100 slow scrapers that
+/// reconnect let almost no scrape through. Per-connection deadlines, more slots, and the
+/// oldest connection still without a request yields to a new one.
+#[test]
+fn metrics_scrapes_are_answered_among_100_slow_scrapers() {
+    let name = unique("loris");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    let m = format!("127.0.0.1:{port}");
+    let _agent = AgentProc::start(&name, &["--no-control", "--metrics", &m], &[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut lorises = Vec::new();
+    for _ in 0..100 {
+        let stop = stop.clone();
+        lorises.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                // a byte of the request head now and then, never the end of it
+                for b in b"GET /metrics HTTP/1.1\r\nX-Slow: ".iter().cycle() {
+                    if stop.load(Ordering::Relaxed) || s.write_all(&[*b]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut answered = 0;
+    for _ in 0..20 {
+        let got = (|| -> std::io::Result<String> {
+            let mut s = TcpStream::connect(("127.0.0.1", port))?;
+            s.set_read_timeout(Some(Duration::from_secs(2)))?;
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")?;
+            let mut out = String::new();
+            s.read_to_string(&mut out)?;
+            Ok(out)
+        })();
+        if got.is_ok_and(|t| t.starts_with("HTTP/1.1 200") && t.contains("ccp_")) {
+            answered += 1;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in lorises {
+        let _ = t.join();
+    }
+    println!("{answered} of 20 scrapes answered among 100 slow scrapers");
+    assert!(answered >= 18, "{answered} of 20 scrapes answered");
 }
 
 fn mkfifo(p: &Path) {
