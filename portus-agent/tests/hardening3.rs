@@ -145,6 +145,40 @@ fn a_healthy_datapath_among_100_non_readers_gets_every_answer() {
     assert_eq!(answered, 20, "{stats}");
 }
 
+/// Item 1 (seen in ops/hostile_soak.sh): with every slot taken, a new datapath was admitted
+/// by forgetting any datapath without live flows, so a healthy one between two flows lost
+/// its slot to a flood of new ones and its next CREATE was refused. It keeps its slot.
+#[test]
+fn a_datapath_between_flows_keeps_its_slot_under_a_flood_of_new_ones() {
+    let name = unique("flood");
+    let _agent = AgentProc::start(&name, &["--alg", "reno"], &[]);
+    let mut holders = Vec::new();
+    for _ in 0..63 {
+        let mut p = Peer::bind(&unique("holder"), &name);
+        p.send(&wire::ready(1)).unwrap();
+        p.send(&wire::create(1, "ccp_reno", 14480, 1448)).unwrap();
+        assert!(try_expect(&mut p, CHANGE_PROG, 1, T).is_some());
+        holders.push(p);
+    }
+    let mut good = Peer::bind(&unique("between"), &name);
+    good.send(&wire::ready(2)).unwrap();
+    assert!(try_roundtrip(&mut good, 1, T));
+    good.send(&close(1)).unwrap();
+    let mut flood = Vec::new();
+    for _ in 0..20 {
+        let p = Peer::bind(&unique("new"), &name);
+        p.send(&wire::ready(3)).unwrap();
+        p.send(&wire::create(1, "ccp_reno", 14480, 1448)).unwrap();
+        flood.push(p);
+    }
+    assert!(
+        try_roundtrip(&mut good, 2, T),
+        "a datapath between two flows lost its slot to new datapaths"
+    );
+    drop(flood);
+    drop(holders);
+}
+
 /// Item 5: control clients that sent requests and never read their replies held their
 /// slots for good (the idle timeout covered reads only). Replies have a write deadline.
 #[test]

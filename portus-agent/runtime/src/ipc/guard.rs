@@ -26,8 +26,9 @@
 //! Bounds. Live flows are tracked per datapath: at most [`MAX_FLOWS_PER_DATAPATH`] (libccp's
 //! table) and [`MAX_FLOWS`] in all; a CREATE beyond is refused (`too_many_flows`), and a
 //! report for a flow the datapath never created is ignored (`unknown_flow`). At most
-//! [`MAX_DATAPATHS`] datapaths are tracked (the least recently heard one without flows is
-//! forgotten first; `too_many_datapaths` otherwise).
+//! [`MAX_DATAPATHS`] datapaths are tracked (to admit a new one, a dropped one without flows
+//! is forgotten first, else the least recently heard one without flows for
+//! [`FLOW_GRACE`]; `too_many_datapaths` otherwise).
 //!
 //! Liveness (issue 42): on unix sockets the guard asks every [`LIVENESS_EVERY`] (and at
 //! once, at most every [`LIVENESS_MIN_GAP`], when a new datapath or flow meets a cap)
@@ -98,6 +99,8 @@ pub const MAX_DATAPATHS: usize = 64;
 pub const DEAD_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest such pause (it doubles with each failure).
 pub const DEAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// A datapath keeps its slot this long after its last flow closed (see `admit`).
+pub const FLOW_GRACE: Duration = Duration::from_secs(10);
 /// How often the guard asks whether its datapaths are still there (unix sockets).
 pub const LIVENESS_EVERY: Duration = Duration::from_millis(500);
 /// The shortest gap between two such checks when a cap makes one urgent.
@@ -484,6 +487,8 @@ struct Peer {
     /// When it came back after its last drop.
     revived: Option<Instant>,
     last_heard: Instant,
+    /// When it last had a live flow (its slot is kept for [`FLOW_GRACE`] after).
+    last_flow: Option<Instant>,
 }
 
 struct State<A> {
@@ -661,16 +666,27 @@ impl<I: Ipc> Guarded<I> {
         }
     }
 
-    /// Make room for a new datapath: forget the least recently heard one without live flows.
+    /// Make room for a new datapath: forget one without live flows that is not in good
+    /// standing: a dropped one first, else the least recently heard one whose last flow
+    /// ended [`FLOW_GRACE`] ago or that never had one. A datapath between two flows keeps its
+    /// slot: under a flood of new datapaths it was forgotten the moment its flow closed and
+    /// refused (`too_many_datapaths`) at its next CREATE.
     fn admit(st: &mut State<I::Addr>) -> bool {
         if st.peers.len() < MAX_DATAPATHS {
             return true;
         }
+        let now = Instant::now();
         let victim = st
             .peers
             .iter()
-            .filter(|(a, p)| p.live.is_empty() && !st.evict.iter().any(|(x, _)| x == *a))
-            .min_by_key(|(_, p)| p.last_heard)
+            .filter(|(a, p)| {
+                p.live.is_empty()
+                    && !st.evict.iter().any(|(x, _)| x == *a)
+                    && (p.dead_until.is_some()
+                        || p.last_flow
+                            .is_none_or(|t| now.saturating_duration_since(t) >= FLOW_GRACE))
+            })
+            .min_by_key(|(_, p)| (p.dead_until.is_none(), p.last_heard))
             .map(|(a, _)| a.clone());
         match victim {
             Some(a) => {
@@ -797,6 +813,7 @@ impl<I: Ipc> Ipc for Guarded<I> {
                         backoff: DEAD_BACKOFF,
                         revived: None,
                         last_heard: now,
+                        last_flow: None,
                     },
                 );
             }
@@ -804,6 +821,9 @@ impl<I: Ipc> Ipc for Guarded<I> {
                 continue;
             };
             peer.last_heard = now;
+            if !peer.live.is_empty() {
+                peer.last_flow = Some(now);
+            }
             let mut kept = 0usize;
             if let Some(until) = peer.dead_until {
                 if now < until {
@@ -870,6 +890,7 @@ impl<I: Ipc> Ipc for Guarded<I> {
                             if p.live.insert(sid) {
                                 st.live_total += 1;
                             }
+                            p.last_flow = Some(now);
                         }
                         let req = normalize_create(
                             &mut staged[msg_at..msg_at + len],
