@@ -58,7 +58,12 @@ fn try_roundtrip(p: &mut Peer, sid: u32, limit: Duration) -> bool {
 #[test]
 fn vanished_datapaths_free_their_slots_and_flows() {
     let name = unique("vanish");
-    let agent = AgentProc::start(&name, &["--alg", "reno"], &[]);
+    let ctl = std::env::temp_dir().join(format!("{name}.ctl.sock"));
+    let agent = AgentProc::start(
+        &name,
+        &["--alg", "reno", "--control", ctl.to_str().unwrap()],
+        &[],
+    );
     for _ in 0..64 {
         let mut ghost = Peer::bind(&unique("ghost"), &name);
         ghost.send(&wire::ready(1)).unwrap();
@@ -112,6 +117,17 @@ fn vanished_datapaths_free_their_slots_and_flows() {
     }
     assert_eq!(last["live_flows"].as_u64(), Some(1), "{last}");
     assert_eq!(last["datapaths"].as_u64(), Some(1), "{last}");
+    // and closed in the agent itself (portus and the flow tables), not only off the caps
+    let mut flows = serde_json::Value::Null;
+    while Instant::now() < deadline {
+        flows = ccp_runtime::control::request(&ctl, &serde_json::json!({"op": "flows"}), T)
+            .expect("control request");
+        if flows["total"].as_u64() == Some(1) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(flows["total"].as_u64(), Some(1), "{}", flows["total"]);
 }
 
 /// Item 2: thirty datapaths that sent READY and never read filled the agent's socket send

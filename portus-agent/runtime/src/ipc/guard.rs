@@ -34,19 +34,24 @@
 //! once, at most every [`LIVENESS_MIN_GAP`], when a new datapath or flow meets a cap)
 //! whether each datapath's socket is still there ([`crate::ipc::unix::peer_gone`]: a
 //! connect, nothing sent). A vanished datapath is forgotten (`vanished_datapaths`): its slot
-//! is free at once, its flows leave the caps at once and portus drops them (a READY from
-//! it), and answers portus still sends it are discarded without a syscall (`send_dropped`)
-//! until something at that path speaks again. Before, a datapath that exited was noticed
+//! is free at once, its flows leave the caps at once and portus closes them, and answers
+//! portus still sends it are discarded without a syscall (`send_dropped`) until something at
+//! that path speaks again. Before, a datapath that exited was noticed
 //! only when the agent next sent to it, which a flow without reports never makes it do: 64
 //! such datapaths locked every later one out.
 //!
 //! Sends never end or freeze the agent: a failed send is counted (`send_failed`), logged at
 //! most every half second and reported to portus as done. On unix sockets (many datapaths,
 //! each a path) a datapath whose send failed (gone, or not reading within the socket's send
-//! timeout) is dropped: its flows are closed (the guard hands portus a READY from it, which
-//! makes portus drop them), answers to it are discarded without a syscall (`send_dropped`),
-//! and its messages are ignored (`from_dead_peer`) for [`DEAD_BACKOFF`], doubling up to
+//! timeout, or not reading its answers for that long: [`crate::ipc::unix`]) is dropped: its
+//! flows are closed, answers to it are discarded without a syscall (`send_dropped`), and its
+//! messages are ignored (`from_dead_peer`) for [`DEAD_BACKOFF`], doubling up to
 //! [`DEAD_BACKOFF_MAX`]; its next message after that brings it back (programs reinstalled).
+//!
+//! A dropped or vanished datapath's flows are closed [`CLOSES_PER_TURN`] at a time (the
+//! guard hands portus closes from it), taking turns with real datagrams, all at once while
+//! none waits: a READY from it made portus drop them all in one go, a stall of milliseconds
+//! per hundred flows for every other datapath (seen by `ops/hostile_soak.sh`).
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -105,6 +110,10 @@ pub const FLOW_GRACE: Duration = Duration::from_secs(10);
 pub const LIVENESS_EVERY: Duration = Duration::from_millis(500);
 /// The shortest gap between two such checks when a cap makes one urgent.
 pub const LIVENESS_MIN_GAP: Duration = Duration::from_millis(50);
+/// A close (a MEASURE without fields) is this long.
+const CLOSE_LEN: usize = MEASURE_MIN_LEN;
+/// Closes of a dropped or vanished datapath's flows handed to portus at a time.
+pub const CLOSES_PER_TURN: usize = 16;
 /// Most vanished datapaths remembered (to discard portus's answers to them).
 const MAX_GONE: usize = 4 * MAX_DATAPATHS;
 
@@ -498,8 +507,13 @@ struct State<A> {
     peers: HashMap<A, Peer>,
     next_peer: u32,
     live_total: usize,
-    /// Dropped or vanished datapaths (with their number) whose flows portus still holds.
-    evict: VecDeque<(A, u32)>,
+    /// Flows of dropped or vanished datapaths that portus still holds, (datapath, its
+    /// number, socket id): closed a batch at a time between real datagrams.
+    closing: VecDeque<(A, u32, u32)>,
+    /// How many of `closing` each datapath has.
+    closing_count: HashMap<A, usize>,
+    /// The last thing handed to portus was a batch of those closes.
+    close_turn: bool,
     /// Vanished datapaths: portus's answers to them are discarded.
     gone: HashSet<A>,
     /// The last liveness check.
@@ -546,7 +560,9 @@ impl<I: Ipc> Guarded<I> {
                 peers: HashMap::new(),
                 next_peer: 1,
                 live_total: 0,
-                evict: VecDeque::new(),
+                closing: VecDeque::new(),
+                closing_count: HashMap::new(),
+                close_turn: false,
                 gone: HashSet::new(),
                 last_sweep: None,
             }),
@@ -633,13 +649,8 @@ impl<I: Ipc> Guarded<I> {
             self.stats
                 .vanished_datapaths
                 .fetch_add(1, Ordering::Relaxed);
-            if !p.live.is_empty() {
-                // off the caps now; portus drops them at the READY
-                st.live_total -= p.live.len();
-                if !st.evict.iter().any(|(x, _)| *x == a) {
-                    st.evict.push_back((a.clone(), p.id));
-                }
-            }
+            // off the caps now; portus closes them a batch at a time
+            Self::close_all(st, &a, p.id, p.live);
             if st.gone.len() >= MAX_GONE {
                 st.gone.clear();
             }
@@ -659,11 +670,30 @@ impl<I: Ipc> Guarded<I> {
         }
         p.dead_until = Some(Instant::now() + p.backoff);
         p.backoff = (p.backoff * 2).min(DEAD_BACKOFF_MAX);
-        let id = p.id;
+        let (id, live) = (p.id, std::mem::take(&mut p.live));
         self.stats.dropped_datapaths.fetch_add(1, Ordering::Relaxed);
-        if !st.evict.iter().any(|(x, _)| x == to) {
-            st.evict.push_back((to.clone(), id));
+        Self::close_all(st, to, id, live);
+    }
+
+    /// Take `live` (the flows of datapath `id` at `a`) off the caps and queue their closes.
+    /// They go to portus [`CLOSES_PER_TURN`] at a time, between real datagrams: a READY made
+    /// portus drop them all at once, a stall of milliseconds per hundred flows for every
+    /// other datapath.
+    fn close_all(st: &mut State<I::Addr>, a: &I::Addr, id: u32, live: HashSet<u32>) {
+        if live.is_empty() {
+            return;
         }
+        st.live_total -= live.len();
+        *st.closing_count.entry(a.clone()).or_insert(0) += live.len();
+        st.closing
+            .extend(live.into_iter().map(|sid| (a.clone(), id, sid)));
+    }
+
+    /// Is a datagram waiting (unix sockets; `true` for others: take turns)?
+    fn datagram_waiting(&self) -> bool {
+        (&self.inner as &dyn Any)
+            .downcast_ref::<crate::ipc::unix::UnixSocket>()
+            .is_none_or(|u| u.readable_now())
     }
 
     /// Make room for a new datapath: forget one without live flows that is not in good
@@ -679,9 +709,8 @@ impl<I: Ipc> Guarded<I> {
         let victim = st
             .peers
             .iter()
-            .filter(|(a, p)| {
+            .filter(|(_, p)| {
                 p.live.is_empty()
-                    && !st.evict.iter().any(|(x, _)| x == *a)
                     && (p.dead_until.is_some()
                         || p.last_flow
                             .is_none_or(|t| now.saturating_duration_since(t) >= FLOW_GRACE))
@@ -703,6 +732,15 @@ fn addr_gone<A: 'static>(a: &A) -> bool {
     (a as &dyn Any)
         .downcast_ref::<PathBuf>()
         .is_some_and(|p| crate::ipc::unix::peer_gone(p))
+}
+
+/// A flow's close as a datapath sends it: a MEASURE without fields.
+fn close_msg(sid: u32) -> [u8; CLOSE_LEN] {
+    let mut m = [0u8; CLOSE_LEN];
+    m[0..2].copy_from_slice(&MEASURE.to_le_bytes());
+    m[2..4].copy_from_slice(&(CLOSE_LEN as u16).to_le_bytes());
+    m[4..8].copy_from_slice(&sid.to_le_bytes());
+    m
 }
 
 /// A READY message (what the guard hands portus to make it drop a datapath's flows).
@@ -764,20 +802,37 @@ impl<I: Ipc> Ipc for Guarded<I> {
             let mut st = self.state.borrow_mut();
             let st = &mut *st;
             self.sweep(st, false);
-            // a dropped or vanished datapath's flows: a READY from it makes portus drop them
-            if let Some((addr, id)) = st.evict.pop_front() {
-                if let Some(p) = st.peers.get_mut(&addr) {
-                    st.live_total -= p.live.len();
-                    p.live.clear();
+            // a dropped or vanished datapath's flows: closed a batch at a time, taking turns
+            // with real datagrams (all at once while none waits)
+            if !st.closing.is_empty() && (!st.close_turn || !self.datagram_waiting()) {
+                if let Some((addr, id)) = st.closing.front().map(|(a, id, _)| (a.clone(), *id)) {
+                    let mut kept = 0usize;
+                    let mut n = 0usize;
+                    while n < CLOSES_PER_TURN && kept + CLOSE_LEN <= out.len() {
+                        match st.closing.front() {
+                            Some((a, _, sid)) if *a == addr => {
+                                out[kept..kept + CLOSE_LEN].copy_from_slice(&close_msg(*sid));
+                                kept += CLOSE_LEN;
+                                n += 1;
+                                st.closing.pop_front();
+                            }
+                            _ => break,
+                        }
+                    }
+                    if let Some(c) = st.closing_count.get_mut(&addr) {
+                        *c = c.saturating_sub(n);
+                        if *c == 0 {
+                            st.closing_count.remove(&addr);
+                        }
+                    }
+                    st.close_turn = true;
+                    if kept > 0 {
+                        self.tables.set_current_peer(id);
+                        return Ok((kept, addr));
+                    }
                 }
-                self.tables.set_current_peer(id);
-                self.gauges(st);
-                if out.len() >= READY_LEN {
-                    out[..READY_LEN].copy_from_slice(&ready_msg());
-                    return Ok((READY_LEN, addr));
-                }
-                continue;
             }
+            st.close_turn = false;
             let (n, addr) = self.inner.recv(&mut st.buf)?;
             if self.stop.load(Ordering::SeqCst) {
                 // whatever woke us (possibly a wake-up datagram) is not for portus any more
@@ -825,6 +880,7 @@ impl<I: Ipc> Ipc for Guarded<I> {
                 peer.last_flow = Some(now);
             }
             let mut kept = 0usize;
+            let mut fresh = false;
             if let Some(until) = peer.dead_until {
                 if now < until {
                     self.stats.from_dead_peer.fetch_add(1, Ordering::Relaxed);
@@ -833,10 +889,17 @@ impl<I: Ipc> Ipc for Guarded<I> {
                 // back after its pause: portus reinstalls its programs first
                 peer.dead_until = None;
                 peer.revived = Some(now);
-                if u16_at(&st.buf, 0) != READY || n < 2 {
-                    out[..READY_LEN].copy_from_slice(&ready_msg());
-                    kept = READY_LEN;
-                }
+                fresh = true;
+            }
+            if st.closing_count.remove(&addr).is_some() {
+                // it speaks again before its old flows are all closed: the READY below
+                // makes portus drop the rest at once (rare: a restart at the same path)
+                st.closing.retain(|(a, _, _)| *a != addr);
+                fresh = true;
+            }
+            if fresh && (u16_at(&st.buf, 0) != READY || n < 2) {
+                out[..READY_LEN].copy_from_slice(&ready_msg());
+                kept = READY_LEN;
             }
             let peer_id = peer.id;
             self.tables.set_current_peer(peer_id);

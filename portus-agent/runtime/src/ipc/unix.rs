@@ -46,6 +46,9 @@ pub const PEER_BUDGET_MSGS: usize = 4096;
 /// Most datapaths with a sending socket at once (the least recently used one without
 /// waiting answers is closed first; one with waiting answers after that).
 pub const MAX_PEER_SOCKETS: usize = 2 * crate::ipc::guard::MAX_DATAPATHS;
+/// While datagrams keep coming, the outboxes are flushed at least this often (else
+/// whenever the socket is idle).
+pub const FLUSH_EVERY: Duration = Duration::from_millis(1);
 /// Longest a receive waits (the run loop checks for a stop request in between).
 pub const RECV_TIMEOUT: Duration = Duration::from_millis(250);
 
@@ -105,6 +108,8 @@ pub struct UnixSocket {
     /// Each datapath's sending socket and outbox (only the portus thread uses them; the
     /// lock makes the type `Sync` for portus).
     out: Mutex<HashMap<PathBuf, PeerOut>>,
+    /// When the outboxes were last flushed while datagrams kept coming.
+    last_flush: Mutex<Instant>,
 }
 
 /// Answers to one datapath: a socket connected to it (non-blocking) and what waits.
@@ -250,6 +255,7 @@ impl UnixSocket {
             path,
             ino,
             out: Mutex::new(HashMap::new()),
+            last_flush: Mutex::new(Instant::now()),
         })
     }
 
@@ -281,6 +287,17 @@ impl UnixSocket {
             out.remove(k);
         }
         stuck
+    }
+
+    /// Is a datagram waiting on the bound socket (nothing read)?
+    pub fn readable_now(&self) -> bool {
+        let mut fd = libc::pollfd {
+            fd: self.sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the call, no wait
+        unsafe { libc::poll(&mut fd, 1, 0) > 0 }
     }
 
     /// Wait (at most `limit`) until the bound socket is readable, flushing the outboxes of
@@ -403,10 +420,32 @@ impl portus::ipc::Ipc for UnixSocket {
     }
 
     fn recv(&self, msg: &mut [u8]) -> portus::Result<(usize, Self::Addr)> {
-        if !self.wait_readable(RECV_TIMEOUT) {
-            return Err(portus::Error(String::from("no datagram (receive timeout)")));
-        }
-        let (n, addr) = self.sock.recv_from(msg).map_err(portus::Error::from)?;
+        // a datagram waiting is taken at once; the outboxes are flushed by a poll of their
+        // own at least every FLUSH_EVERY meanwhile, and whenever the socket is idle
+        let now = Instant::now();
+        let flush_due = {
+            let mut last = self.last_flush.lock().unwrap_or_else(|e| e.into_inner());
+            let due = now.saturating_duration_since(*last) >= FLUSH_EVERY;
+            if due {
+                *last = now;
+            }
+            due
+        };
+        let got = match (flush_due, self.sock.recv_from(msg)) {
+            (false, Ok(r)) => Ok(r),
+            (true, Ok(r)) => {
+                self.wait_readable(Duration::ZERO);
+                Ok(r)
+            }
+            (_, Err(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                if !self.wait_readable(RECV_TIMEOUT) {
+                    return Err(portus::Error(String::from("no datagram (receive timeout)")));
+                }
+                self.sock.recv_from(msg)
+            }
+            (_, Err(e)) => Err(e),
+        };
+        let (n, addr) = got.map_err(portus::Error::from)?;
         match addr.as_pathname() {
             Some(p) => Ok((n, p.to_path_buf())),
             // an unbound sender cannot be answered
