@@ -823,6 +823,14 @@ impl<I: Ipc> Ipc for Guarded<I> {
                         *c = c.saturating_sub(n);
                         if *c == 0 {
                             st.closing_count.remove(&addr);
+                            // the last one: a READY after it makes portus replace the
+                            // datapath's flow map, which keeps the capacity of all the flows
+                            // it held (60 KB per 200 flows, per vanished datapath); its
+                            // answers (programs) to it are discarded
+                            if kept + READY_LEN <= out.len() {
+                                out[kept..kept + READY_LEN].copy_from_slice(&ready_msg());
+                                kept += READY_LEN;
+                            }
                         }
                     }
                     st.close_turn = true;
