@@ -826,6 +826,14 @@ fn ctl_text(op: &CtlOp, r: &Value) -> String {
                     f["srtt_us"].as_f64().unwrap_or(0.0) / 1e3
                 );
             }
+            if r["truncated"].as_bool() == Some(true) {
+                let listed = r["flows"].as_array().map_or(0, Vec::len);
+                let _ = writeln!(
+                    o,
+                    "({listed} of {} flows listed; `--json` and {{\"op\":\"flows\",\"offset\":N}} on the control socket page on)",
+                    s(&r["total"])
+                );
+            }
         }
         CtlOp::Prefs => {
             let _ = writeln!(

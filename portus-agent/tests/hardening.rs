@@ -243,9 +243,18 @@ fn a_datapath_that_stops_reading_does_not_freeze_the_agent() {
         let _ = stuck.send(&wire::create(sid, "ccp_reno", 14480, 1448));
     }
     good.roundtrip(3, T);
-    let stats = agent
-        .stats(T)
-        .unwrap_or_else(|| panic!("no stats line on SIGUSR1: {}", agent.stderr_text()));
+    // sends never wait (issue 42): the stuck peer is dropped by the guard's periodic check
+    // once its unread answers have waited the send timeout
+    let deadline = Instant::now() + T;
+    let stats = loop {
+        let stats = agent
+            .stats(T)
+            .unwrap_or_else(|| panic!("no stats line on SIGUSR1: {}", agent.stderr_text()));
+        if stats["dropped_datapaths"].as_u64() >= Some(1) || Instant::now() > deadline {
+            break stats;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(
         stats["dropped_datapaths"].as_u64() >= Some(1),
         "the stuck datapath was never dropped: {stats}"

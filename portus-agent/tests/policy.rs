@@ -581,6 +581,26 @@ fn missing_models_make_algorithms_unavailable_unless_required() {
     );
 }
 
+/// Issue 42 item 8: a symlink loop between a model and its card was "absent" (the
+/// algorithm silently unavailable, exit 0); it is an error naming the file.
+#[test]
+fn a_symlink_loop_between_model_and_card_is_an_error_not_absence() {
+    let d = tmpdir("loop");
+    let (m, c) = (d.join("fx_mlp.onnx"), d.join("fx_mlp.json"));
+    std::os::unix::fs::symlink(&c, &m).unwrap();
+    std::os::unix::fs::symlink(&m, &c).unwrap();
+    let e = load_err(&d, &[contract("fx_mlp")]);
+    let text = e.to_string();
+    assert!(text.contains("fx_mlp."), "{text}");
+    assert!(text.contains("symbolic links"), "{text}");
+    // a dangling link is not absence either
+    let d = tmpdir("dangling");
+    std::os::unix::fs::symlink(d.join("gone.onnx"), d.join("fx_mlp.onnx")).unwrap();
+    std::os::unix::fs::symlink(d.join("gone.json"), d.join("fx_mlp.json")).unwrap();
+    let e = load_err(&d, &[contract("fx_mlp")]);
+    assert!(e.to_string().contains("fx_mlp."), "{e}");
+}
+
 #[test]
 fn reload_keeps_old_model_on_bad_files_and_swaps_good_ones() {
     let d = tmpdir("reload");

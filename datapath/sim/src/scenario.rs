@@ -49,6 +49,9 @@ pub const MAX_LINK_PACKETS: f64 = 1e9;
 /// Largest drop-tail buffer (packets), given or from `buffer_bdp`.
 pub const MAX_BUFFER_PKTS: u64 = 10_000_000;
 
+/// Largest scenario file read (bytes): scenarios are a few lines; traces are files of their own.
+pub const MAX_SCENARIO_BYTES: u64 = 1 << 20;
+
 /// Why a scenario was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -56,7 +59,7 @@ pub enum ScenarioError {
     Read {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: ccp_files::ReadError,
     },
     #[error(
         "scenario is not valid: {0} (see datapath/sim/scenarios/one-flow.toml for the format)"
@@ -360,10 +363,14 @@ impl Scenario {
     /// Read and validate a scenario file; relative trace paths resolve against its folder.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ScenarioError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        // a regular file, its size checked before reading: a FIFO hung, /dev/zero ate memory
+        let text =
+            ccp_files::read_regular_to_string(path, MAX_SCENARIO_BYTES).map_err(|source| {
+                ScenarioError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
         let base = path.parent().unwrap_or_else(|| Path::new("."));
         Self::from_toml_str(&text, base)
     }

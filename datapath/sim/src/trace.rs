@@ -184,31 +184,14 @@ pub fn load_trace(path: &Path) -> Result<TraceFile, TraceError> {
              file's folder)"
         ))
     };
-    // only a regular file: a FIFO would block, /dev/zero would never end
-    let meta = std::fs::metadata(path).map_err(unreadable)?;
-    if !meta.is_file() {
-        return Err(terr("it is not a regular file".into()));
-    }
-    if meta.len() > MAX_TRACE_BYTES {
-        return Err(terr(format!(
-            "it is {} bytes, more than {MAX_TRACE_BYTES}",
-            meta.len()
-        )));
-    }
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(
-            std::fs::File::open(path).map_err(unreadable)?,
-            MAX_TRACE_BYTES,
-        ),
-        &mut bytes,
-    )
-    .map_err(unreadable)?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        terr(format!(
-            "it is not text (invalid UTF-8 at byte {})",
-            e.utf8_error().valid_up_to()
-        ))
+    // only a regular file, its size checked before reading: a FIFO would block, /dev/zero
+    // would never end
+    let text = ccp_files::read_regular_to_string(path, MAX_TRACE_BYTES).map_err(|e| match e {
+        ccp_files::ReadError::Io(e) => unreadable(e),
+        ccp_files::ReadError::NotText { at } => {
+            terr(format!("it is not text (invalid UTF-8 at byte {at})"))
+        }
+        other => terr(format!("it is {other}")),
     })?;
     let is_log = path.extension().is_some_and(|e| e == "tput");
     parse_any(&text, is_log).map_err(terr)

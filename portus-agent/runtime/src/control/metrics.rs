@@ -192,6 +192,12 @@ pub fn render(src: &Sources<'_>) -> String {
         load(&g.send_failed),
     );
     o.one(
+        "ccp_ipc_datapaths_vanished_total",
+        "counter",
+        "Datapaths forgotten because their socket was gone (found without sending to them).",
+        load(&g.vanished_datapaths),
+    );
+    o.one(
         "ccp_ipc_create_clamped_total",
         "counter",
         "CREATEs whose initial window was clamped.",

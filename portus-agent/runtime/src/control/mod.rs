@@ -33,7 +33,11 @@
 //! show uid 0, the agent's own uid, the configured group (primary or supplementary), or
 //! `CAP_NET_ADMIN` in the peer's effective set (read from `/proc/<pid>/status`); others get
 //! one `not_permitted` reply and are closed. Bounds: [`MAX_LINE`] bytes a request,
-//! `max_connections` at once, [`IDLE_TIMEOUT`] without a request closes a connection.
+//! `max_connections` at once, [`IDLE_TIMEOUT`] without a request closes a connection, and
+//! so does a reply not read within [`WRITE_TIMEOUT`] (a client that sends requests and never
+//! reads would otherwise hold its slot and its replies for good); a `flows` reply lists at
+//! most [`MAX_FLOWS_LISTED`] flows (`"offset": N` pages on; `total` and `truncated` say how
+//! many there are), so a client costs a bounded amount of memory.
 //!
 //! **Metrics** (`--metrics ADDR`): `GET /metrics` answers [`crate::control::metrics::render`]; a
 //! loopback address only, unless the operator allows others explicitly
@@ -41,6 +45,7 @@
 
 pub mod metrics;
 
+use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -68,10 +73,19 @@ pub const MAX_LINE: usize = 4096;
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default cap on control connections at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
-/// Metrics connections at once.
-pub const MAX_METRICS_CONNECTIONS: usize = 8;
-/// Longest an HTTP request head may be, and may take.
+/// A reply the client has not taken within this long closes the connection.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most flows one `flows` reply lists.
+pub const MAX_FLOWS_LISTED: usize = 2048;
+/// Metrics connections at once. When they are all open, the oldest one that has not sent
+/// its whole request head yet is closed for a new one (slow-loris).
+pub const MAX_METRICS_CONNECTIONS: usize = 256;
+/// Longest an HTTP request head may be.
 const MAX_HTTP_HEAD: usize = 8192;
+/// Longest the whole request head may take (not per byte: a byte now and then does not
+/// keep a connection).
+pub const HTTP_HEAD_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest the reply may take to go out.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Linux's CAP_NET_ADMIN bit.
 const CAP_NET_ADMIN: u32 = 12;
@@ -243,13 +257,15 @@ fn allowed_keys(op: &str) -> &'static [&'static str] {
     match op {
         "set-pref" => &["local", "remote", "w"],
         "clear-pref" => &["local", "remote"],
+        "flows" => &["offset"],
         _ => &[],
     }
 }
 
-fn flows_json(tables: &FlowTables) -> Value {
-    let flows: Vec<Value> = tables
-        .live_records()
+fn flows_json(tables: &FlowTables, offset: usize) -> Value {
+    let (page, total) = tables.live_records_page(offset, MAX_FLOWS_LISTED);
+    let listed = page.len();
+    let flows: Vec<Value> = page
         .into_iter()
         .map(|(k, r)| {
             let (src, dst) = match r.addr {
@@ -281,7 +297,8 @@ fn flows_json(tables: &FlowTables) -> Value {
             v
         })
         .collect();
-    json!({"ok": true, "flows": flows})
+    json!({"ok": true, "flows": flows, "offset": offset, "total": total,
+        "truncated": offset.saturating_add(listed) < total})
 }
 
 /// Metrics text → `{"name{labels}": value}` (for `stats`).
@@ -353,7 +370,17 @@ pub fn handle_line(shared: &Shared, line: &str) -> Value {
                 Err(e) => err("bad_address", e),
             }
         }
-        "flows" => flows_json(&shared.tables),
+        "flows" => match req
+            .get("offset")
+            .map(|v| v.as_u64().and_then(|n| usize::try_from(n).ok()))
+        {
+            None => flows_json(&shared.tables, 0),
+            Some(Some(n)) => flows_json(&shared.tables, n),
+            Some(None) => err(
+                "bad_request",
+                "flows: \"offset\" is a count of flows (0, 1, ...)",
+            ),
+        },
         "prefs" => json!({"ok": true, "prefs": prefs.entries(),
             "pending_ttl_s": prefs.pending_ttl().as_secs_f64()}),
         "stats" => metrics_json(&shared.metrics()),
@@ -573,6 +600,12 @@ impl Slot {
         }
         Some(Self(count.clone()))
     }
+
+    /// A slot over the cap, for a connection whose predecessor is closing.
+    fn force(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(count.clone())
+    }
 }
 
 impl Drop for Slot {
@@ -604,6 +637,7 @@ async fn serve(shared: Shared, opts: ControlOptions, mut stop: tokio::sync::ones
     });
     let conns = Arc::new(AtomicUsize::new(0));
     let mconns = Arc::new(AtomicUsize::new(0));
+    let waiting = WaitingList::default();
     let mut sweep = tokio::time::interval(Duration::from_millis(500));
     let mut saved = shared.tables.prefs.changes();
     let save = |saved: &mut u64| {
@@ -642,8 +676,21 @@ async fn serve(shared: Shared, opts: ControlOptions, mut stop: tokio::sync::ones
             r = accept_tcp(metrics.as_ref()) => {
                 match r {
                     Ok((s, _)) => {
-                        if let Some(slot) = Slot::take(&mconns, MAX_METRICS_CONNECTIONS) {
-                            tokio::spawn(metrics_conn(shared.clone(), s, slot));
+                        let slot = Slot::take(&mconns, MAX_METRICS_CONNECTIONS).or_else(|| {
+                            // all taken: the oldest connection still without a whole
+                            // request yields its slot (it frees it as it ends)
+                            let oldest = waiting
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .q
+                                .pop_front();
+                            oldest.map(|(_, n)| {
+                                n.notify_one();
+                                Slot::force(&mconns)
+                            })
+                        });
+                        if let Some(slot) = slot {
+                            tokio::spawn(metrics_conn(shared.clone(), s, slot, waiting.clone()));
                         }
                     }
                     Err(e) => {
@@ -676,8 +723,23 @@ async fn accept_tcp(
     }
 }
 
+/// Write one reply line within [`WRITE_TIMEOUT`] (a client that does not read loses its
+/// connection, not the agent its slot).
 async fn write_line(w: &mut (impl AsyncWriteExt + Unpin), v: &Value) -> io::Result<()> {
-    let mut s = serde_json::to_string(v).unwrap_or_else(|_| "{\"ok\":false}".into());
+    match tokio::time::timeout(WRITE_TIMEOUT, write_line_now(w, v)).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the client did not read its reply",
+        )),
+    }
+}
+
+async fn write_line_now(w: &mut (impl AsyncWriteExt + Unpin), v: &Value) -> io::Result<()> {
+    // one reply, one line: a flow's name with U+2028 must not split it for the client
+    let mut s = crate::flows::flowlog::escape_line_separators(
+        serde_json::to_string(v).unwrap_or_else(|_| "{\"ok\":false}".into()),
+    );
     s.push('\n');
     w.write_all(s.as_bytes()).await
 }
@@ -775,26 +837,67 @@ async fn control_conn(
     }
 }
 
-async fn metrics_conn(shared: Shared, mut s: tokio::net::TcpStream, _slot: Slot) {
+/// Metrics connections still reading their request head, oldest first: when every slot is
+/// taken, the oldest of them is closed for a new connection (a scraper sends its head at
+/// once; a slow-loris never finishes it).
+#[derive(Default)]
+struct Waiting {
+    next: u64,
+    q: VecDeque<(u64, Arc<tokio::sync::Notify>)>,
+}
+
+type WaitingList = Arc<std::sync::Mutex<Waiting>>;
+
+/// Does `head` end a request head, given that `head[..before]` did not?
+fn head_complete(head: &[u8], before: usize) -> bool {
+    // only the new bytes (and 3 before them) can complete it: no rescans
+    let from = before.saturating_sub(3);
+    let tail = &head[from..];
+    tail.windows(4).any(|w| w == b"\r\n\r\n") || tail.windows(2).any(|w| w == b"\n\n")
+}
+
+async fn metrics_conn(
+    shared: Shared,
+    mut s: tokio::net::TcpStream,
+    _slot: Slot,
+    waiting: WaitingList,
+) {
+    let (id, preempt) = {
+        let mut w = waiting.lock().unwrap_or_else(|e| e.into_inner());
+        w.next += 1;
+        let n = Arc::new(tokio::sync::Notify::new());
+        let id = w.next;
+        w.q.push_back((id, n.clone()));
+        (id, n)
+    };
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
-    let read = tokio::time::timeout(HTTP_TIMEOUT, async {
-        loop {
-            let n = s.read(&mut buf).await?;
-            if n == 0 {
-                return Ok::<bool, io::Error>(false);
+    let read = tokio::select! {
+        r = tokio::time::timeout(HTTP_HEAD_TIMEOUT, async {
+            loop {
+                let n = s.read(&mut buf).await?;
+                if n == 0 {
+                    return Ok::<bool, io::Error>(false);
+                }
+                let before = head.len();
+                head.extend_from_slice(&buf[..n]);
+                if head_complete(&head, before) {
+                    return Ok(true);
+                }
+                if head.len() > MAX_HTTP_HEAD {
+                    return Ok(false);
+                }
             }
-            head.extend_from_slice(&buf[..n]);
-            if head.windows(4).any(|w| w == b"\r\n\r\n") || head.windows(2).any(|w| w == b"\n\n") {
-                return Ok(true);
-            }
-            if head.len() > MAX_HTTP_HEAD {
-                return Ok(false);
-            }
-        }
-    })
-    .await;
-    if !matches!(read, Ok(Ok(true))) {
+        }) => matches!(r, Ok(Ok(true))),
+        // a newer connection needed the slot
+        _ = preempt.notified() => false,
+    };
+    waiting
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .q
+        .retain(|(i, _)| *i != id);
+    if !read {
         return;
     }
     let first = head.split(|c| *c == b'\n').next().unwrap_or_default();
@@ -901,6 +1004,7 @@ pub fn request(path: &Path, req: &Value, timeout: Duration) -> Result<Value, Cli
 mod tests {
     use super::*;
     use crate::flows::prefs::{FlowAddr, PrefSource};
+    use crate::flows::FlowRecord;
 
     fn shared() -> Shared {
         Shared {
@@ -914,6 +1018,47 @@ mod tests {
 
     fn code(v: &Value) -> &str {
         v["code"].as_str().unwrap_or("")
+    }
+
+    #[test]
+    fn a_flows_reply_is_bounded_and_pages_on() {
+        // issue 42 item 5: a `flows` reply for 20 k flows cost a client 65 MB
+        let s = shared();
+        let n = MAX_FLOWS_LISTED + 500;
+        for sid in 0..n as u32 {
+            let r = FlowRecord {
+                sid,
+                requested: "ccp_reno".into(),
+                alg: "reno",
+                w: Preference::default(),
+                w_source: PrefSource::Default,
+                addr: None,
+                choice: None,
+                closed: false,
+                metrics: Default::default(),
+            };
+            s.tables
+                .open(crate::flows::key::FlowKey { peer: 1, sid }, 0, r);
+        }
+        let v = handle_line(&s, r#"{"op":"flows"}"#);
+        assert_eq!(v["flows"].as_array().map(Vec::len), Some(MAX_FLOWS_LISTED));
+        assert_eq!(
+            (v["total"].as_u64(), v["truncated"].as_bool()),
+            (Some(n as u64), Some(true))
+        );
+        let v = handle_line(
+            &s,
+            &format!(r#"{{"op":"flows","offset":{MAX_FLOWS_LISTED}}}"#),
+        );
+        assert_eq!(v["flows"].as_array().map(Vec::len), Some(500));
+        assert_eq!(v["flows"][0]["sid"].as_u64(), Some(MAX_FLOWS_LISTED as u64));
+        assert_eq!(v["truncated"].as_bool(), Some(false));
+        for bad in [
+            r#"{"op":"flows","offset":-1}"#,
+            r#"{"op":"flows","offset":"x"}"#,
+        ] {
+            assert_eq!(code(&handle_line(&s, bad)), "bad_request", "{bad}");
+        }
     }
 
     #[test]
@@ -977,7 +1122,7 @@ mod tests {
         assert_eq!(v, json!({"ok": true, "removed": true}));
         assert_eq!(
             handle_line(&s, r#"{"op":"flows"}"#),
-            json!({"ok": true, "flows": []})
+            json!({"ok": true, "flows": [], "offset": 0, "total": 0, "truncated": false})
         );
         let v = handle_line(&s, r#"{"op":"stats"}"#);
         assert_eq!(

@@ -23,6 +23,27 @@ use serde_json::json;
 
 use crate::flows::FlowRecord;
 
+/// JSON text with U+0085, U+2028 and U+2029 written as `\u` escapes. JSON allows them raw
+/// inside strings (serde_json escapes only U+0000..U+001F), but they end a line for many
+/// line-splitting readers (Python's `str.splitlines`, JavaScript), so a flow's name could
+/// split one JSON line into several. They can only occur inside strings of serialized JSON,
+/// so replacing them keeps the same value.
+pub fn escape_line_separators(json: String) -> String {
+    const SEPARATORS: [char; 3] = ['\u{85}', '\u{2028}', '\u{2029}'];
+    if !json.contains(SEPARATORS) {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if SEPARATORS.contains(&c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 pub struct FlowLog {
     out: BufWriter<File>,
     start: Instant,
@@ -52,9 +73,13 @@ impl FlowLog {
     }
 
     fn write(&mut self, v: serde_json::Value) {
+        let Ok(text) = serde_json::to_string(&v) else {
+            return;
+        };
+        let mut line = escape_line_separators(text);
+        line.push('\n');
         // a full disk must not stop congestion control: drop the line
-        let _ = serde_json::to_writer(&mut self.out, &v);
-        let _ = self.out.write_all(b"\n");
+        let _ = self.out.write_all(line.as_bytes());
         let _ = self.out.flush();
     }
 
@@ -121,5 +146,55 @@ impl FlowLog {
         let v = json!({"event": "close", "t": self.t(), "sid": r.sid, "alg": r.alg,
             "reports": r.metrics.reports, "loss_events": r.metrics.loss_events});
         self.write(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flows::prefs::PrefSource;
+
+    #[test]
+    fn unicode_line_separators_in_names_are_escaped() {
+        // issue 42 item 8: U+2028, U+2029 and U+0085 are valid unescaped in JSON but end a
+        // line for many line-splitting readers (Python's str.splitlines, JavaScript)
+        let dir = std::env::temp_dir().join(format!("ccp-flowlog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("flows.jsonl");
+        let mut log = FlowLog::open(&path, Duration::ZERO).unwrap();
+        let name = "ccp_x\u{2028}a\u{2029}b\u{85}c\u{1c}d";
+        let r = FlowRecord {
+            sid: 7,
+            requested: name.into(),
+            alg: "reno",
+            w: ccp_algs::Preference::default(),
+            w_source: PrefSource::Rule {
+                index: 0,
+                name: Some("rule\u{2028}one".into()),
+            },
+            addr: None,
+            choice: None,
+            closed: false,
+            metrics: Default::default(),
+        };
+        let a = Action::default();
+        log.create(&r, &a);
+        log.report(&r, &a);
+        log.close(&r);
+        drop(log);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let terminators = [
+            '\n', '\r', '\u{b}', '\u{c}', '\u{1c}', '\u{1d}', '\u{1e}', '\u{85}', '\u{2028}',
+            '\u{2029}',
+        ];
+        let lines: Vec<&str> = text.split(&terminators[..]).collect();
+        // three events and the empty tail after the last '\n'
+        assert_eq!(lines.len(), 4, "{text:?}");
+        assert_eq!(lines[3], "");
+        let create: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(create["requested"], name);
+        assert_eq!(create["event"], "create");
+        assert!(lines[0].contains(r"\u2028") && lines[0].contains(r"\u0085"));
     }
 }

@@ -230,6 +230,26 @@ impl FlowTables {
         v
     }
 
+    /// At most `limit` live records from the `skip`-th on (in key order), and how many
+    /// there are: a bounded copy whatever the table holds.
+    pub fn live_records_page(
+        &self,
+        skip: usize,
+        limit: usize,
+    ) -> (Vec<(FlowKey, FlowRecord)>, usize) {
+        let t = self.lock();
+        let mut keys: Vec<FlowKey> = t.live.keys().copied().collect();
+        keys.sort();
+        let total = keys.len();
+        let page = keys
+            .iter()
+            .skip(skip)
+            .take(limit)
+            .filter_map(|k| t.live.get(k).map(|(_, r)| (*k, r.clone())))
+            .collect();
+        (page, total)
+    }
+
     pub fn sizes(&self) -> TableSizes {
         let t = self.lock();
         TableSizes {

@@ -40,12 +40,10 @@ pub const MAX_ENTRIES: usize = 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum PortfolioError {
     #[error("cannot read {path}: {source}")]
-    Io {
+    Read {
         path: String,
-        source: std::io::Error,
+        source: crate::sources::files::ReadError,
     },
-    #[error("{path} is {size} bytes, over the {MAX_BYTES}-byte limit: is it a portfolio table?")]
-    TooLarge { path: String, size: u64 },
     #[error("{path} is not a portfolio table: {source} (rebuild it with `python -m ccp_train.portfolio build`)")]
     Parse {
         path: String,
@@ -98,6 +96,14 @@ pub struct Choice {
     pub runner_up: Option<(String, f64)>,
 }
 
+/// Is there anything at `p` (not following symlinks)?
+fn present(p: &Path) -> Result<bool, PortfolioError> {
+    crate::sources::files::present(p).map_err(|e| PortfolioError::Read {
+        path: p.display().to_string(),
+        source: e.into(),
+    })
+}
+
 fn l1(a: &[f64; 3], b: &[f64; 3]) -> f64 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
 }
@@ -106,15 +112,15 @@ impl Portfolio {
     /// Read and validate a table.
     pub fn load(path: &Path) -> Result<Self, PortfolioError> {
         let p = path.display().to_string();
-        let io = |source| PortfolioError::Io {
-            path: p.clone(),
-            source,
-        };
-        let size = std::fs::metadata(path).map_err(io)?.len();
-        if size > MAX_BYTES {
-            return Err(PortfolioError::TooLarge { path: p, size });
-        }
-        let text = std::fs::read_to_string(path).map_err(io)?;
+        // a regular file only, its size checked before reading (a FIFO hung start-up and
+        // the signal loop; a link to /dev/zero grew memory without bound)
+        let text =
+            crate::sources::files::read_regular_to_string(path, MAX_BYTES).map_err(|source| {
+                PortfolioError::Read {
+                    path: p.clone(),
+                    source,
+                }
+            })?;
         Self::parse(&text, &p)
     }
 
@@ -253,7 +259,8 @@ pub struct AutoSelect {
 }
 
 impl AutoSelect {
-    /// Read the table at `path` if the file exists (a bad one is an error); `for_default`
+    /// Read the table at `path` if there is one (a bad one is an error, and so is a name
+    /// that is there but unreadable: a dangling link or a symlink loop); `for_default`
     /// needs a table.
     pub fn open(
         path: Option<PathBuf>,
@@ -261,7 +268,7 @@ impl AutoSelect {
         for_default: bool,
     ) -> Result<Self, PortfolioError> {
         let table = match &path {
-            Some(p) if p.exists() => Some(Arc::new(Portfolio::load(p)?)),
+            Some(p) if present(p)? => Some(Arc::new(Portfolio::load(p)?)),
             _ => None,
         };
         if for_default && table.is_none() {
@@ -296,7 +303,7 @@ impl AutoSelect {
         let Some(p) = &self.path else {
             return Ok(false);
         };
-        if !p.exists() {
+        if !present(p)? {
             return Ok(false);
         }
         let t = Arc::new(Portfolio::load(p)?);
@@ -426,5 +433,48 @@ mod tests {
         // JSON has no NaN; serde refuses the token, so a NaN can never reach a score
         let t = r#"{"version":1,"default_class":"a","classes":{"a":[{"alg":"x","w":null,"o":[NaN,0,0]}]}}"#;
         assert!(Portfolio::parse(t, "t").is_err());
+    }
+
+    /// `f` on a thread, its result if it ends within 5 s (a hang is a failure, not a
+    /// stuck test run).
+    fn within_5s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(5)).ok()
+    }
+
+    #[test]
+    fn fifos_and_symlink_loops_as_the_table_are_refused_at_once() {
+        // issue 42 item 4: a FIFO hung start-up (and the signal loop on SIGHUP); item 8: a
+        // symlink loop was "no table"
+        let dir = std::env::temp_dir().join(format!("ccp-portfolio-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join(FILE);
+        let st = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let f2 = fifo.clone();
+        let e = within_5s(move || Portfolio::load(&f2).map(|_| ()))
+            .expect("reading a FIFO table hung")
+            .unwrap_err();
+        assert!(e.to_string().contains("not a regular file (a FIFO)"), "{e}");
+        assert!(e.to_string().contains(FILE), "{e}");
+        let f3 = fifo.clone();
+        let e = within_5s(move || AutoSelect::open(Some(f3), w(0.4, 0.5, 0.1), false).map(|_| ()))
+            .expect("opening a FIFO table hung")
+            .unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        std::fs::remove_file(&fifo).unwrap();
+        let other = dir.join("other.json");
+        std::os::unix::fs::symlink(&other, &fifo).unwrap();
+        std::os::unix::fs::symlink(&fifo, &other).unwrap();
+        let e = AutoSelect::open(Some(fifo.clone()), w(0.4, 0.5, 0.1), false).unwrap_err();
+        assert!(e.to_string().contains(FILE), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

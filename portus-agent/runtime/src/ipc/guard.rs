@@ -26,19 +26,37 @@
 //! Bounds. Live flows are tracked per datapath: at most [`MAX_FLOWS_PER_DATAPATH`] (libccp's
 //! table) and [`MAX_FLOWS`] in all; a CREATE beyond is refused (`too_many_flows`), and a
 //! report for a flow the datapath never created is ignored (`unknown_flow`). At most
-//! [`MAX_DATAPATHS`] datapaths are tracked (the least recently heard one without flows is
-//! forgotten first; `too_many_datapaths` otherwise).
+//! [`MAX_DATAPATHS`] datapaths are tracked (to admit a new one, a dropped one without flows
+//! is forgotten first, else the least recently heard one without flows for
+//! [`FLOW_GRACE`]; `too_many_datapaths` otherwise).
+//!
+//! Liveness (issue 42): on unix sockets the guard asks every [`LIVENESS_EVERY`] (and at
+//! once, at most every [`LIVENESS_MIN_GAP`], when a new datapath or flow meets a cap)
+//! whether each datapath's socket is still there ([`crate::ipc::unix::peer_gone`]: a
+//! connect, nothing sent). A vanished datapath is forgotten (`vanished_datapaths`): its slot
+//! is free at once, its flows leave the caps at once and portus closes them, and answers
+//! portus still sends it are discarded without a syscall (`send_dropped`) until something at
+//! that path speaks again. Before, a datapath that exited was noticed
+//! only when the agent next sent to it, which a flow without reports never makes it do: 64
+//! such datapaths locked every later one out.
 //!
 //! Sends never end or freeze the agent: a failed send is counted (`send_failed`), logged at
 //! most every half second and reported to portus as done. On unix sockets (many datapaths,
 //! each a path) a datapath whose send failed (gone, or not reading within the socket's send
-//! timeout) is dropped: its flows are closed (the guard hands portus a READY from it, which
-//! makes portus drop them), answers to it are discarded without a syscall (`send_dropped`),
-//! and its messages are ignored (`from_dead_peer`) for [`DEAD_BACKOFF`], doubling up to
+//! timeout, or not reading its answers for that long: [`crate::ipc::unix`]) is dropped: its
+//! flows are closed, answers to it are discarded without a syscall (`send_dropped`), and its
+//! messages are ignored (`from_dead_peer`) for [`DEAD_BACKOFF`], doubling up to
 //! [`DEAD_BACKOFF_MAX`]; its next message after that brings it back (programs reinstalled).
+//!
+//! A dropped or vanished datapath's flows are closed [`CLOSES_PER_TURN`] at a time (the
+//! guard hands portus closes from it), taking turns with real datagrams, all at once while
+//! none waits: a READY from it made portus drop them all in one go, a stall of milliseconds
+//! per hundred flows for every other datapath (seen by `ops/hostile_soak.sh`).
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -86,6 +104,18 @@ pub const MAX_DATAPATHS: usize = 64;
 pub const DEAD_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest such pause (it doubles with each failure).
 pub const DEAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// A datapath keeps its slot this long after its last flow closed (see `admit`).
+pub const FLOW_GRACE: Duration = Duration::from_secs(10);
+/// How often the guard asks whether its datapaths are still there (unix sockets).
+pub const LIVENESS_EVERY: Duration = Duration::from_millis(500);
+/// The shortest gap between two such checks when a cap makes one urgent.
+pub const LIVENESS_MIN_GAP: Duration = Duration::from_millis(50);
+/// A close (a MEASURE without fields) is this long.
+const CLOSE_LEN: usize = MEASURE_MIN_LEN;
+/// Closes of a dropped or vanished datapath's flows handed to portus at a time.
+pub const CLOSES_PER_TURN: usize = 16;
+/// Most vanished datapaths remembered (to discard portus's answers to them).
+const MAX_GONE: usize = 4 * MAX_DATAPATHS;
 
 /// Byte offsets in a CREATE.
 const CREATE_INIT_CWND: usize = HDR_LEN;
@@ -154,6 +184,8 @@ pub struct GuardStats {
     pub from_dead_peer: AtomicU64,
     /// Datapaths dropped after a failed send.
     pub dropped_datapaths: AtomicU64,
+    /// Datapaths forgotten because their socket was gone (found without sending to them).
+    pub vanished_datapaths: AtomicU64,
     /// Netlink datagrams not sent by the kernel (another process's), dropped unread
     /// ([`crate::ipc::netlink`]).
     pub not_from_kernel: AtomicU64,
@@ -228,6 +260,7 @@ impl GuardStats {
             "send_dropped": g(&self.send_dropped),
             "from_dead_peer": g(&self.from_dead_peer),
             "dropped_datapaths": g(&self.dropped_datapaths),
+            "vanished_datapaths": g(&self.vanished_datapaths),
             "not_from_kernel": g(&self.not_from_kernel),
             "bad_netlink": g(&self.bad_netlink),
             "kernel_errors": g(&self.kernel_errors),
@@ -463,6 +496,8 @@ struct Peer {
     /// When it came back after its last drop.
     revived: Option<Instant>,
     last_heard: Instant,
+    /// When it last had a live flow (its slot is kept for [`FLOW_GRACE`] after).
+    last_flow: Option<Instant>,
 }
 
 struct State<A> {
@@ -472,8 +507,17 @@ struct State<A> {
     peers: HashMap<A, Peer>,
     next_peer: u32,
     live_total: usize,
-    /// Dropped datapaths whose flows portus still holds.
-    evict: VecDeque<A>,
+    /// Flows of dropped or vanished datapaths that portus still holds, (datapath, its
+    /// number, socket id): closed a batch at a time between real datagrams.
+    closing: VecDeque<(A, u32, u32)>,
+    /// How many of `closing` each datapath has.
+    closing_count: HashMap<A, usize>,
+    /// The last thing handed to portus was a batch of those closes.
+    close_turn: bool,
+    /// Vanished datapaths: portus's answers to them are discarded.
+    gone: HashSet<A>,
+    /// The last liveness check.
+    last_sweep: Option<Instant>,
 }
 
 /// A portus [`Ipc`] that validates and normalizes every inbound message, bounds the flows
@@ -516,7 +560,11 @@ impl<I: Ipc> Guarded<I> {
                 peers: HashMap::new(),
                 next_peer: 1,
                 live_total: 0,
-                evict: VecDeque::new(),
+                closing: VecDeque::new(),
+                closing_count: HashMap::new(),
+                close_turn: false,
+                gone: HashSet::new(),
+                last_sweep: None,
             }),
             stats,
             tables,
@@ -559,16 +607,115 @@ impl<I: Ipc> Guarded<I> {
             .store(st.peers.len() as u64, Ordering::Relaxed);
     }
 
-    /// Make room for a new datapath: forget the least recently heard one without live flows.
+    /// Ask whether each datapath is still there (unix sockets; every [`LIVENESS_EVERY`], or
+    /// [`LIVENESS_MIN_GAP`] when `urgent`) and forget the vanished ones.
+    fn sweep(&self, st: &mut State<I::Addr>, urgent: bool) {
+        if !self.drop_dead_peers {
+            return;
+        }
+        let now = Instant::now();
+        let every = if urgent {
+            LIVENESS_MIN_GAP
+        } else {
+            LIVENESS_EVERY
+        };
+        if st
+            .last_sweep
+            .is_some_and(|t| now.saturating_duration_since(t) < every)
+        {
+            return;
+        }
+        st.last_sweep = Some(now);
+        // datapaths that do not read what they were sent (their answers waited too long)
+        if let Some(unix) = (&self.inner as &dyn Any).downcast_ref::<crate::ipc::unix::UnixSocket>()
+        {
+            for path in unix.take_stuck() {
+                if let Some(a) = (&path as &dyn Any).downcast_ref::<I::Addr>() {
+                    if st.peers.get(a).is_some_and(|p| p.dead_until.is_none()) {
+                        if let Some(held) = LOG_SEND.allow() {
+                            warn!(to = ?a, held_back = held,
+                                "datapath not reading its answers: dropping it");
+                        }
+                    }
+                    self.drop_peer(st, a);
+                }
+            }
+        }
+        let gone: Vec<I::Addr> = st.peers.keys().filter(|a| addr_gone(*a)).cloned().collect();
+        for a in gone {
+            let Some(p) = st.peers.remove(&a) else {
+                continue;
+            };
+            self.stats
+                .vanished_datapaths
+                .fetch_add(1, Ordering::Relaxed);
+            // off the caps now; portus closes them a batch at a time
+            Self::close_all(st, &a, p.id, p.live);
+            if st.gone.len() >= MAX_GONE {
+                st.gone.clear();
+            }
+            st.gone.insert(a);
+        }
+        self.gauges(st);
+    }
+
+    /// Drop a datapath that failed a send or does not read: its messages are ignored for its
+    /// backoff, answers to it discarded, its flows evicted.
+    fn drop_peer(&self, st: &mut State<I::Addr>, to: &I::Addr) {
+        let Some(p) = st.peers.get_mut(to) else {
+            return;
+        };
+        if p.dead_until.is_some() {
+            return;
+        }
+        p.dead_until = Some(Instant::now() + p.backoff);
+        p.backoff = (p.backoff * 2).min(DEAD_BACKOFF_MAX);
+        let (id, live) = (p.id, std::mem::take(&mut p.live));
+        self.stats.dropped_datapaths.fetch_add(1, Ordering::Relaxed);
+        Self::close_all(st, to, id, live);
+    }
+
+    /// Take `live` (the flows of datapath `id` at `a`) off the caps and queue their closes.
+    /// They go to portus [`CLOSES_PER_TURN`] at a time, between real datagrams: a READY made
+    /// portus drop them all at once, a stall of milliseconds per hundred flows for every
+    /// other datapath.
+    fn close_all(st: &mut State<I::Addr>, a: &I::Addr, id: u32, live: HashSet<u32>) {
+        if live.is_empty() {
+            return;
+        }
+        st.live_total -= live.len();
+        *st.closing_count.entry(a.clone()).or_insert(0) += live.len();
+        st.closing
+            .extend(live.into_iter().map(|sid| (a.clone(), id, sid)));
+    }
+
+    /// Is a datagram waiting (unix sockets; `true` for others: take turns)?
+    fn datagram_waiting(&self) -> bool {
+        (&self.inner as &dyn Any)
+            .downcast_ref::<crate::ipc::unix::UnixSocket>()
+            .is_none_or(|u| u.readable_now())
+    }
+
+    /// Make room for a new datapath: forget one without live flows that is not in good
+    /// standing: a dropped one first, else the least recently heard one whose last flow
+    /// ended [`FLOW_GRACE`] ago or that never had one. A datapath between two flows keeps its
+    /// slot: under a flood of new datapaths it was forgotten the moment its flow closed and
+    /// refused (`too_many_datapaths`) at its next CREATE.
     fn admit(st: &mut State<I::Addr>) -> bool {
         if st.peers.len() < MAX_DATAPATHS {
             return true;
         }
+        let now = Instant::now();
         let victim = st
             .peers
             .iter()
-            .filter(|(a, p)| p.live.is_empty() && !st.evict.contains(a))
-            .min_by_key(|(_, p)| p.last_heard)
+            .filter(|(_, p)| {
+                p.live.is_empty()
+                    && (p.dead_until.is_some()
+                        || p.last_flow
+                            .is_none_or(|t| now.saturating_duration_since(t) >= FLOW_GRACE))
+            })
+            .min_by_key(|(_, p)| (p.dead_until.is_none(), p.last_heard))
             .map(|(a, _)| a.clone());
         match victim {
             Some(a) => {
@@ -578,6 +725,22 @@ impl<I: Ipc> Guarded<I> {
             None => false,
         }
     }
+}
+
+/// Is the datapath at `a` gone? Only unix datapaths (a socket path) can be asked.
+fn addr_gone<A: 'static>(a: &A) -> bool {
+    (a as &dyn Any)
+        .downcast_ref::<PathBuf>()
+        .is_some_and(|p| crate::ipc::unix::peer_gone(p))
+}
+
+/// A flow's close as a datapath sends it: a MEASURE without fields.
+fn close_msg(sid: u32) -> [u8; CLOSE_LEN] {
+    let mut m = [0u8; CLOSE_LEN];
+    m[0..2].copy_from_slice(&MEASURE.to_le_bytes());
+    m[2..4].copy_from_slice(&(CLOSE_LEN as u16).to_le_bytes());
+    m[4..8].copy_from_slice(&sid.to_le_bytes());
+    m
 }
 
 /// A READY message (what the guard hands portus to make it drop a datapath's flows).
@@ -597,7 +760,9 @@ impl<I: Ipc> Ipc for Guarded<I> {
 
     fn send(&self, msg: &[u8], to: &Self::Addr) -> portus::Result<()> {
         let mut st = self.state.borrow_mut();
-        if self.drop_dead_peers && st.peers.get(to).is_some_and(|p| p.dead_until.is_some()) {
+        if self.drop_dead_peers
+            && (st.gone.contains(to) || st.peers.get(to).is_some_and(|p| p.dead_until.is_some()))
+        {
             self.stats.send_dropped.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
@@ -620,18 +785,7 @@ impl<I: Ipc> Ipc for Guarded<I> {
                         "send to datapath failed");
                 }
                 if dropping {
-                    let evict = {
-                        let Some(p) = st.peers.get_mut(to) else {
-                            return Ok(());
-                        };
-                        p.dead_until = Some(Instant::now() + p.backoff);
-                        p.backoff = (p.backoff * 2).min(DEAD_BACKOFF_MAX);
-                        self.stats.dropped_datapaths.fetch_add(1, Ordering::Relaxed);
-                        true
-                    };
-                    if evict && !st.evict.contains(to) {
-                        st.evict.push_back(to.clone());
-                    }
+                    self.drop_peer(&mut st, to);
                 }
                 // portus ends its run loop on a failed send while installing programs
                 // (docs/upstream-defects.md, defect 12): the failure stops here
@@ -647,20 +801,46 @@ impl<I: Ipc> Ipc for Guarded<I> {
             }
             let mut st = self.state.borrow_mut();
             let st = &mut *st;
-            // a dropped datapath's flows: a READY from it makes portus drop them
-            if let Some(addr) = st.evict.pop_front() {
-                if let Some(p) = st.peers.get_mut(&addr) {
-                    st.live_total -= p.live.len();
-                    p.live.clear();
-                    self.tables.set_current_peer(p.id);
+            self.sweep(st, false);
+            // a dropped or vanished datapath's flows: closed a batch at a time, taking turns
+            // with real datagrams (all at once while none waits)
+            if !st.closing.is_empty() && (!st.close_turn || !self.datagram_waiting()) {
+                if let Some((addr, id)) = st.closing.front().map(|(a, id, _)| (a.clone(), *id)) {
+                    let mut kept = 0usize;
+                    let mut n = 0usize;
+                    while n < CLOSES_PER_TURN && kept + CLOSE_LEN <= out.len() {
+                        match st.closing.front() {
+                            Some((a, _, sid)) if *a == addr => {
+                                out[kept..kept + CLOSE_LEN].copy_from_slice(&close_msg(*sid));
+                                kept += CLOSE_LEN;
+                                n += 1;
+                                st.closing.pop_front();
+                            }
+                            _ => break,
+                        }
+                    }
+                    if let Some(c) = st.closing_count.get_mut(&addr) {
+                        *c = c.saturating_sub(n);
+                        if *c == 0 {
+                            st.closing_count.remove(&addr);
+                            // the last one: a READY after it makes portus replace the
+                            // datapath's flow map, which keeps the capacity of all the flows
+                            // it held (60 KB per 200 flows, per vanished datapath); its
+                            // answers (programs) to it are discarded
+                            if kept + READY_LEN <= out.len() {
+                                out[kept..kept + READY_LEN].copy_from_slice(&ready_msg());
+                                kept += READY_LEN;
+                            }
+                        }
+                    }
+                    st.close_turn = true;
+                    if kept > 0 {
+                        self.tables.set_current_peer(id);
+                        return Ok((kept, addr));
+                    }
                 }
-                self.gauges(st);
-                if out.len() >= READY_LEN {
-                    out[..READY_LEN].copy_from_slice(&ready_msg());
-                    return Ok((READY_LEN, addr));
-                }
-                continue;
             }
+            st.close_turn = false;
             let (n, addr) = self.inner.recv(&mut st.buf)?;
             if self.stop.load(Ordering::SeqCst) {
                 // whatever woke us (possibly a wake-up datagram) is not for portus any more
@@ -672,7 +852,13 @@ impl<I: Ipc> Ipc for Guarded<I> {
             }
             self.stats.datagrams.fetch_add(1, Ordering::SeqCst);
             let now = Instant::now();
+            // something speaks at a vanished datapath's path: a new datapath
+            st.gone.remove(&addr);
             if !st.peers.contains_key(&addr) {
+                if !Self::admit(st) {
+                    // full: the vanished ones may be among them (checked now, not later)
+                    self.sweep(st, true);
+                }
                 if !Self::admit(st) {
                     let staged = std::mem::take(&mut st.buf);
                     self.log_reject(st, Reject::TooManyDatapaths, &staged[..n]);
@@ -690,6 +876,7 @@ impl<I: Ipc> Ipc for Guarded<I> {
                         backoff: DEAD_BACKOFF,
                         revived: None,
                         last_heard: now,
+                        last_flow: None,
                     },
                 );
             }
@@ -697,7 +884,11 @@ impl<I: Ipc> Ipc for Guarded<I> {
                 continue;
             };
             peer.last_heard = now;
+            if !peer.live.is_empty() {
+                peer.last_flow = Some(now);
+            }
             let mut kept = 0usize;
+            let mut fresh = false;
             if let Some(until) = peer.dead_until {
                 if now < until {
                     self.stats.from_dead_peer.fetch_add(1, Ordering::Relaxed);
@@ -706,10 +897,17 @@ impl<I: Ipc> Ipc for Guarded<I> {
                 // back after its pause: portus reinstalls its programs first
                 peer.dead_until = None;
                 peer.revived = Some(now);
-                if u16_at(&st.buf, 0) != READY || n < 2 {
-                    out[..READY_LEN].copy_from_slice(&ready_msg());
-                    kept = READY_LEN;
-                }
+                fresh = true;
+            }
+            if st.closing_count.remove(&addr).is_some() {
+                // it speaks again before its old flows are all closed: the READY below
+                // makes portus drop the rest at once (rare: a restart at the same path)
+                st.closing.retain(|(a, _, _)| *a != addr);
+                fresh = true;
+            }
+            if fresh && (u16_at(&st.buf, 0) != READY || n < 2) {
+                out[..READY_LEN].copy_from_slice(&ready_msg());
+                kept = READY_LEN;
             }
             let peer_id = peer.id;
             self.tables.set_current_peer(peer_id);
@@ -746,6 +944,10 @@ impl<I: Ipc> Ipc for Guarded<I> {
                         }
                     }
                     CREATE => {
+                        if !known && st.live_total >= MAX_FLOWS {
+                            // the flows of vanished datapaths may hold the cap
+                            self.sweep(st, true);
+                        }
                         if !known && (flows >= MAX_FLOWS_PER_DATAPATH || st.live_total >= MAX_FLOWS)
                         {
                             self.log_reject(
@@ -759,6 +961,7 @@ impl<I: Ipc> Ipc for Guarded<I> {
                             if p.live.insert(sid) {
                                 st.live_total += 1;
                             }
+                            p.last_flow = Some(now);
                         }
                         let req = normalize_create(
                             &mut staged[msg_at..msg_at + len],

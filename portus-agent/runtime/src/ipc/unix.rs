@@ -8,24 +8,47 @@
 //!   nobody holds (a connect to it is refused); a socket another process holds, or any other
 //!   kind of file, is an error ([`BindError`]). `/tmp/ccp` itself must be a directory, not a
 //!   symlink.
-//! - **Bounded sends**: every send gives up after [`SEND_TIMEOUT`] when the peer's receive
-//!   queue stays full (`SO_SNDTIMEO`), so a datapath that stops reading cannot freeze the
-//!   agent; the guard then drops that datapath (see [`crate::ipc::guard`]).
+//! - **Per-datapath send budgets** (issue 42): answers to each datapath leave through a
+//!   socket of their own, connected to it and never blocking. A datagram in flight is charged
+//!   to the socket that sent it until its receiver reads it, so with one shared socket the
+//!   unread answers of datapaths that never read filled the agent's send buffer and every
+//!   other datapath's answers failed with it. Now a datapath's unread answers fill only its
+//!   own socket; what its receive queue cannot take waits in its outbox (at most
+//!   [`PEER_BUDGET_BYTES`] / [`PEER_BUDGET_MSGS`]), flushed as soon as it reads (the receive
+//!   loop polls for that). A datapath whose outbox is over budget, or has not moved for
+//!   [`SEND_TIMEOUT`], is not reading: its send fails at once, without waiting, and the guard
+//!   drops it (see [`crate::ipc::guard`]). No send ever makes the agent wait.
+//! - **Liveness** ([`peer_gone`]): whether a datapath's socket is still there, asked without
+//!   sending to it (the guard asks every [`crate::ipc::guard::LIVENESS_EVERY`]).
 //! - Receives time out after [`RECV_TIMEOUT`], so a stop request is seen promptly.
 //! - The socket file is removed when the agent closes the socket (if it is still ours).
 
+use std::collections::{HashMap, VecDeque};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Where portus's unix backend (and so every CCP unix datapath) puts its sockets.
 pub const SOCKET_DIR: &str = "/tmp/ccp";
 /// Longest socket name.
 pub const MAX_NAME_LEN: usize = 64;
-/// Longest a send waits for a datapath's full receive queue.
+/// Longest a datapath's outbox may wait without the datapath reading any of it; after that
+/// its sends fail (it is not reading). No send waits: this is how long answers are kept.
 pub const SEND_TIMEOUT: Duration = Duration::from_millis(250);
+/// Most bytes of answers waiting for one datapath (beyond what its receive queue holds).
+pub const PEER_BUDGET_BYTES: usize = 256 * 1024;
+/// Most answers waiting for one datapath.
+pub const PEER_BUDGET_MSGS: usize = 4096;
+/// Most datapaths with a sending socket at once (the least recently used one without
+/// waiting answers is closed first; one with waiting answers after that).
+pub const MAX_PEER_SOCKETS: usize = 2 * crate::ipc::guard::MAX_DATAPATHS;
+/// While datagrams keep coming, the outboxes are flushed at least this often (else
+/// whenever the socket is idle).
+pub const FLUSH_EVERY: Duration = Duration::from_millis(1);
 /// Longest a receive waits (the run loop checks for a stop request in between).
 pub const RECV_TIMEOUT: Duration = Duration::from_millis(250);
 
@@ -82,6 +105,108 @@ pub struct UnixSocket {
     path: PathBuf,
     /// Inode of the socket file we bound (so close removes only our own file).
     ino: u64,
+    /// Each datapath's sending socket and outbox (only the portus thread uses them; the
+    /// lock makes the type `Sync` for portus).
+    out: Mutex<HashMap<PathBuf, PeerOut>>,
+    /// When the outboxes were last flushed while datagrams kept coming.
+    last_flush: Mutex<Instant>,
+}
+
+/// Answers to one datapath: a socket connected to it (non-blocking) and what waits.
+#[derive(Debug)]
+struct PeerOut {
+    sock: UnixDatagram,
+    queue: VecDeque<Vec<u8>>,
+    bytes: usize,
+    /// Since when the head of the queue has waited without the datapath reading.
+    stuck_since: Option<Instant>,
+    last_used: Instant,
+}
+
+impl PeerOut {
+    fn open(to: &Path, now: Instant) -> io::Result<Self> {
+        let sock = UnixDatagram::unbound()?;
+        sock.connect(to)?;
+        sock.set_nonblocking(true)?;
+        Ok(Self {
+            sock,
+            queue: VecDeque::new(),
+            bytes: 0,
+            stuck_since: None,
+            last_used: now,
+        })
+    }
+
+    /// Send what waits, in order, until the datapath's queue is full; an error means the
+    /// datapath is gone (its socket closed).
+    fn flush(&mut self, now: Instant) -> io::Result<()> {
+        while let Some(m) = self.queue.front() {
+            match self.sock.send(m) {
+                Ok(_) => {
+                    self.bytes -= m.len();
+                    self.queue.pop_front();
+                    // it reads: the wait starts again for what is left
+                    self.stuck_since = (!self.queue.is_empty()).then_some(now);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Send `msg` now or queue it within the budget; an error says why the datapath cannot
+    /// take it (gone, or not reading).
+    fn send(&mut self, msg: &[u8], now: Instant) -> io::Result<()> {
+        self.last_used = now;
+        self.flush(now)?;
+        if self.queue.is_empty() {
+            match self.sock.send(msg) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let waited = self
+            .stuck_since
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        if waited >= SEND_TIMEOUT
+            || self.queue.len() >= PEER_BUDGET_MSGS
+            || self.bytes.saturating_add(msg.len()) > PEER_BUDGET_BYTES
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!(
+                    "the datapath is not reading: {} answers ({} bytes) unread for {} ms \
+                     (its send budget: {PEER_BUDGET_MSGS} answers, {PEER_BUDGET_BYTES} bytes, \
+                     {} ms)",
+                    self.queue.len(),
+                    self.bytes,
+                    waited.as_millis(),
+                    SEND_TIMEOUT.as_millis()
+                ),
+            ));
+        }
+        if self.queue.is_empty() {
+            self.stuck_since = Some(now);
+        }
+        self.bytes += msg.len();
+        self.queue.push_back(msg.to_vec());
+        Ok(())
+    }
+}
+
+/// Is the datapath whose socket is bound at `path` gone? Asked without sending to it: a
+/// connect to its path is refused (its socket closed, the file left behind) or finds no
+/// file (it removed it). Anything else (it is there; no permission to ask) is not gone.
+pub fn peer_gone(path: &Path) -> bool {
+    let Ok(probe) = UnixDatagram::unbound() else {
+        return false;
+    };
+    matches!(
+        probe.connect(path).map_err(|e| e.kind()),
+        Err(io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound)
+    )
 }
 
 impl UnixSocket {
@@ -120,14 +245,127 @@ impl UnixSocket {
             Err(e) => return Err(io("reading", &path)(e)),
         }
         let sock = UnixDatagram::bind(&path).map_err(io("binding", &path))?;
-        sock.set_write_timeout(Some(SEND_TIMEOUT))
-            .map_err(io("setting the send timeout of", &path))?;
-        sock.set_read_timeout(Some(RECV_TIMEOUT))
-            .map_err(io("setting the receive timeout of", &path))?;
+        sock.set_nonblocking(true)
+            .map_err(io("making non-blocking", &path))?;
         let ino = std::fs::symlink_metadata(&path)
             .map(|m| m.ino())
             .unwrap_or(0);
-        Ok(Self { sock, path, ino })
+        Ok(Self {
+            sock,
+            path,
+            ino,
+            out: Mutex::new(HashMap::new()),
+            last_flush: Mutex::new(Instant::now()),
+        })
+    }
+
+    /// Datapaths with answers waiting (tests, the soak).
+    pub fn backlogged_peers(&self) -> usize {
+        self.out
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|p| !p.queue.is_empty())
+            .count()
+    }
+
+    /// Datapaths whose answers have waited [`SEND_TIMEOUT`] or more without them reading
+    /// any: they are not reading. Their sending sockets and outboxes are closed here (the
+    /// memory goes at once); the guard drops them as after a failed send.
+    pub fn take_stuck(&self) -> Vec<PathBuf> {
+        let now = Instant::now();
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let stuck: Vec<PathBuf> = out
+            .iter()
+            .filter(|(_, p)| {
+                p.stuck_since
+                    .is_some_and(|t| now.saturating_duration_since(t) >= SEND_TIMEOUT)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &stuck {
+            out.remove(k);
+        }
+        stuck
+    }
+
+    /// Is a datagram waiting on the bound socket (nothing read)?
+    pub fn readable_now(&self) -> bool {
+        let mut fd = libc::pollfd {
+            fd: self.sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the call, no wait
+        unsafe { libc::poll(&mut fd, 1, 0) > 0 }
+    }
+
+    /// Wait (at most `limit`) until the bound socket is readable, flushing the outboxes of
+    /// datapaths that read meanwhile; `true` if it is readable.
+    fn wait_readable(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let mut fds = vec![libc::pollfd {
+                fd: self.sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }];
+            let mut waiting = Vec::new();
+            for (to, p) in out.iter() {
+                if !p.queue.is_empty() {
+                    fds.push(libc::pollfd {
+                        fd: p.sock.as_raw_fd(),
+                        events: libc::POLLOUT,
+                        revents: 0,
+                    });
+                    waiting.push(to.clone());
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+            // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs for the call
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted && !left.is_zero() {
+                    continue;
+                }
+                return false;
+            }
+            let now = Instant::now();
+            for (pfd, to) in fds[1..].iter().zip(&waiting) {
+                if pfd.revents == 0 {
+                    continue;
+                }
+                let gone = out.get_mut(to).is_some_and(|p| p.flush(now).is_err());
+                if gone {
+                    // its answers have nobody to go to; the guard finds it gone itself
+                    out.remove(to);
+                }
+            }
+            if fds[0].revents != 0 {
+                return true;
+            }
+            if n == 0 || left.is_zero() {
+                return false;
+            }
+        }
+    }
+
+    /// Make room for one more sending socket: close the least recently used one, preferring
+    /// one without waiting answers.
+    fn make_room(out: &mut HashMap<PathBuf, PeerOut>) {
+        if out.len() < MAX_PEER_SOCKETS {
+            return;
+        }
+        let victim = out
+            .iter()
+            .min_by_key(|(_, p)| (!p.queue.is_empty(), p.last_used))
+            .map(|(k, _)| k.clone());
+        if let Some(k) = victim {
+            out.remove(&k);
+        }
     }
 
     /// The bound path.
@@ -150,14 +388,64 @@ impl portus::ipc::Ipc for UnixSocket {
     }
 
     fn send(&self, msg: &[u8], to: &Self::Addr) -> portus::Result<()> {
-        self.sock
-            .send_to(msg, to)
-            .map(|_| ())
-            .map_err(portus::Error::from)
+        let now = Instant::now();
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        if !out.contains_key(to) {
+            Self::make_room(&mut out);
+            let p = PeerOut::open(to, now).map_err(portus::Error::from)?;
+            out.insert(to.clone(), p);
+        }
+        let mut r = match out.get_mut(to) {
+            Some(p) => p.send(msg, now),
+            None => Ok(()),
+        };
+        if r.as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::ConnectionRefused)
+        {
+            // the socket it was connected to closed: a datapath bound there again gets a
+            // new connection (if none is there, the connect says so)
+            out.remove(to);
+            r = PeerOut::open(to, now).and_then(|mut p| {
+                let r = p.send(msg, now);
+                out.insert(to.clone(), p);
+                r
+            });
+        }
+        if let Err(e) = r {
+            // gone or not reading: what waited for it goes (the guard drops the datapath)
+            out.remove(to);
+            return Err(portus::Error::from(e));
+        }
+        Ok(())
     }
 
     fn recv(&self, msg: &mut [u8]) -> portus::Result<(usize, Self::Addr)> {
-        let (n, addr) = self.sock.recv_from(msg).map_err(portus::Error::from)?;
+        // a datagram waiting is taken at once; the outboxes are flushed by a poll of their
+        // own at least every FLUSH_EVERY meanwhile, and whenever the socket is idle
+        let now = Instant::now();
+        let flush_due = {
+            let mut last = self.last_flush.lock().unwrap_or_else(|e| e.into_inner());
+            let due = now.saturating_duration_since(*last) >= FLUSH_EVERY;
+            if due {
+                *last = now;
+            }
+            due
+        };
+        let got = match (flush_due, self.sock.recv_from(msg)) {
+            (false, Ok(r)) => Ok(r),
+            (true, Ok(r)) => {
+                self.wait_readable(Duration::ZERO);
+                Ok(r)
+            }
+            (_, Err(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                if !self.wait_readable(RECV_TIMEOUT) {
+                    return Err(portus::Error(String::from("no datagram (receive timeout)")));
+                }
+                self.sock.recv_from(msg)
+            }
+            (_, Err(e)) => Err(e),
+        };
+        let (n, addr) = got.map_err(portus::Error::from)?;
         match addr.as_pathname() {
             Some(p) => Ok((n, p.to_path_buf())),
             // an unbound sender cannot be answered

@@ -271,6 +271,13 @@ fn paths(dir: &Path, alg: &str) -> (PathBuf, PathBuf) {
     )
 }
 
+fn present(p: &Path) -> Result<bool, PolicyLoadError> {
+    crate::sources::files::present(p).map_err(|e| PolicyLoadError::Io {
+        path: p.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
 fn load_one(
     dir: &Path,
     contract: &ModelContract,
@@ -278,7 +285,9 @@ fn load_one(
 ) -> Result<Loaded, PolicyLoadError> {
     let alg = contract.algorithm();
     let (model, card) = paths(dir, alg);
-    match (model.exists(), card.exists()) {
+    // "there" without following links: a symlink loop or a dangling link is an error
+    // (from the reader, naming the file), not an absent model
+    match (present(&model)?, present(&card)?) {
         (false, false) if !required => Ok(Loaded::Absent(format!(
             "no model: {} and {} are absent",
             model.display(),
@@ -304,7 +313,7 @@ fn reload_one(
     current: Option<&Arc<OnnxModel>>,
 ) -> Result<Reread, PolicyLoadError> {
     let (model, card) = paths(dir, contract.algorithm());
-    if !model.exists() && !card.exists() {
+    if !present(&model)? && !present(&card)? {
         return Ok(Reread::Absent(format!(
             "no model: {} and {} are absent",
             model.display(),

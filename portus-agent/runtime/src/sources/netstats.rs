@@ -629,16 +629,35 @@ fn dechunk(raw: &[u8]) -> Result<Option<Vec<u8>>, PollError> {
         if n == 0 {
             return Ok(Some(out));
         }
-        if out.len() + n > MAX_BODY {
+        // the size is the peer's: every sum with it is checked (a size near usize::MAX
+        // must not wrap past the bound and index out of the buffer)
+        if out
+            .len()
+            .checked_add(n)
+            .is_none_or(|total| total > MAX_BODY)
+        {
             return Err(PollError::TooLarge(format!(
-                "a chunked body over {MAX_BODY} bytes"
+                "a chunked body over {MAX_BODY} bytes (chunk size {size:?})"
             )));
         }
-        if raw.len() < at + n + 2 {
+        // n <= MAX_BODY here, so these sums cannot overflow; checked all the same
+        let (Some(data_end), Some(next)) = (at.checked_add(n), at.checked_add(n + 2)) else {
+            return Err(PollError::TooLarge(format!("chunk size {size:?}")));
+        };
+        let Some(chunk) = raw.get(at..data_end) else {
             return Ok(None);
+        };
+        match raw.get(data_end..next) {
+            None => return Ok(None),
+            Some(b"\r\n") => {}
+            Some(_) => {
+                return Err(PollError::BadHttp(
+                    "a chunk not followed by CRLF (its size is wrong)".into(),
+                ))
+            }
         }
-        out.extend_from_slice(&raw[at..at + n]);
-        at += n + 2;
+        out.extend_from_slice(chunk);
+        at = next;
     }
 }
 
@@ -1244,6 +1263,51 @@ mod tests {
         let s = p.source();
         until("connect refused counted", || failed(&s, "connect") >= 1);
         assert_eq!(s.latest(&DEFAULT), None);
+    }
+
+    #[test]
+    fn chunk_sizes_near_usize_max_are_refused_not_wrapped() {
+        // issue 42 item 3: a 1-byte chunk, then size ffffffffffffffff wrapped
+        // `out.len() + n` and panicked the poller's thread on a slice index
+        let huge = format!("{:x}", usize::MAX);
+        for raw in [
+            format!("1\r\nx\r\n{huge}\r\nabc\r\n0\r\n\r\n"),
+            format!("{huge}\r\nabc\r\n0\r\n\r\n"),
+            format!("1\r\nx\r\n{:x}\r\nabc", usize::MAX - 1),
+        ] {
+            match dechunk(raw.as_bytes()) {
+                Err(PollError::TooLarge(m)) => assert!(m.contains("chunk"), "{m}"),
+                other => panic!("{raw:?}: {other:?}"),
+            }
+        }
+        // a wrong size (data not followed by CRLF) is a bad reply, not a misparse
+        assert!(matches!(
+            dechunk(b"2\r\nabc\r\n0\r\n\r\n"),
+            Err(PollError::BadHttp(_))
+        ));
+        // incomplete stays incomplete; complete decodes
+        assert!(matches!(dechunk(b"3\r\nab"), Ok(None)));
+        assert_eq!(
+            dechunk(b"3\r\nabc\r\n1;x\r\nd\r\n0\r\n\r\n").unwrap(),
+            Some(b"abcd".to_vec())
+        );
+    }
+
+    #[test]
+    fn the_poller_keeps_polling_after_an_overflowing_chunk_size() {
+        let overflow = format!(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n{:x}\r\nabc\r\n",
+            usize::MAX
+        );
+        let srv = Server::start(Reply::Raw(overflow.into_bytes(), Duration::ZERO));
+        let p = NetStatsPoller::spawn(srv.url(), &cfg(300)).unwrap();
+        let s = p.source();
+        until("the overflow reply refused", || {
+            failed(&s, "too_large") >= 2
+        });
+        srv.set(ok_json(&good(1, 3.0, 0.5)));
+        until("a good sample after it", || s.latest(&DEFAULT).is_some());
+        p.stop();
     }
 
     fn ok_json_bytes(body: &str) -> Vec<u8> {
