@@ -42,7 +42,7 @@ pub enum PortfolioError {
     #[error("cannot read {path}: {source}")]
     Read {
         path: String,
-        source: crate::sources::files::ReadError,
+        source: ccp_files::ReadError,
     },
     #[error("{path} is not a portfolio table: {source} (rebuild it with `python -m ccp_train.portfolio build`)")]
     Parse {
@@ -98,7 +98,7 @@ pub struct Choice {
 
 /// Is there anything at `p` (not following symlinks)?
 fn present(p: &Path) -> Result<bool, PortfolioError> {
-    crate::sources::files::present(p).map_err(|e| PortfolioError::Read {
+    ccp_files::present(p).map_err(|e| PortfolioError::Read {
         path: p.display().to_string(),
         source: e.into(),
     })
@@ -114,13 +114,12 @@ impl Portfolio {
         let p = path.display().to_string();
         // a regular file only, its size checked before reading (a FIFO hung start-up and
         // the signal loop; a link to /dev/zero grew memory without bound)
-        let text =
-            crate::sources::files::read_regular_to_string(path, MAX_BYTES).map_err(|source| {
-                PortfolioError::Read {
-                    path: p.clone(),
-                    source,
-                }
-            })?;
+        let text = ccp_files::read_regular_to_string(path, MAX_BYTES).map_err(|source| {
+            PortfolioError::Read {
+                path: p.clone(),
+                source,
+            }
+        })?;
         Self::parse(&text, &p)
     }
 
