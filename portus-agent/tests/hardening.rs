@@ -464,24 +464,13 @@ fn a_fifo_in_the_models_directory_hangs_nothing() {
     mkfifo(&dir.join("mocc.json"));
     // start-up: refused at once, naming the file
     let name = unique("fifo");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+    let child = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
         .args(["--ipc", "unix", "--unix-name", &name, "--models"])
         .arg(&dir)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break Some(st);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().unwrap();
+    let (status, out) = common::wait_bounded(child, Duration::from_secs(10));
     let e = String::from_utf8_lossy(&out.stderr);
     let status = status.expect("start-up hung on a FIFO in the models directory");
     assert_eq!(status.code(), Some(2), "{e}");

@@ -349,25 +349,14 @@ fn one_flow() -> String {
 /// within 20 s (a hang: it is killed). Prints how long it took.
 fn run_bounded(what: &str, args: &[&str]) -> Option<(Option<i32>, String)> {
     let t0 = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+    let child = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start ccp-agent");
-    let deadline = t0 + Duration::from_secs(20);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break Some(st);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let out = child.wait_with_output().unwrap();
+    let (status, out) = common::wait_bounded(child, Duration::from_secs(20));
     let e = String::from_utf8_lossy(&out.stderr).into_owned();
     println!(
         "{what}: {:?} after {:.3} s",

@@ -165,6 +165,27 @@ impl Drop for AgentProc {
     }
 }
 
+/// Wait for `child` to exit within `limit` (killed if not: a hang): its exit status (`None`
+/// when it was killed) and its captured output.
+pub fn wait_bounded(
+    mut child: Child,
+    limit: Duration,
+) -> (Option<ExitStatus>, std::process::Output) {
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait for the child") {
+            break Some(st);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let out = child.wait_with_output().expect("the child's output");
+    (status, out)
+}
+
 /// VmRSS of a process (KiB), 0 if unreadable.
 pub fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
