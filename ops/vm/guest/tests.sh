@@ -688,8 +688,17 @@ d_uq=$(( $(ctr flows_uid_refused) - u0 ))
 d_cs=$(( $(ctr creates_sent) - cs0 )); d_ct=$(( $(ctr creates_throttled) - ct0 )); tq=$(calc "$(now) - $tq0")
 echo $cr0 > /sys/module/ccp_kernel/parameters/create_rate
 wait $UQ_RT
-kill -TERM $UQ_NB $UQ_SINK 2>/dev/null
-wait $UQ_NB $UQ_SINK 2>/dev/null
+# the clients close first, while the sink still reads and closes its side:
+# a connection cut off by the namespaces' removal would linger as an orphan
+# retrying its FIN, holding the module (rmmod refused for minutes)
+kill -TERM $UQ_NB 2>/dev/null
+wait $UQ_NB 2>/dev/null
+for i in $(seq 300); do
+	[ "$($NS_SND ss -tanH exclude time-wait '( dport = :6260 )' 2>/dev/null | wc -l)" = 0 ] && break
+	nap 0.1
+done
+kill -TERM $UQ_SINK 2>/dev/null
+wait $UQ_SINK 2>/dev/null
 sysctl -qw net.ipv4.tcp_congestion_control=cubic
 setup_link $RATE $RTT_MS $BDP
 agent_stop
