@@ -285,11 +285,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<(), Failure> {
     if cli.list && cli.format == ListFormat::CHeader {
         // the registry's names, whatever this agent's models and config
-        print!(
-            "{}",
-            kernel_names_header(&ccp_algs::registry::datapath_names())
-        );
-        return Ok(());
+        return out(&kernel_names_header(&ccp_algs::registry::datapath_names()));
     }
     let config = match &cli.config {
         Some(p) => ccp_runtime::agent::load_agent_config(p)?,
@@ -329,20 +325,26 @@ fn run(cli: Cli) -> Result<(), Failure> {
     };
     let agent = Agent::new(&opts)?;
     if cli.list {
-        println!("default: {}", agent.default_alg());
-        println!("algorithms: {}", agent.registry().names().join(", "));
+        let mut text = format!(
+            "default: {}\nalgorithms: {}\n",
+            agent.default_alg(),
+            agent.registry().names().join(", ")
+        );
         let without: Vec<&str> = ccp_algs::registry::learned_names()
             .iter()
             .copied()
             .filter(|n| agent.registry().get(n).is_none())
             .collect();
         if !without.is_empty() {
-            println!("learned, without a model: {}", without.join(", "));
+            text.push_str(&format!(
+                "learned, without a model: {}\n",
+                without.join(", ")
+            ));
         }
         for (program, n) in &agent.programs {
-            println!("{program}: {n} instructions");
+            text.push_str(&format!("{program}: {n} instructions\n"));
         }
-        return Ok(());
+        return out(&text);
     }
     match &cli.sim {
         Some(path) => run_sim(&cli, path, opts),
@@ -357,6 +359,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 /// `datapath/kernel/ccp_algs.h`: the congestion-control names the kernel module registers
+/// Print `text` to stdout. A reader that went away (`ccp-agent --list | head`) ends the
+/// output: a closed pipe is not an error (`println!` panicked on it).
+fn out(text: &str) -> Result<(), Failure> {
+    use std::io::Write as _;
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::Runtime(anyhow::anyhow!("writing to stdout: {e}"))),
+    }
+}
+
 /// (`names`: [`ccp_algs::registry::datapath_names`]) as an X-macro.
 fn kernel_names_header(names: &[String]) -> String {
     use std::fmt::Write as _;
@@ -454,9 +468,12 @@ fn run_sim(cli: &Cli, path: &std::path::Path, agent: AgentOptions) -> Result<(),
     }
     if cli.json {
         let v = simrun::summary_json(&run);
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&v).unwrap_or_default()
+        ))?;
     } else {
-        print!("{}", simrun::summary_table(&run));
+        out(&simrun::summary_table(&run))?;
     }
     Ok(())
 }

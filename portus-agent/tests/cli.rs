@@ -309,3 +309,38 @@ fn plot_draws_every_flow() {
     let o = agent(&["--plot", "/tmp/x.svg"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// `ccp-agent --list | head`: a reader that has gone away ends the output quietly (exit 0,
+/// nothing on stderr); `println!` panicked on the closed pipe. The pipe's read end is closed
+/// before the agent starts, so every write it makes fails with EPIPE.
+#[test]
+fn a_closed_stdout_pipe_ends_the_listing_without_a_panic() {
+    use std::os::fd::FromRawFd;
+    for format in ["text", "c-header"] {
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe(2) fills two descriptors we own from here on
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: fds[0] and fds[1] are open and owned by nobody else
+        let (read_end, write_end) = unsafe {
+            (
+                std::fs::File::from_raw_fd(fds[0]),
+                std::fs::File::from_raw_fd(fds[1]),
+            )
+        };
+        drop(read_end);
+        let out = Command::new(env!("CARGO_BIN_EXE_ccp-agent"))
+            .args([
+                "--list",
+                "--format",
+                format,
+                "--models",
+                "/nonexistent-models",
+            ])
+            .stdout(write_end)
+            .output()
+            .expect("run ccp-agent");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "--format {format}: {err}");
+        assert_eq!(out.status.code(), Some(0), "--format {format}: {err}");
+    }
+}
