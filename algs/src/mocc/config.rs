@@ -34,6 +34,12 @@ pub struct MoccConfig {
     pub cwnd_cap_delivery_gain: f64,
     /// MIs over which `d̂` is the largest delivery-rate sample (1–100).
     pub cwnd_cap_delivery_mis: u32,
+    /// How the delivery bound depends on the flow's preference (issue 40): the gain in force
+    /// is `cwnd_cap_delivery_gain / (w_lat + w_loss)^k`, `k` this knob, so the bound is
+    /// tightest (`cwnd_cap_delivery_gain` itself) for a flow that puts no weight on
+    /// throughput and off for one that puts all of it there. 0: one gain for every `w`
+    /// (issue 23's bound).
+    pub cwnd_cap_delivery_w_power: f64,
     /// First rate (Mbit/s) of a flow, start-up's or the policy's; unset: the initial window
     /// over `initial_rtt_ms`. Trainers set it with `startup = false` to start the policy
     /// anywhere below or above the capacity.
@@ -103,6 +109,7 @@ impl Default for MoccConfig {
             cwnd_headroom_pkts: 10.0,
             cwnd_cap_delivery_gain: 0.0,
             cwnd_cap_delivery_mis: 3,
+            cwnd_cap_delivery_w_power: 0.0,
             initial_rate_mbps: None,
             additive_increase_pkts: 0.1,
             additive_increase_cap: 0.05,
@@ -158,6 +165,11 @@ impl MoccConfig {
             non_neg(100.0),
         )?;
         k.int("cwnd_cap_delivery_mis", self.cwnd_cap_delivery_mis, 1, 100)?;
+        k.real(
+            "cwnd_cap_delivery_w_power",
+            self.cwnd_cap_delivery_w_power,
+            non_neg(4.0),
+        )?;
         if let Some(r) = self.initial_rate_mbps {
             k.real("initial_rate_mbps", r, pos(1e6))?;
         }

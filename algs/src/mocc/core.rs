@@ -289,7 +289,7 @@ impl MoccCore {
     }
 
     /// The cwnd cap (bytes): `2·x·rtt + headroom·MSS`, at most
-    /// `cwnd_cap_delivery_gain·d̂·D̂ + headroom·MSS` when that knob is positive and a
+    /// `g(w)·d̂·D̂ + headroom·MSS` ([`Self::delivery_gain`]) when that gain is positive and a
     /// delivery sample exists, at least 4 MSS.
     pub fn cwnd_cap_bytes(&self) -> u32 {
         let srtt = self.flow.metrics.srtt_us;
@@ -302,12 +302,31 @@ impl MoccCore {
         let mss = self.flow.mss;
         let headroom = self.flow.config.cwnd_headroom_pkts * mss;
         let mut bytes = 2.0 * self.flow.rate * rtt_us / 1e6 + headroom;
-        let gain = self.flow.config.cwnd_cap_delivery_gain;
+        let gain = self.delivery_gain();
         let delivered = self.recent_delivery.iter().copied().fold(0.0, f64::max);
         if let (true, Some(base_us)) = (gain > 0.0 && delivered > 0.0, self.flow.base_rtt_us) {
             bytes = bytes.min(gain * delivered * base_us / 1e6 + headroom);
         }
         bytes.max(4.0 * mss).min(f64::from(u32::MAX / 2)).max(1.0) as u32
+    }
+
+    /// The delivery bound's gain under the flow's current preference: `g₀ / (1 − w_thr)^k`
+    /// with `g₀ = cwnd_cap_delivery_gain` and `k = cwnd_cap_delivery_w_power` (`1 − w_thr`
+    /// is `w_lat + w_loss`, the weight on what the bound protects). 0 (no bound) when `g₀`
+    /// is 0 or the flow weighs only throughput with `k > 0`.
+    pub fn delivery_gain(&self) -> f64 {
+        let c = &self.flow.config;
+        let g0 = c.cwnd_cap_delivery_gain;
+        if g0 <= 0.0 || c.cwnd_cap_delivery_w_power <= 0.0 {
+            return g0.max(0.0);
+        }
+        let rest = (1.0 - self.w.thr()).clamp(0.0, 1.0);
+        let g = g0 / rest.powf(c.cwnd_cap_delivery_w_power);
+        if g.is_finite() && rest > 1e-9 {
+            g
+        } else {
+            0.0
+        }
     }
 
     /// What the share probe measured so far.

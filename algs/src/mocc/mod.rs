@@ -49,8 +49,11 @@
 //!   [100 kbit/s, 10 Gbit/s]. Trainers clip the Gaussian sample and keep its log-probability.
 //! - **Window**: rate-based; the cwnd is a cap `2·x·rtt + 10·MSS` (≥ 4 MSS) that never
 //!   binds a paced flow, restored by every decision (a timeout collapses it). The knob
-//!   `cwnd_cap_delivery_gain` (off) also bounds it by `g·d̂·D̂` (issue 23): it halves
-//!   cellular loss but starves the flow beside a buffer-filling one, so it does not ship.
+//!   `cwnd_cap_delivery_gain` `g₀` (off) also bounds it by `g·d̂·D̂` (issue 23): it halves
+//!   cellular loss but starves the flow beside a buffer-filling one. Issue 40's decided
+//!   deviation makes that trade the preference's: `g(w) = g₀ / (w_lat + w_loss)^k`
+//!   (`cwnd_cap_delivery_w_power` = k), tight for a flow that weighs latency and loss, off for
+//!   one that weighs only throughput (`docs/algorithms/mocc.md`).
 //! - **Start-up** (the paper has none): from `init_cwnd/initial_rtt`, double after every MI
 //!   with feedback; end at a loss or timeout, `p > 1.5` or the maximum rate; hand over at
 //!   `min(Ĉ, x)` (`x/2` if nothing was delivered), not the exit MI's throughput, which SACK

@@ -1132,3 +1132,108 @@ fn the_delivery_bound_makes_the_cap_follow_a_capacity_drop() {
     };
     assert!(bad.validate().is_err());
 }
+
+#[test]
+fn the_preference_dependent_bound_is_tighter_the_less_a_flow_weighs_throughput() {
+    // issue 40: g(w) = g₀ / (w_lat + w_loss)^k. The same capacity drop as above, under five
+    // preferences: the cap after the drop is ordered by w_thr, the latency-leaning flow's is
+    // g₀/(0.9)·d̂·D̂, and the throughput-only flow has no bound at all.
+    let cfg = |power: f64| MoccConfig {
+        cwnd_cap_delivery_gain: 1.25,
+        cwnd_cap_delivery_mis: 4,
+        cwnd_cap_delivery_w_power: power,
+        ..no_startup()
+    };
+    let fast = Interval {
+        send_rate_bps: Some(1_250_000),
+        recv_rate_bps: Some(1_250_000),
+        ..mi(50_000, 50_000, 40.0, 40.0)
+    };
+    let slow = Interval {
+        send_rate_bps: Some(125_000),
+        recv_rate_bps: Some(125_000),
+        ..mi(5_000, 100_000, 400.0, 40.0)
+    };
+    let run = |power: f64, w: Preference| {
+        let mut c = MoccCore::new(cfg(power), &info());
+        c.set_preference(w);
+        for _ in 0..10 {
+            observe(&mut c, &fast);
+            c.apply(&[0.0]);
+        }
+        for _ in 0..6 {
+            observe(&mut c, &slow);
+            c.apply(&[0.0]);
+        }
+        (c.delivery_gain(), c.cwnd_cap_bytes())
+    };
+    let w = |t: f64, l: f64, s: f64| Preference::new(t, l, s).unwrap();
+    let ladder = [
+        w(0.0, 0.5, 0.5),
+        w(0.1, 0.8, 0.1),
+        w(0.4, 0.5, 0.1),
+        w(0.8, 0.1, 0.1),
+        w(1.0, 0.0, 0.0),
+    ];
+    let runs: Vec<_> = ladder.iter().map(|w| run(1.0, *w)).collect();
+    let headroom = 10.0 * f64::from(MSS);
+    let slow_bdp = 125_000.0 * 0.040;
+    // g₀ itself where nothing is weighed on throughput, g₀/0.9 at <0.1,0.8,0.1>
+    assert!((runs[0].0 - 1.25).abs() < 1e-12, "{runs:?}");
+    assert!((runs[1].0 - 1.25 / 0.9).abs() < 1e-12, "{runs:?}");
+    let want = 1.25 / 0.9 * slow_bdp + headroom;
+    assert!(
+        (f64::from(runs[1].1) - want).abs() <= 1.0,
+        "{runs:?} want {want}"
+    );
+    // monotone: more weight on throughput, a looser bound and a larger cap
+    for pair in runs.windows(2) {
+        assert!(pair[0].0 < pair[1].0 || pair[1].0 == 0.0, "{runs:?}");
+        assert!(pair[0].1 <= pair[1].1, "{runs:?}");
+    }
+    // throughput only: no bound, the rate cap alone (as with g₀ = 0)
+    assert_eq!(runs[4].0, 0.0, "{runs:?}");
+    let off = {
+        let mut c = MoccCore::new(
+            MoccConfig {
+                cwnd_cap_delivery_gain: 0.0,
+                ..cfg(1.0)
+            },
+            &info(),
+        );
+        c.set_preference(ladder[4]);
+        for _ in 0..10 {
+            observe(&mut c, &fast);
+            c.apply(&[0.0]);
+        }
+        for _ in 0..6 {
+            observe(&mut c, &slow);
+            c.apply(&[0.0]);
+        }
+        c.cwnd_cap_bytes()
+    };
+    assert_eq!(runs[4].1, off, "{runs:?}");
+    // k = 0 is issue 23's bound: one gain for every w
+    for w in ladder {
+        assert_eq!(run(0.0, w).0, 1.25);
+    }
+    // a preference that changes mid-flow changes the bound at the next decision
+    let mut c = MoccCore::new(cfg(1.0), &info());
+    c.set_preference(ladder[3]);
+    let loose = c.delivery_gain();
+    c.set_preference(ladder[1]);
+    assert!(c.delivery_gain() < loose);
+    // out of range is refused
+    assert!(MoccConfig {
+        cwnd_cap_delivery_w_power: 5.0,
+        ..no_startup()
+    }
+    .validate()
+    .is_err());
+    assert!(MoccConfig {
+        cwnd_cap_delivery_w_power: f64::NAN,
+        ..no_startup()
+    }
+    .validate()
+    .is_err());
+}
