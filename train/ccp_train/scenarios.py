@@ -122,6 +122,16 @@ def trace_mean_mbps(path: str) -> float:
     return float(_native.trace_mean_mbps(path))
 
 
+def max_buffer_bdp(mean_mbps: float, min_rtt_ms: float) -> float:
+    """The deepest buffer (in BDPs at ``mean_mbps`` and ``min_rtt_ms``) the simulator accepts,
+    with 1 % to spare (``_native.sim_limits()``: its packet size and largest buffer)."""
+    from ccp_train import _native
+
+    packet_bytes, max_pkts = _native.sim_limits()
+    bdp_pkts = mean_mbps * 1e6 * min_rtt_ms / 1e3 / (8.0 * packet_bytes)
+    return math.inf if bdp_pkts <= 0 else 0.99 * max_pkts / bdp_pkts
+
+
 @dataclasses.dataclass(frozen=True)
 class Competitor:
     """Flows of another algorithm sharing the bottleneck."""
@@ -183,6 +193,8 @@ class ScenarioRanges:
         def uni(r: tuple[float, float]) -> float:
             return rng.uniform(r[0], r[1])
 
+        trace_mbps = 0.0
+        rtts: list[float] = []
         lines = [
             f"duration_s = {uni(self.duration_s):.3f}",
             f"seed = {rng.randrange(1, 2**31)}",
@@ -200,8 +212,11 @@ class ScenarioRanges:
                 frac = rng.randrange(self.trace_offsets) / self.trace_offsets
                 trace = rotated_trace(trace, frac, cache)
             lines.append(f'trace = "{trace}"')
+            scale = 1.0
             if self.trace_scale != (1.0, 1.0):
-                lines.append(f"trace_scale = {uni(self.trace_scale):.4f}")
+                scale = float(f"{uni(self.trace_scale):.4f}")
+                lines.append(f"trace_scale = {scale:.4f}")
+            trace_mbps = trace_mean_mbps(str(trace)) * scale
         elif self.rate_dist == "log-uniform" and self.rate_mbps[0] > 0:
             lo, hi = self.rate_mbps
             rate = math.exp(rng.uniform(math.log(lo), math.log(hi)))
@@ -213,6 +228,7 @@ class ScenarioRanges:
             buffer = math.exp(rng.uniform(math.log(lo), math.log(hi)))
         else:
             buffer = uni(self.buffer_bdp)
+        buffer_at = len(lines)
         lines.append(f"buffer_bdp = {buffer:.4f}")
         lines.append(f"loss = {uni(self.loss):.6f}")
         n = rng.randint(self.learners[0], self.learners[1])
@@ -221,7 +237,8 @@ class ScenarioRanges:
         w = rng.choice(list(self.preferences)) if self.preferences else None
         for i in range(n):
             lines += ["[[flow]]", f'alg = "{alg}"']
-            lines.append(f"rtt_ms = {(rtt if self.same_rtt else uni(self.rtt_ms)):.3f}")
+            rtts.append(rtt if self.same_rtt else uni(self.rtt_ms))
+            lines.append(f"rtt_ms = {rtts[-1]:.3f}")
             lines.append(f"start_s = {i * stagger:.3f}")
             wi = w
             # draws only when mixing is on, so other ranges keep their seeded sequences
@@ -232,7 +249,14 @@ class ScenarioRanges:
                 lines.append(f"w = [{wi[0]!r}, {wi[1]!r}, {wi[2]!r}]")
         for c in self.competitors:
             for _ in range(rng.randint(c.count[0], c.count[1])):
-                lines += ["[[flow]]", f'alg = "{c.alg}"', f"rtt_ms = {uni(self.rtt_ms):.3f}"]
+                rtts.append(uni(self.rtt_ms))
+                lines += ["[[flow]]", f'alg = "{c.alg}"', f"rtt_ms = {rtts[-1]:.3f}"]
+        if trace_mbps > 0 and rtts:
+            # a fast recording at a long RTT and a deep buffer can ask for more packets than
+            # the simulator holds: the buffer is capped there (no draw, so the sequence stays)
+            cap = max_buffer_bdp(trace_mbps, min(float(f"{r:.3f}") for r in rtts))
+            if buffer > cap:
+                lines[buffer_at] = f"buffer_bdp = {math.floor(cap * 1e4) / 1e4:.4f}"
         # drawn last and only when enabled, so other ranges keep their seeded sequences
         if self.netstats_prob > 0 and rng.random() < self.netstats_prob:
             lines += ["[netstats]", f"known_share = {uni(self.known_share):.4f}"]

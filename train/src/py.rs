@@ -323,6 +323,13 @@ fn trace_mean_mbps(path: &str) -> PyResult<f64> {
     Ok(cap.mean_bps() / 1e6)
 }
 
+/// `sim_limits()`: the simulator's packet size (bytes) and largest buffer (packets), so a
+/// scenario generator can stay inside what `Scenario::validate` accepts.
+#[pyfunction]
+fn sim_limits() -> (u32, u64) {
+    (ccp_sim::PACKET_BYTES, ccp_sim::MAX_BUFFER_PKTS)
+}
+
 /// A serializable struct as a Python dict (through JSON).
 fn to_dict<'py>(py: Python<'py>, v: &impl serde::Serialize) -> PyResult<Bound<'py, PyDict>> {
     let json = serde_json::to_string(v).map_err(|e| runtime_err(e.into()))?;
@@ -337,6 +344,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SimEnv>()?;
     m.add_function(wrap_pyfunction!(dynamics, m)?)?;
     m.add_function(wrap_pyfunction!(trace_mean_mbps, m)?)?;
+    m.add_function(wrap_pyfunction!(sim_limits, m)?)?;
     m.add_function(wrap_pyfunction!(defaults, m)?)?;
     m.add_function(wrap_pyfunction!(learned_algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;

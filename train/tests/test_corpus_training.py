@@ -403,3 +403,29 @@ def test_the_real_capgen_feeds_the_simulator(tmp_path) -> None:
         assert scenarios.trace_mean_mbps(str(trace)) > 0
     env = _native.SimEnv(text, "mocc")
     env.reset()
+
+
+def test_a_fast_recording_in_a_deep_buffer_stays_inside_the_simulator(tmp_path, by_file) -> None:
+    # MOCC's default buffers reach 1000 BDPs and its RTTs 200 ms: over a multi-Gbit/s
+    # recording that asks for more than the simulator's largest buffer, and every such
+    # episode stopped training (issue 40's first run). The sampler caps the buffer there.
+    from ccp_train import _native
+
+    fast = max((t for t in by_file.values() if t.split == "train"), key=lambda t: t.mean_mbps)
+    assert fast.mean_mbps > 500, fast
+    sample, _ = _episodes("mocc", tmp_path, "--traces", str(fast.file), "--trace-prob", "1",
+                          "--duration-s", "0.2,0.2", "--buffer-bdp", "500,1000",
+                          "--rtt-ms", "150,200", "--stagger-s", "0,0.05")
+    _, max_pkts = _native.sim_limits()
+    rng = random.Random(3)
+    capped = 0
+    for _ in range(20):
+        text = sample(rng)
+        link = tomllib.loads(text)["link"]
+        cap = scenarios.max_buffer_bdp(scenarios.trace_mean_mbps(link["trace"]) *
+                                       link.get("trace_scale", 1.0), 150.0)
+        capped += link["buffer_bdp"] < 500
+        assert link["buffer_bdp"] <= max(cap, 500), text
+        _native.SimEnv(text, "mocc").reset()  # refused before: "more than 10000000"
+    assert capped > 0, "no draw needed the cap: the test no longer exercises it"
+    assert max_pkts == 10_000_000

@@ -111,7 +111,7 @@ pub use link::CapacityMeter;
 pub use results::{jain, FlowResult, SimResults, TimePoint};
 pub use scenario::{
     Buffer, Capacity, FlowSpec, LinkSpec, NetStatsSpec, ReceiverKind, Scenario, ScenarioError,
-    PACKET_BYTES,
+    MAX_BUFFER_PKTS, PACKET_BYTES,
 };
 pub use sim::{Session, SimError, SimOptions, Simulator};
 pub use trace::{load_trace, parse_any, parse_tput, parse_trace, RateLog, TraceFile};
