@@ -264,6 +264,31 @@ def test_rotated_log_keeps_its_rates_and_period(tmp_path):
     assert cap == pytest.approx([1.0] * 4)
 
 
+def test_parallel_runs_share_a_rotated_trace_without_losing_one(tmp_path):
+    # --jobs N runs threads of one process: runs of the same recording at the same start
+    # wrote one temporary name (the pid's) and all but the first rename failed ("No such
+    # file"), which failed runs of the corpus suite at 16 jobs. Each writer now has its own.
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    log = write(tmp_path / "t.tput", "".join(f"{i} {1 + i % 7}\n" for i in range(400)))
+    down = write(tmp_path / "t.down", "".join(f"{i}\n" for i in range(0, 4000, 3)))
+    go = threading.Barrier(16)
+
+    def one(i: int) -> Path:
+        go.wait()
+        src = log if i % 2 else down
+        return rotated_trace(src, 0.25 + 0.5 * (i % 4 >= 2), tmp_path / "cache")
+
+    for _ in range(5):
+        with ThreadPoolExecutor(16) as ex:
+            outs = list(ex.map(one, range(16)))
+        assert len(set(outs)) == 4 and all(o.is_file() for o in outs)
+        for o in set(outs):
+            o.unlink()
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.endswith(".tmp")]
+
+
 def test_seeds_change_starts_and_loss_seed_deterministically(tmp_path):
     sc = [s for s in load_matrix(suites=["fairness"]) if s.split == "eval"][0]
     a = scenario_toml(RunSpec(sc, "cubic", 1), tmp_path)

@@ -20,6 +20,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -186,11 +187,23 @@ def _rotated_log(path: Path, frac: float, cache: Path) -> Path:
     if out.exists():
         return out
     rows = samples[k:] + tuple((t + period, r) for t, r in samples[:k])
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text("".join(f"{t - off:.6f} {r}\n" for t, r in rows))
-    tmp.replace(out)
+    _write_once(out, "".join(f"{t - off:.6f} {r}\n" for t, r in rows))
     return out
+
+
+def _write_once(out: Path, text: str) -> None:
+    """Write a cache file atomically. Runs in threads of one process (``--jobs``) and in other
+    processes may write the same file at once: each writes its own temporary file, and the
+    last rename wins with the same content."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def rotated_trace(path: Path, frac: float, cache: Path) -> Path:
@@ -212,10 +225,7 @@ def rotated_trace(path: Path, frac: float, cache: Path) -> Path:
     if out.exists():
         return out
     new = sorted((t - off) % period or period for t in times)
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text("\n".join(str(t) for t in new) + "\n")
-    tmp.replace(out)
+    _write_once(out, "\n".join(str(t) for t in new) + "\n")
     return out
 
 
