@@ -1,0 +1,242 @@
+"""Issue 40's selection rules for MOCC's bound by preference, applied to harness sweeps
+(``docs/algorithms/mocc.md``, "The bound by preference": the rules were written there before
+any run was judged; this module only computes them).
+
+Each folder is one harness sweep (``--split tune``) of one model (or one knob setting) with
+Cubic beside it: ``--algs mocc,cubic --w 0.8,0.1,0.1 --w 0.4,0.5,0.1 --w 0.1,0.8,0.1``, suites
+``corpus`` (its cellular kinds), ``links``, ``fairness``, ``friendliness``. The first folder is
+the reference (the shipped model, bound off) for the fairness and friendliness conditions.
+
+    python -m ccp_train.harness.mocc_rule --rule gain  SHIPPED CAND_1 CAND_2 ...
+    python -m ccp_train.harness.mocc_rule --rule model SHIPPED CAND_1 CAND_2 ...
+
+Per landmark, over the cellular corpus runs: throughput and p95 queueing against Cubic (the
+geometric mean of the per-run ratios, same scenario and seed, each value floored at 1e-3 as
+the corpus table does), mean loss against Cubic's mean loss, and eq. 2's utility at
+``<0.4,0.5,0.1>`` minus Cubic's (the harness's :func:`metrics.utility`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .metrics import utility
+
+L1, L2, L3 = "0.8,0.1,0.1", "0.4,0.5,0.1", "0.1,0.8,0.1"
+LANDMARKS = (L1, L2, L3)
+#: the tolerance on the fairness and friendliness conditions (written with the rule)
+TOL = 0.02
+
+
+def load(folder: Path) -> list[dict]:
+    """The run records of one sweep (``results.jsonl``); a missing file is an error naming it."""
+    path = folder / "results.jsonl"
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SystemExit(f"{path}: cannot read the sweep's results ({e}); run the harness "
+                         "with --out there first") from e
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _wkey(r: dict) -> str:
+    return ",".join(f"{x:g}" for x in r["w"]) if r.get("w") else ""
+
+
+def _mean(v: Sequence[float]) -> float:
+    v = [x for x in v if math.isfinite(x)]
+    return sum(v) / len(v) if v else math.nan
+
+
+def _geo(v: Sequence[float]) -> float:
+    v = [x for x in v if math.isfinite(x)]
+    return math.exp(sum(v) / len(v)) if v else math.nan
+
+
+@dataclass
+class Landmark:
+    thr_ratio: float
+    p95_ratio: float
+    loss: float
+    cubic_loss: float
+    utility_gain: float
+    runs: int
+
+
+@dataclass
+class Figures:
+    name: str
+    cellular: dict[str, Landmark] = field(default_factory=dict)
+    jain: float = math.nan
+    share: float = math.nan
+    share_by: dict[str, float] = field(default_factory=dict)
+    links_util: dict[str, float] = field(default_factory=dict)
+
+
+def is_cellular(r: dict) -> bool:
+    return r["suite"] == "corpus" and r["scenario"].startswith("cellular-")
+
+
+def figures(name: str, records: list[dict], alg: str = "mocc") -> Figures:
+    """The rule's figures of one sweep."""
+    f = Figures(name)
+    ok = [r for r in records if "metrics" in r]
+    cubic = {(r["scenario"], r["seed"]): r["metrics"] for r in ok
+             if is_cellular(r) and r["alg"] == "cubic"}
+    w2 = [float(x) for x in L2.split(",")]
+
+    def u(m: dict) -> float:
+        rtt = m.get("rtt_mean_ms")
+        return utility(w2, m["utilization"], m["base_rtt_ms"],
+                       math.nan if rtt is None else rtt, m["loss_rate"])
+
+    for lm in LANDMARKS:
+        thr, p95, loss, closs, ug = [], [], [], [], []
+        for r in ok:
+            if not (is_cellular(r) and r["alg"] == alg and _wkey(r) == lm):
+                continue
+            c = cubic.get((r["scenario"], r["seed"]))
+            if c is None:
+                continue
+            m = r["metrics"]
+            thr.append(math.log(max(m["throughput_mbps"], 1e-3) /
+                                max(c["throughput_mbps"], 1e-3)))
+            p95.append(math.log(max(m["queue_delay_p95_ms"], 1e-3) /
+                                max(c["queue_delay_p95_ms"], 1e-3)))
+            loss.append(m["loss_rate"])
+            closs.append(c["loss_rate"])
+            ug.append(u(m) - u(c))
+        if thr:
+            f.cellular[lm] = Landmark(_geo(thr), _geo(p95), _mean(loss), _mean(closs),
+                                      _mean(ug), len(thr))
+    at_l1 = [r for r in ok if r["alg"] == alg and _wkey(r) == L1]
+    f.jain = _mean([r["metrics"].get("jain_mean", math.nan) for r in at_l1
+                    if r["suite"] == "fairness"])
+    fr = [r for r in at_l1 if r["suite"] == "friendliness"]
+    f.share = _mean([r["metrics"].get("share", math.nan) for r in fr])
+    for comp in sorted({r["scenario"].split("-")[1] for r in fr}):
+        f.share_by[comp] = _mean([r["metrics"].get("share", math.nan) for r in fr
+                                  if r["scenario"].split("-")[1] == comp])
+    for lm in LANDMARKS:
+        v = [r["metrics"]["utilization"] for r in ok
+             if r["suite"] == "links" and r["alg"] == alg and _wkey(r) == lm]
+        if v:
+            f.links_util[lm] = _mean(v)
+    return f
+
+
+def _fair_ok(f: Figures, ref: Figures) -> tuple[bool, bool]:
+    return f.jain >= ref.jain - TOL, f.share >= ref.share - TOL
+
+
+def gain_rule(f: Figures, ref: Figures) -> dict:
+    """Choosing g₀: (a) L3 throughput ≥ 0.6× Cubic, (b) L1 Jain and share ≥ the shipped
+    model's − 0.02, (c) L1 throughput ≥ 0.95× Cubic; the key is the L3 p95 ratio."""
+    c1, c3 = f.cellular.get(L1), f.cellular.get(L3)
+    jain_ok, share_ok = _fair_ok(f, ref)
+    conds = {"a": bool(c3 and c3.thr_ratio >= 0.6), "b": jain_ok and share_ok,
+             "c": bool(c1 and c1.thr_ratio >= 0.95)}
+    return {"conds": conds, "passes": all(conds.values()),
+            "key": c3.p95_ratio if c3 else math.inf}
+
+
+def model_rule(f: Figures, ref: Figures) -> dict:
+    """Choosing a model: (a) never dominated by Cubic, (b) loss ≤ 2× Cubic's, (c) monotone
+    in p95 and throughput L3 ≤ L2 ≤ L1, (d) L1 Jain and share ≥ the shipped model's − 0.02;
+    the score is the L2 utility minus Cubic's."""
+    cs = [f.cellular.get(lm) for lm in LANDMARKS]
+    have = all(c is not None for c in cs)
+    dominated = any(c is None or (c.thr_ratio < 1 and c.p95_ratio > 1) for c in cs)
+    loss_ok = have and all(c.loss <= 2 * c.cubic_loss for c in cs if c)
+    mono = have and (cs[2].p95_ratio <= cs[1].p95_ratio <= cs[0].p95_ratio and  # type: ignore
+                     cs[2].thr_ratio <= cs[1].thr_ratio <= cs[0].thr_ratio)  # type: ignore
+    jain_ok, share_ok = _fair_ok(f, ref)
+    conds = {"a": have and not dominated, "b": loss_ok, "c": bool(mono),
+             "d": jain_ok and share_ok}
+    score = cs[1].utility_gain if cs[1] else -math.inf
+    return {"conds": conds, "passes": all(conds.values()), "key": score}
+
+
+def table(figs: list[Figures], rule: str) -> str:
+    ref = figs[0]
+    judge = gain_rule if rule == "gain" else model_rule
+    lines = ["| sweep | " + " | ".join(f"{lm}: thr / p95 / loss (× Cubic)" for lm in LANDMARKS)
+             + " | L2 utility − Cubic | L1 Jain | L1 share (by competitor) | links util L1 / L3"
+             " | conditions | passes |",
+             "|---|" + "---|" * (len(LANDMARKS) + 6)]
+    for f in figs:
+        cells = []
+        for lm in LANDMARKS:
+            c = f.cellular.get(lm)
+            cells.append("–" if c is None else
+                         f"{c.thr_ratio:.2f} / {c.p95_ratio:.2f} / "
+                         f"{c.loss / c.cubic_loss if c.cubic_loss > 0 else math.inf:.2f}")
+        c2 = f.cellular.get(L2)
+        j = judge(f, ref)
+        by = ", ".join(f"{k} {v:.3f}" for k, v in f.share_by.items())
+        cond = " ".join(f"{k}{'✓' if v else '✗'}" for k, v in j["conds"].items())
+        lu = " / ".join(f"{f.links_util.get(lm, math.nan):.3f}" for lm in (L1, L3))
+        lines.append(f"| {f.name} | " + " | ".join(cells) +
+                     f" | {c2.utility_gain if c2 else math.nan:+.4f} | {f.jain:.3f} | "
+                     f"{f.share:.3f} ({by}) | {lu} | {cond} | {'yes' if j['passes'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+def choose(figs: list[Figures], rule: str) -> str | None:
+    """The rule's choice among ``figs[1:]`` (``figs[0]`` is the reference). Gain rule: the
+    passing candidate with the lowest key, else the one passing most conditions (ties: lowest
+    key). Model rule: the passing candidate with the highest score, if it beats the
+    reference's score; else ``None`` (nothing ships)."""
+    ref, cands = figs[0], figs[1:]
+    if rule == "gain":
+        js = [(f, gain_rule(f, ref)) for f in cands]
+        passing = [(f, j) for f, j in js if j["passes"]]
+        if passing:
+            return min(passing, key=lambda p: p[1]["key"])[0].name
+        return min(js, key=lambda p: (-sum(p[1]["conds"].values()), p[1]["key"]))[0].name
+    ref_score = model_rule(ref, ref)["key"]
+    passing = [(f, model_rule(f, ref)) for f in cands]
+    passing = [(f, j) for f, j in passing if j["passes"] and j["key"] > ref_score]
+    return max(passing, key=lambda p: p[1]["key"])[0].name if passing else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ccp_train.harness.mocc_rule",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rule", choices=("gain", "model"), required=True)
+    ap.add_argument("--json", type=Path, default=None,
+                    help="also write each sweep's figures, conditions and the choice here")
+    ap.add_argument("sweeps", nargs="+", type=Path,
+                    help="harness --out folders; the first is the reference (shipped model)")
+    a = ap.parse_args(argv)
+    if len(a.sweeps) < 2:
+        ap.error("give the reference sweep and at least one candidate")
+    figs = [figures(str(p), load(p)) for p in a.sweeps]
+    print(table(figs, a.rule))
+    pick = choose(figs, a.rule)
+    print(f"chosen: {pick if pick else 'none (nothing ships)'}")
+    if a.json is not None:
+        a.json.write_text(json.dumps(report(figs, a.rule, pick), indent=2) + "\n")
+    return 0
+
+
+def report(figs: list[Figures], rule: str, pick: str | None) -> dict:
+    """The sweeps' figures and verdicts as JSON (a card's record of the choice)."""
+    judge = gain_rule if rule == "gain" else model_rule
+    out = []
+    for f in figs:
+        j = judge(f, figs[0])
+        out.append({"sweep": f.name, "passes": j["passes"], "conditions": j["conds"],
+                    "key": j["key"], "jain_l1": f.jain, "share_l1": f.share,
+                    "share_l1_by": f.share_by, "links_util": f.links_util,
+                    "cellular": {lm: vars(c) for lm, c in f.cellular.items()}})
+    return {"rule": rule, "reference": figs[0].name, "chosen": pick, "sweeps": out}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
