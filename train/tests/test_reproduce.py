@@ -189,3 +189,31 @@ def test_chained_curves_continue_the_count_of_a_trainer_that_restarts_it(tmp_pat
     assert recs[3]["reward"] == 5.0
     # no prior (the chain's first part): part 1, counts untouched
     assert curves.chained([{"iteration": 7}], None) == [{"iteration": 7, "part": 1}]
+
+
+def test_only_the_exporters_version_string_may_differ(tmp_path):
+    # the shipped MOCC was trained under torch 2.11 and replays here under another torch to
+    # the same graph and weights; only ONNX's producer_version (the torch version) differs
+    import onnx
+    from onnx import TensorProto, helper
+
+    from ccp_train.card import sha256_file
+    from ccp_train.reproduce import same_but_producer
+
+    def model(version: str, w: float) -> onnx.ModelProto:
+        x = helper.make_tensor_value_info("obs", TensorProto.FLOAT, [1])
+        y = helper.make_tensor_value_info("action", TensorProto.FLOAT, [1])
+        k = helper.make_tensor("k", TensorProto.FLOAT, [1], [w])
+        g = helper.make_graph([helper.make_node("Mul", ["obs", "k"], ["action"])], "g", [x],
+                              [y], [k])
+        return helper.make_model(g, producer_name="pytorch", producer_version=version)
+
+    shipped, same, other = tmp_path / "m.onnx", tmp_path / "a.onnx", tmp_path / "b.onnx"
+    onnx.save(model("2.11.0", 0.5), shipped)
+    onnx.save(model("2.15.0", 0.5), same)
+    onnx.save(model("2.15.0", 0.25), other)
+    want = sha256_file(shipped)
+    assert sha256_file(same) != want
+    assert same_but_producer(same, shipped, want) == "card: pytorch 2.11.0, here: 2.15.0"
+    assert same_but_producer(other, shipped, want) is None  # a weight differs
+    assert same_but_producer(same, shipped, "0" * 64) is None  # not the card's file
