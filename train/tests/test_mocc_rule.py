@@ -94,3 +94,28 @@ def test_a_missing_sweep_names_the_folder(tmp_path: Path) -> None:
         assert "nope" in str(e) and "harness" in str(e)
     else:
         raise AssertionError("no error")
+
+
+def test_monotone_violations_need_intervals_that_do_not_overlap() -> None:
+    def runs(p95_l3: list[float]) -> list[dict]:
+        out = []
+        for seed, v in enumerate(p95_l3, 1):
+            out.append(_run("corpus", SCEN[0], "mocc", seed, R.L3, queue_delay_p95_ms=v))
+            out.append(_run("corpus", SCEN[0], "mocc", seed, R.L2, queue_delay_p95_ms=60.0))
+            out.append(_run("corpus", SCEN[0], "mocc", seed, R.L1, queue_delay_p95_ms=90.0))
+        return out
+
+    assert R.monotone_violations(runs([50, 52, 48]))["queue_delay_p95_ms"] == []
+    # above L2 on every seed: a violation
+    assert R.monotone_violations(runs([80, 82, 78]))["queue_delay_p95_ms"] == [SCEN[0]]
+    # above L2 on average, but the seeds' interval reaches below it: within the CI
+    assert R.monotone_violations(runs([30, 100, 70]))["queue_delay_p95_ms"] == []
+
+
+def test_acceptance_reports_each_criterion() -> None:
+    text = R.acceptance(sweep(dict(GOOD, **{"0.3,0.3,0.4": (4.6, 65.0, 0.012),
+                                            "0.1,0.1,0.8": (4.1, 55.0, 0.012)})))
+    assert "| mocc@0.1,0.8,0.1 | 0.80 | 0.50 | 1.20 |" in text
+    assert "throughput ≥ 0.95× Cubic: 1.00 ✓" in text
+    assert "0.50 at 0.80 ✓" in text
+    assert "Jain 0.750 (before: 0.747) ✓" in text

@@ -9,6 +9,11 @@ the reference (the shipped model, bound off) for the fairness and friendliness c
 
     python -m ccp_train.harness.mocc_rule --rule gain  SHIPPED CAND_1 CAND_2 ...
     python -m ccp_train.harness.mocc_rule --rule model SHIPPED CAND_1 CAND_2 ...
+    python -m ccp_train.harness.mocc_rule --accept EVAL_SWEEP     # the issue's acceptance
+
+``--accept`` reads one ``--split eval`` sweep with the five landmarks (add ``--w 0.3,0.3,0.4
+--w 0.1,0.1,0.8``) and ``--algs mocc,cubic,bbr``, 5 seeds, and prints issue 40's acceptance
+figures; it chooses nothing.
 
 Per landmark, over the cellular corpus runs: throughput and p95 queueing against Cubic (the
 geometric mean of the per-run ratios, same scenario and seed, each value floored at 1e-3 as
@@ -205,15 +210,115 @@ def choose(figs: list[Figures], rule: str) -> str | None:
     return max(passing, key=lambda p: p[1]["key"])[0].name if passing else None
 
 
+#: issue 40's five landmarks (acceptance)
+ALL_LANDMARKS = (L1, L2, "0.3,0.3,0.4", L3, "0.1,0.1,0.8")
+#: the model shipped before issue 40, eval (its card): fairness mean Jain, share vs one Cubic
+BEFORE_JAIN, BEFORE_SHARE = 0.747, 0.225
+#: Student's t at 97.5 % for 1..9 degrees of freedom (95 % two-sided intervals)
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262)
+
+
+def _ci(v: list[float]) -> tuple[float, float]:
+    m = _mean(v)
+    if len(v) < 2:
+        return m, 0.0
+    sd = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))
+    return m, _T975[min(len(v) - 1, len(_T975)) - 1] * sd / math.sqrt(len(v))
+
+
+def monotone_violations(records: list[dict], alg: str = "mocc") -> dict[str, list[str]]:
+    """Per cellular-corpus and links scenario, the issue's ordering: p95 queueing at L3 ≤ L2 ≤
+    L1 and throughput L3 ≤ L2 ≤ L1. A pair violates it only when the seeds' 95 % intervals
+    do not overlap the wrong way (``within the seeds' confidence interval``)."""
+    by: dict[tuple[str, str, str], list[float]] = {}
+    for r in records:
+        if "metrics" not in r or r["alg"] != alg or _wkey(r) not in (L1, L2, L3):
+            continue
+        if not (is_cellular(r) or r["suite"] == "links"):
+            continue
+        for met in ("queue_delay_p95_ms", "throughput_mbps"):
+            by.setdefault((r["scenario"], met, _wkey(r)), []).append(r["metrics"][met])
+    out: dict[str, list[str]] = {"queue_delay_p95_ms": [], "throughput_mbps": []}
+    for scen in sorted({k[0] for k in by}):
+        for met in out:
+            ci = [_ci(by.get((scen, met, lm), [])) for lm in (L3, L2, L1)]
+            if any(not math.isfinite(m) for m, _ in ci):
+                continue
+            for (ma, ha), (mb, hb) in ((ci[0], ci[1]), (ci[1], ci[2])):
+                if ma - ha > mb + hb:
+                    out[met].append(scen)
+                    break
+    return out
+
+
+def acceptance(records: list[dict]) -> str:
+    """Issue 40's acceptance figures of one eval sweep (markdown)."""
+    global LANDMARKS
+    saved, LANDMARKS = LANDMARKS, ALL_LANDMARKS
+    try:
+        f = figures("mocc", records)
+        bbr = [dict(r, alg="bbr@", w=[float(x) for x in L1.split(",")]) if r["alg"] == "bbr"
+               else r for r in records]
+        fb = figures("bbr", bbr, alg="bbr@")
+    finally:
+        LANDMARKS = saved
+    lines = ["| alg | thr × Cubic | p95 × Cubic | loss × Cubic | eq. 2 U(0.4,0.5,0.1) − Cubic's "
+             "| dominated | loss ≤ 2× |", "|---|---:|---:|---:|---:|---|---|"]
+
+    def row(name: str, c: Landmark) -> str:
+        lr = c.loss / c.cubic_loss if c.cubic_loss > 0 else math.inf
+        dom = c.thr_ratio < 1 and c.p95_ratio > 1
+        return (f"| {name} | {c.thr_ratio:.2f} | {c.p95_ratio:.2f} | {lr:.2f} | "
+                f"{c.utility_gain:+.4f} | {'yes' if dom else 'no'} | {'✓' if lr <= 2 else '✗'} |")
+
+    for lm in ALL_LANDMARKS:
+        if lm in f.cellular:
+            lines.append(row(f"mocc@{lm}", f.cellular[lm]))
+    if L1 in fb.cellular:
+        lines.append(row("bbr", fb.cellular[L1]))
+    c1, c3 = f.cellular.get(L1), f.cellular.get(L3)
+    mono = monotone_violations(records)
+    n = len({r["scenario"] for r in records
+             if "metrics" in r and (is_cellular(r) or r["suite"] == "links")})
+    cubic_share = f.share_by.get("cubic", math.nan)
+    lines += [
+        "",
+        f"- `<0.8,0.1,0.1>` throughput ≥ 0.95× Cubic: {c1.thr_ratio:.2f} "
+        f"{'✓' if c1.thr_ratio >= 0.95 else '✗'}" if c1 else "- L1: no runs",
+        f"- `<0.1,0.8,0.1>` p95 ≤ 0.5× Cubic at ≥ 0.6× throughput: {c3.p95_ratio:.2f} at "
+        f"{c3.thr_ratio:.2f} {'✓' if c3.p95_ratio <= 0.5 and c3.thr_ratio >= 0.6 else '✗'}"
+        if c3 else "- L3: no runs",
+        f"- monotone (cellular corpus and links scenarios, {n}): p95 violated on "
+        f"{len(mono['queue_delay_p95_ms'])}, throughput on {len(mono['throughput_mbps'])}"
+        + (f" ({', '.join(sorted(set(mono['queue_delay_p95_ms'] + mono['throughput_mbps']))[:6])}"
+           "…)" if any(mono.values()) else ""),
+        f"- `<0.8,0.1,0.1>` fairness mean Jain {f.jain:.3f} (before: {BEFORE_JAIN}) "
+        f"{'✓' if f.jain >= BEFORE_JAIN else '✗'}, share against one Cubic flow "
+        f"{cubic_share:.3f} (before: {BEFORE_SHARE}) "
+        f"{'✓' if cubic_share >= BEFORE_SHARE else '✗'}",
+        f"- headline, `<0.4,0.5,0.1>` eq. 2 utility minus Cubic's on the cellular corpus: "
+        f"{f.cellular[L2].utility_gain:+.4f} "
+        f"{'✓' if f.cellular[L2].utility_gain > 0 else '✗'}" if L2 in f.cellular else "",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ccp_train.harness.mocc_rule",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rule", choices=("gain", "model"), required=True)
+    ap.add_argument("--rule", choices=("gain", "model"), default=None)
+    ap.add_argument("--accept", type=Path, default=None, metavar="EVAL_SWEEP",
+                    help="print issue 40's acceptance figures of this eval sweep instead")
     ap.add_argument("--json", type=Path, default=None,
                     help="also write each sweep's figures, conditions and the choice here")
-    ap.add_argument("sweeps", nargs="+", type=Path,
+    ap.add_argument("sweeps", nargs="*", type=Path,
                     help="harness --out folders; the first is the reference (shipped model)")
     a = ap.parse_args(argv)
+    if a.accept is not None:
+        print(acceptance(load(a.accept)))
+        return 0
+    if a.rule is None:
+        ap.error("give --rule gain|model (or --accept EVAL_SWEEP)")
     if len(a.sweeps) < 2:
         ap.error("give the reference sweep and at least one candidate")
     figs = [figures(str(p), load(p)) for p in a.sweeps]
