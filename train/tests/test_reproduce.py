@@ -109,6 +109,14 @@ def test_a_pre_corpus_card_replays_with_its_traces(tmp_path):
     legacy = ["--traces", "datapath/sim/scenarios/traces/ATT-LTE-driving-2016.down,"
               "datapath/sim/scenarios/traces/TMobile-UMTS-driving.down", "--trace-kinds", ""]
     shipped = {a: json.loads((root / f"models/{a}.json").read_text()) for a in ("mocc", "owl")}
+    # MOCC's chain (issue 40) ends in a corpus part: its pre-corpus parts name their traces
+    mocc_card = shipped.pop("mocc")
+    ranges = mocc_card["training"]["scenario_ranges"]
+    assert ranges["trace_source"]["source"] == "corpus train split"
+    runs, _ = reproduce.plan(mocc_card["training"]["command"], tmp_path, ranges)
+    assert len(runs) == 5
+    assert all(r[-4:] == legacy and r.count("--traces") == 1 for r in runs[:4])
+    assert "--traces" not in runs[4] and "--trace-kinds" not in runs[4]
     for alg, c in shipped.items():
         ranges = c["training"]["scenario_ranges"]
         assert "trace_source" not in ranges  # trained before the corpus

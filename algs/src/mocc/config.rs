@@ -29,8 +29,8 @@ pub struct MoccConfig {
     /// this many times `d̂·D̂` (+ the headroom), `d̂` the largest delivery-rate sample of the
     /// last `cwnd_cap_delivery_mis` MIs and `D̂` the smallest RTT, so bytes in flight follow
     /// what the path delivers when its capacity falls (BBR's `cwnd_gain·BDP`). 0: the rate
-    /// cap alone: the default, and what the shipped model trained with (the bound starves a
-    /// MOCC flow beside a buffer-filling one: `docs/algorithms/mocc.md`).
+    /// cap alone. Default 1 with `cwnd_cap_delivery_w_power = 1` (issue 40: the shipped model
+    /// trained with them): the gain in force is `1 / (1 − w_thr)` (`docs/algorithms/mocc.md`).
     pub cwnd_cap_delivery_gain: f64,
     /// MIs over which `d̂` is the largest delivery-rate sample (1–100).
     pub cwnd_cap_delivery_mis: u32,
@@ -107,9 +107,9 @@ impl Default for MoccConfig {
             startup: true,
             startup_exit_latency_ratio: 1.5,
             cwnd_headroom_pkts: 10.0,
-            cwnd_cap_delivery_gain: 0.0,
+            cwnd_cap_delivery_gain: 1.0,
             cwnd_cap_delivery_mis: 3,
-            cwnd_cap_delivery_w_power: 0.0,
+            cwnd_cap_delivery_w_power: 1.0,
             initial_rate_mbps: None,
             additive_increase_pkts: 0.1,
             additive_increase_cap: 0.05,

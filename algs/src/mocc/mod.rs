@@ -48,12 +48,14 @@
 //! - **Bounds**: actions `[−5, 5]` (×/÷1.125 per MI at most; NaN is 0), rates
 //!   [100 kbit/s, 10 Gbit/s]. Trainers clip the Gaussian sample and keep its log-probability.
 //! - **Window**: rate-based; the cwnd is a cap `2·x·rtt + 10·MSS` (≥ 4 MSS) that never
-//!   binds a paced flow, restored by every decision (a timeout collapses it). The knob
-//!   `cwnd_cap_delivery_gain` `g₀` (off) also bounds it by `g·d̂·D̂` (issue 23): it halves
-//!   cellular loss but starves the flow beside a buffer-filling one. Issue 40's decided
-//!   deviation makes that trade the preference's: `g(w) = g₀ / (w_lat + w_loss)^k`
-//!   (`cwnd_cap_delivery_w_power` = k), tight for a flow that weighs latency and loss, off for
-//!   one that weighs only throughput (`docs/algorithms/mocc.md`).
+//!   binds a paced flow, restored by every decision (a timeout collapses it), and a
+//!   **delivery bound** `g(w)·d̂·D̂ + 10·MSS` (`d̂` the largest delivery rate of the last 3
+//!   MIs, `D̂` the smallest RTT). Issue 23 measured its trade: it halves cellular loss and
+//!   tail queueing, and starves the flow beside a buffer-filling one. Issue 40's decided
+//!   deviation gives that trade to the preference: `g(w) = g₀ / (w_lat + w_loss)^k` with
+//!   `g₀ = cwnd_cap_delivery_gain = 1` and `k = cwnd_cap_delivery_w_power = 1`, i.e.
+//!   `1/(1 − w_thr)`: one BDP for a flow that weighs no throughput, 5 at `<0.8,0.1,0.1>`,
+//!   none at `<1,0,0>`. The shipped model trained with it (`docs/algorithms/mocc.md`).
 //! - **Start-up** (the paper has none): from `init_cwnd/initial_rtt`, double after every MI
 //!   with feedback; end at a loss or timeout, `p > 1.5` or the maximum rate; hand over at
 //!   `min(Ĉ, x)` (`x/2` if nothing was delivered), not the exit MI's throughput, which SACK

@@ -1081,9 +1081,11 @@ fn the_delivery_bound_makes_the_cap_follow_a_capacity_drop() {
     // 10 Mbit/s delivered at a 40 ms base RTT, then 1 Mbit/s while the policy holds its rate
     // and the queue grows (RTT 400 ms): the rate cap grows with the RTT, the delivery bound
     // falls to 2·d̂·D̂ + headroom once the 10 Mbit/s samples leave its window.
+    // issue 23's bound: one gain for every preference
     let with = |gain: f64| MoccConfig {
         cwnd_cap_delivery_gain: gain,
         cwnd_cap_delivery_mis: 4,
+        cwnd_cap_delivery_w_power: 0.0,
         ..no_startup()
     };
     let fast = Interval {
