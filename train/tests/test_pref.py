@@ -177,6 +177,7 @@ def test_mid_flow_set_and_clear(agent: Agent) -> None:
         assert f["w_source"] == "default" and "w_next" not in f
 
 
+@pytest.mark.may_skip  # an IPv6 loopback address: not every CI container has one
 def test_ipv6_sockets_are_matched_by_ports(agent: Agent) -> None:
     try:
         srv, cli, acc = tcp_pair(socket.AF_INET6)
