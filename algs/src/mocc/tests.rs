@@ -1076,6 +1076,31 @@ fn dynamics_are_the_config_but_the_episode_start() {
     );
 }
 
+/// 10 MIs delivering 10 Mbit/s at a 40 ms base RTT, then 6 delivering 1 Mbit/s while the
+/// policy holds its rate and the queue grows (RTT 400 ms); the cwnd cap before the drop.
+fn capacity_drop(c: &mut MoccCore) -> u32 {
+    let fast = Interval {
+        send_rate_bps: Some(1_250_000),
+        recv_rate_bps: Some(1_250_000),
+        ..mi(50_000, 50_000, 40.0, 40.0)
+    };
+    let slow = Interval {
+        send_rate_bps: Some(125_000),
+        recv_rate_bps: Some(125_000),
+        ..mi(5_000, 100_000, 400.0, 40.0)
+    };
+    for _ in 0..10 {
+        observe(c, &fast);
+        c.apply(&[0.0]);
+    }
+    let before = c.cwnd_cap_bytes();
+    for _ in 0..6 {
+        observe(c, &slow);
+        c.apply(&[0.0]);
+    }
+    before
+}
+
 #[test]
 fn the_delivery_bound_makes_the_cap_follow_a_capacity_drop() {
     // 10 Mbit/s delivered at a 40 ms base RTT, then 1 Mbit/s while the policy holds its rate
@@ -1088,29 +1113,11 @@ fn the_delivery_bound_makes_the_cap_follow_a_capacity_drop() {
         cwnd_cap_delivery_w_power: 0.0,
         ..no_startup()
     };
-    let fast = Interval {
-        send_rate_bps: Some(1_250_000),
-        recv_rate_bps: Some(1_250_000),
-        ..mi(50_000, 50_000, 40.0, 40.0)
-    };
-    let slow = Interval {
-        send_rate_bps: Some(125_000),
-        recv_rate_bps: Some(125_000),
-        ..mi(5_000, 100_000, 400.0, 40.0)
-    };
     let headroom = 10.0 * f64::from(MSS);
     let mut caps = Vec::new();
     for gain in [0.0, 2.0] {
         let mut c = MoccCore::new(with(gain), &info());
-        for _ in 0..10 {
-            observe(&mut c, &fast);
-            c.apply(&[0.0]);
-        }
-        let before = c.cwnd_cap_bytes();
-        for _ in 0..6 {
-            observe(&mut c, &slow);
-            c.apply(&[0.0]);
-        }
+        let before = capacity_drop(&mut c);
         caps.push((before, c.cwnd_cap_bytes(), c.rate_bps()));
     }
     let (off_before, off_after, x) = caps[0];
@@ -1146,27 +1153,10 @@ fn the_preference_dependent_bound_is_tighter_the_less_a_flow_weighs_throughput()
         cwnd_cap_delivery_w_power: power,
         ..no_startup()
     };
-    let fast = Interval {
-        send_rate_bps: Some(1_250_000),
-        recv_rate_bps: Some(1_250_000),
-        ..mi(50_000, 50_000, 40.0, 40.0)
-    };
-    let slow = Interval {
-        send_rate_bps: Some(125_000),
-        recv_rate_bps: Some(125_000),
-        ..mi(5_000, 100_000, 400.0, 40.0)
-    };
     let run = |power: f64, w: Preference| {
         let mut c = MoccCore::new(cfg(power), &info());
         c.set_preference(w);
-        for _ in 0..10 {
-            observe(&mut c, &fast);
-            c.apply(&[0.0]);
-        }
-        for _ in 0..6 {
-            observe(&mut c, &slow);
-            c.apply(&[0.0]);
-        }
+        capacity_drop(&mut c);
         (c.delivery_gain(), c.cwnd_cap_bytes())
     };
     let w = |t: f64, l: f64, s: f64| Preference::new(t, l, s).unwrap();
@@ -1204,14 +1194,7 @@ fn the_preference_dependent_bound_is_tighter_the_less_a_flow_weighs_throughput()
             &info(),
         );
         c.set_preference(ladder[4]);
-        for _ in 0..10 {
-            observe(&mut c, &fast);
-            c.apply(&[0.0]);
-        }
-        for _ in 0..6 {
-            observe(&mut c, &slow);
-            c.apply(&[0.0]);
-        }
+        capacity_drop(&mut c);
         c.cwnd_cap_bytes()
     };
     assert_eq!(runs[4].1, off, "{runs:?}");
