@@ -59,20 +59,26 @@ pub fn occupancy(a: f64, g: f64, min_probe: f64) -> Option<f64> {
 /// `s = Σ(a−1)(a/g−1) / Σ(a−1)²`, which is the moving average of eq. 5's per-interval
 /// values weighted by `(a − 1)²` (a probe ten times larger counts a hundred times more:
 /// eq. 5 divides throughput noise by `a − 1`).
+///
+/// With an instrument ([`Self::push_iv`]: a trial's step `u`, independent of everything
+/// else that moves the rate) the fit is the instrumental-variable one,
+/// `s = Σ u·(a/g−1) / Σ u·(a−1)`: what else moved `a` (the policy's steps, which the other
+/// flows may share) is uncorrelated with `u` and drops out of both sums.
 #[derive(Debug, Clone)]
 pub struct OccupancyFit {
     n: usize,
-    pairs: VecDeque<(f64, f64)>,
+    /// `(u, x, v)`: instrument, regressor `a − 1`, response `a/g − 1`.
+    points: VecDeque<(f64, f64, f64)>,
     min_probe: f64,
     estimate: Option<f64>,
 }
 
 impl OccupancyFit {
-    /// A fit over the last `n` intervals that needs `Σ(a−1)² ≥ min_probe²`.
+    /// A fit over the last `n` points that needs `Σu² ≥ min_probe²`.
     pub fn new(n: u32, min_probe: f64) -> Self {
         Self {
             n: (n as usize).max(1),
-            pairs: VecDeque::new(),
+            points: VecDeque::new(),
             min_probe,
             estimate: None,
         }
@@ -90,21 +96,26 @@ impl OccupancyFit {
     }
 
     /// Add one point of the regression `v = u·s` directly: `u` the flow's own step (its
-    /// probe), `v` eq. 4's `a/g − 1` with `a` the whole rate change (ignored unless both are
-    /// finite). With [`Probe::Trial`] `u` is the trial's step alone: the rest of `a` (the
-    /// policy's steps) and the other flows' steps are independent of it and average out.
+    /// probe), `v` eq. 4's `a/g − 1` (ignored unless both are finite).
     pub fn push_uv(&mut self, u: f64, v: f64) -> Option<f64> {
-        if u.is_finite() && v.is_finite() {
-            if self.pairs.len() == self.n {
-                self.pairs.pop_front();
+        self.push_iv(u, u, v)
+    }
+
+    /// Add one point `v = x·s` with instrument `u` (ignored unless all three are finite).
+    pub fn push_iv(&mut self, u: f64, x: f64, v: f64) -> Option<f64> {
+        if u.is_finite() && x.is_finite() && v.is_finite() {
+            if self.points.len() == self.n {
+                self.points.pop_front();
             }
-            self.pairs.push_back((u, v));
-            let (uv, uu) = self
-                .pairs
+            self.points.push_back((u, x, v));
+            let (uv, ux, uu) = self
+                .points
                 .iter()
-                .fold((0.0, 0.0), |(uv, uu), (u, v)| (uv + u * v, uu + u * u));
-            if uu >= self.min_probe * self.min_probe && (uv / uu).is_finite() {
-                self.estimate = Some((uv / uu).clamp(0.0, 1.0));
+                .fold((0.0, 0.0, 0.0), |(uv, ux, uu), (u, x, v)| {
+                    (uv + u * v, ux + u * x, uu + u * u)
+                });
+            if uu >= self.min_probe * self.min_probe && ux > 0.0 && (uv / ux).is_finite() {
+                self.estimate = Some((uv / ux).clamp(0.0, 1.0));
             }
         }
         self.estimate
@@ -158,6 +169,41 @@ impl Sma {
     }
 }
 
+/// One decision as sent: when, at what pacing rate and window, and which trial it was part of.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    /// Flow time of the decision (µs).
+    at: u64,
+    /// Pacing rate (bytes/s).
+    rate: f64,
+    /// `Σ ln own step` ([`Probe::Own`], [`Probe::Explore`]); `ln` of the trial's factor
+    /// ([`Probe::Trial`]).
+    own: f64,
+    /// [`Probe::Trial`]: the trial plan (gap and pair) the decision belongs to.
+    plan: u64,
+    /// The trial's sign in effect (0: in the gap).
+    sign: i8,
+    /// Within the first `trial_settle` intervals of a half: not counted.
+    settling: bool,
+}
+
+/// What one half of a trial delivered: the ACKs of packets sent wholly within it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Half {
+    bytes: f64,
+    us: f64,
+    /// `Σ pacing rate · interval` over the same intervals.
+    rate_us: f64,
+}
+
+/// A trial whose ACKs are still coming in.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    plan: u64,
+    plus: Half,
+    minus: Half,
+}
+
 /// What the last interval measured, for the reward.
 #[derive(Debug, Clone, Copy)]
 struct Measured {
@@ -177,18 +223,22 @@ pub struct JuryCore {
     cwnd: f64,
     /// The pacing rate the datapath gets (bytes/s), the trial's factor included.
     rate: f64,
-    /// `(time, pacing rate, own)` of every decision, oldest first: `own` is `Σ ln own step`
-    /// for [`Probe::Own`] and [`Probe::Explore`], `ln` of the trial's factor for
-    /// [`Probe::Trial`].
-    rates: VecDeque<(u64, f64, f64)>,
+    /// Every decision as sent, oldest first.
+    rates: VecDeque<Sent>,
     /// See `rates`.
     own: f64,
     /// [`Probe::Trial`]: the trial's sign for each coming decision (0: between trials).
     plan: VecDeque<i8>,
     /// The trial's sign in effect.
     trial: i8,
+    /// Decisions since the trial's sign last changed.
+    half_pos: u32,
     /// The trials' random stream (its own: independent of exploration's).
     trial_rng: u64,
+    /// Trial plans made so far (the current one's number).
+    plan_seq: u64,
+    /// Trials whose halves' ACKs are being summed (at most two: the last and the one before).
+    pending: VecDeque<Pending>,
     prev_thr: Option<f64>,
     prev_rtt: Option<f64>,
     rtt_min: Option<f64>,
@@ -237,7 +287,10 @@ impl JuryCore {
             rng: splitmix(u64::from(info.sock_id) ^ 0x6a75_7279_5f65_7870),
             plan: VecDeque::new(),
             trial: 0,
+            half_pos: 0,
             trial_rng: splitmix(splitmix(u64::from(info.sock_id) ^ 0x6a75_7279_5f74_7269)),
+            plan_seq: 0,
+            pending: VecDeque::new(),
             last_action: 0.0,
             decisions: 0,
             forced: 0,
@@ -258,9 +311,20 @@ impl JuryCore {
     pub fn ratio_bw(&self) -> f64 {
         self.occ.estimate().unwrap_or(0.0)
     }
-    /// The window the datapath gets (bytes): eq. 7's times the trial's factor.
+    /// The window the datapath gets (bytes): eq. 7's, times `1 + 2ε` for the whole of a
+    /// trial. A trial moves the flow's rate by its pacing alone: the window, the same in both
+    /// halves, leaves the pacing room (`1 + ε` for the faster half, and as much again for
+    /// the RTT that half's own queue adds), so a half sends at its paced rate from its first
+    /// packet. A window cut would instead silence the flow until enough ACKs came back, and
+    /// the half would send far less than its pacing says (docs/algorithms/jury.md, "The
+    /// estimator on packets").
     pub fn cwnd_bytes(&self) -> f64 {
-        (self.cwnd * self.trial_factor()).min(MAX_CWND_BYTES)
+        let room = if self.trial != 0 {
+            1.0 + 2.0 * self.config.trial_eps
+        } else {
+            1.0
+        };
+        (self.cwnd * room).min(MAX_CWND_BYTES)
     }
     /// The window eq. 7 set (bytes), without the trial.
     pub fn base_cwnd_bytes(&self) -> f64 {
@@ -340,17 +404,79 @@ impl JuryCore {
         if self.rates.len() == RATE_MEMORY {
             self.rates.pop_front();
         }
-        self.rates.push_back((self.clock_us, self.rate, self.own));
+        self.rates.push_back(Sent {
+            at: self.clock_us,
+            rate: self.rate,
+            own: self.own,
+            plan: self.plan_seq,
+            sign: self.trial,
+            settling: self.trial != 0 && self.half_pos < self.config.trial_settle,
+        });
+    }
+
+    /// The decision in effect at flow time `t` (µs).
+    fn sent_at(&self, t: f64) -> Option<Sent> {
+        self.rates
+            .iter()
+            .rev()
+            .find(|s| (s.at as f64) <= t)
+            .or(self.rates.front())
+            .copied()
     }
 
     /// The pacing rate, and `Σ ln own step`, in effect at flow time `t` (µs).
     fn rate_at(&self, t: f64) -> (f64, f64) {
-        self.rates
-            .iter()
-            .rev()
-            .find(|(at, _, _)| (*at as f64) <= t)
-            .or(self.rates.front())
-            .map_or((self.rate, self.own), |&(_, x, o)| (x, o))
+        self.sent_at(t)
+            .map_or((self.rate, self.own), |s| (s.rate, s.own))
+    }
+
+    /// [`Probe::Trial`]'s measurement, per report: this interval's ACKs (`bytes` over `dt`
+    /// µs, packets sent one RTT `rtt` earlier) count towards a half of a trial only if every
+    /// packet went out within that half, after its first `trial_settle` intervals. Once ACKs of a later plan arrive, a trial whose
+    /// halves both counted gives eq. 4's point: `a` the ratio of the halves' mean pacing rates,
+    /// `g` of their throughputs, the instrument `u` the trial's own ratio
+    /// `(1 + ε)/(1 − ε) − 1`.
+    fn measure_trial(&mut self, bytes: f64, dt: f64, rtt: f64) {
+        let hi = self.clock_us as f64 - rtt;
+        let (Some(first), Some(last)) = (self.sent_at(hi - dt), self.sent_at(hi - 1.0)) else {
+            return;
+        };
+        while let Some(p) = self.pending.front().copied() {
+            if p.plan >= first.plan {
+                break;
+            }
+            self.pending.pop_front();
+            if p.plus.us > 0.0 && p.minus.us > 0.0 && p.plus.bytes > 0.0 && p.minus.bytes > 0.0 {
+                let eps = self.config.trial_eps;
+                let a = (p.plus.rate_us / p.plus.us) / (p.minus.rate_us / p.minus.us);
+                let g = (p.plus.bytes / p.plus.us) / (p.minus.bytes / p.minus.us);
+                self.occ
+                    .push_iv((1.0 + eps) / (1.0 - eps) - 1.0, a - 1.0, a / g - 1.0);
+            }
+        }
+        if first.sign == 0 || first.settling || first.plan != last.plan || first.sign != last.sign {
+            return;
+        }
+        if self.pending.back().is_none_or(|p| p.plan != first.plan) {
+            if self.pending.len() == 2 {
+                self.pending.pop_front();
+            }
+            self.pending.push_back(Pending {
+                plan: first.plan,
+                plus: Half::default(),
+                minus: Half::default(),
+            });
+        }
+        if let Some(p) = self.pending.back_mut() {
+            let h = if first.sign > 0 {
+                &mut p.plus
+            } else {
+                &mut p.minus
+            };
+            h.bytes += bytes;
+            h.us += dt;
+            h.rate_us += 0.5 * (first.rate + last.rate) * dt;
+        }
     }
 
     /// Take action `a`; `common` is the part of it not the flow's own ([`Probe`]: the
@@ -360,7 +486,13 @@ impl JuryCore {
         let alpha = self.config.alpha;
         self.cwnd = self.bound_cwnd(window_update(self.cwnd, a, alpha));
         if self.config.probe == Probe::Trial {
-            self.trial = self.next_trial();
+            let next = self.next_trial();
+            self.half_pos = if next == self.trial {
+                self.half_pos.saturating_add(1)
+            } else {
+                0
+            };
+            self.trial = next;
             self.own = self.trial_factor().ln();
         } else {
             self.own += (window_update(1.0, a, alpha) / window_update(1.0, common, alpha)).ln();
@@ -384,6 +516,7 @@ impl JuryCore {
     /// plan is spent.
     fn next_trial(&mut self) -> i8 {
         if self.plan.is_empty() {
+            self.plan_seq += 1;
             let (lo, n) = (
                 self.config.trial_gap_min,
                 self.config.trial_intervals as usize,
@@ -461,14 +594,7 @@ impl JuryCore {
                     Probe::Own | Probe::Explore => {
                         self.occ.push((now.1 - before.1).exp(), g);
                     }
-                    Probe::Trial => {
-                        // only intervals whose packets went out across a step of a trial:
-                        // the window then spans occupancy_window of the flow's own probes
-                        let u = (now.1 - before.1).exp() - 1.0;
-                        if u.abs() > 1e-9 {
-                            self.occ.push_uv(u, now.0 / before.0 / g - 1.0);
-                        }
-                    }
+                    Probe::Trial => self.measure_trial(iv.acked_bytes as f64, dt, r),
                 }
             }
         }

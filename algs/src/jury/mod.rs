@@ -13,8 +13,8 @@
 //!   q_t = (RTT_t − RTT_min) / Δt                standing queue, in intervals
 //!   s_t = (d, l, q) over the last 10 intervals  → policy π(s_t) = (μ_t, δ_t)
 //!   ratio_bw = (a − g) / (g·(a − 1))  ∈ [0, 1]  (eq. 5) a = x_{t}/x_{t−1}, g = thr_t/thr_{t−1}
-//!     here (probe = "trial", a deviation): the fit of a/g − 1 = s·u on u = the flow's own
-//!     trial step (paired ±ε, random schedule), see "Probe" below
+//!     here (probe = "trial", a deviation): a and g of the two halves of the flow's own
+//!     paired ±ε trials (random schedule), fitted over 8 trials, see "Probe" below
 //!   a_t = μ_t + (1 − 2·ratio_bw)·δ_t            (eq. 6) |μ| ≤ 0.5 ≤ δ ≤ 1
 //!   a_t ← ±1 (p = 0.9 each way half)   if |a_t| < 0.1            exploration (§3.4)
 //!   cwnd ← cwnd·(1 + α·a)  if a ≥ 0,  cwnd/(1 − α·a)  if a < 0,  α = 0.025      (eq. 7)
@@ -44,8 +44,9 @@
 //!   gets more. History 10 intervals; `d` bounded to ±1, `l` to ±0.5, `q` to [0, 4], each
 //!   scaled to [−1, 1]; zero-padded before ten intervals exist.
 //! - **Filters** (§3.4 "moving average ... bounds"): `d` and `l` are 3-interval moving
-//!   averages; `ratio_bw` is the mean of the last 8 estimates. An estimate is taken only when
-//!   `|ln a| ≥ 0.01` (eq. 5 divides noise by `a − 1`); until the first, `ratio_bw = 0`.
+//!   averages; `ratio_bw` is fitted over the last 8 trials (`trial`; the other probes: 8
+//!   intervals, taken only when `|ln a| ≥ 0.01`, as eq. 5 divides noise by `a − 1`); until
+//!   the first estimate, `ratio_bw = 0`.
 //! - **Action box** (the paper gives none): `μ ∈ [−0.5, 0.5]`, `δ ∈ [0.5, 1]`, so every
 //!   range contains `a = 0`: a flow above the share the policy's `μ/δ` picks slows down while
 //!   those below speed up. Eq. 5 assumes the other flows hold their rates; when every flow
@@ -63,18 +64,24 @@
 //!   `explore` (§3.4's exploration near `a = 0`, which a flow at the corner never reaches).
 //!   So each flow perturbs its own rate on a schedule of its own, in the manner of PCC
 //!   Vivace's randomised paired trials: after a gap of `U{trial_gap_min..=trial_gap_max}`
-//!   intervals (2–10) it paces and windows at `1 + ε` then `1 − ε` times what eq. 7–8 set, or
-//!   the reverse (random order), `trial_intervals` (2) each, ε = `trial_eps` (0.05); the
-//!   stream is its own (SplitMix64 seeded by the socket id, apart from exploration's) and
-//!   never reads the policy. Eq. 4 at a shared FIFO is `a_i/g_i − 1 = Σ_j s_j·(a_j − 1)`; the
-//!   fit regresses its left side (`a` the whole rate change) on the trial's step `u_i` alone,
-//!   `s = Σ u·v / Σ u²` over the last `occupancy_window` intervals that carry a step of a
-//!   trial. Everything else in `a_j` (the policy's steps, eq. 6's, the other flows' trials) is
-//!   independent of `u_i` and averages out; a pair sums to zero, so a slow drift does too.
-//!   With it the corner and `(±1, 0)` reach Jain ≥ 0.999 at 60, 120 and 210 ms on the fluid
-//!   bottleneck. Not yet in the packet simulator: there a 5 % trial reads a share of about
-//!   0.4–0.5 for a lone flow on an empty link at 60–120 ms (measured; the notes), and a
-//!   policy trained on it starves (t1 in the notes). The other
+//!   intervals (2–10) it paces at `1 + ε` then `1 − ε` times what eq. 7–8 set, or the
+//!   reverse (random order), `trial_intervals` (2) each, ε = `trial_eps` (0.05), with the
+//!   window at `1 + 2ε` times eq. 7's for the whole trial so that the pacing, not the window,
+//!   sets what each half sends (a window cut silences a flow until ACKs drain, and a short
+//!   half then sends far less than its pacing says). The stream is its own (SplitMix64
+//!   seeded by the socket id, apart from exploration's) and never reads the policy. A half's
+//!   throughput is measured on the ACKs of packets sent wholly within it (an interval's ACKs
+//!   left the sender one RTT earlier; the first `trial_settle` (0) intervals of a half are
+//!   left out), its rate as its mean pacing rate. Eq. 4 at a shared FIFO is
+//!   `a_i/g_i − 1 = Σ_j s_j·(a_j − 1)`: each trial gives one point, `a` the halves' rate
+//!   ratio, `g` their throughput ratio, and the fit is the instrumental-variable one with the
+//!   trial's own ratio `u = (1 + ε)/(1 − ε) − 1` as the instrument,
+//!   `s = Σ u·(a/g − 1) / Σ u·(a − 1)` over the last `occupancy_window` (8) trials.
+//!   Everything else that moved `a_j` (the policy's steps, eq. 6's, the other flows' trials)
+//!   is independent of the trial's sign and drops out. On the packet simulator it reads a
+//!   lone flow's share as 0.00–0.03 below capacity and 1.00 above it, and two flows' within
+//!   0.09 of their true shares at 30–210 ms (`datapath/sim/tests/jury.rs`); the corner and
+//!   `(±1, 0)` converge there to Jain ≥ 0.97 at 60, 120 and 210 ms. The other
 //!   choices stay for the record: `rate`, `own` (the step against the policy's centre),
 //!   `explore` (exploration's sign alone). Eq. 6, the range `(μ, δ)` and the inputs are the
 //!   paper's.

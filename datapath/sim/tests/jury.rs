@@ -11,14 +11,19 @@
 use std::sync::{Arc, Mutex};
 
 use ccp_algs::jury::{JuryConfig, JuryCore, Probe};
+use ccp_algs::learned::LearnedCore;
+use ccp_algs::Registry;
 use ccp_algs::{Action, Algorithm, Controller, FlowInfo, FlowMetrics, FoldProgram, Interval};
-use ccp_algs::{LearnedCore, Registry};
 use ccp_runtime::simrun::{run_sim_with_registry, RunOptions};
 use ccp_sim::Scenario;
 
-/// One flow held at a fixed window, logging its share estimate after every report.
+/// A hand policy: the observation in, `(μ, δ)` out.
+type Hand = fn(&[f32]) -> [f32; 2];
+
+/// One flow under a hand policy, logging its share estimate after every report.
 struct Held {
     core: JuryCore,
+    policy: Hand,
     obs: Vec<f32>,
     log: Arc<Mutex<Vec<Vec<f64>>>>,
     index: usize,
@@ -28,7 +33,7 @@ impl Controller for Held {
     fn on_report(&mut self, iv: &Interval) -> Action {
         let mut mask = [0.0f32; 0];
         let a = if self.core.observe(iv, &mut self.obs, &mut mask) {
-            self.core.apply(&[0.0, 0.0])
+            self.core.apply(&(self.policy)(&self.obs))
         } else {
             self.core.hold()
         };
@@ -48,6 +53,7 @@ impl Controller for Held {
 /// Jury flows whose windows (packets) are `windows[i]` for the `i`-th flow to start.
 struct HeldJury {
     config: JuryConfig,
+    policy: Hand,
     windows: Vec<f64>,
     started: Mutex<usize>,
     log: Arc<Mutex<Vec<Vec<f64>>>>,
@@ -74,6 +80,7 @@ impl Algorithm for HeldJury {
         let obs = vec![0.0; core.spec().obs_dim];
         Box::new(Held {
             core,
+            policy: self.policy,
             obs,
             log: Arc::clone(&self.log),
             index,
@@ -84,19 +91,42 @@ impl Algorithm for HeldJury {
 /// The mean share estimate of each flow over the second half of its reports, with windows
 /// `bdps` (in BDPs of a 100 Mbit/s link at `rtt_ms`), all flows starting together.
 fn estimates(config: &JuryConfig, rtt_ms: f64, bdps: &[f64]) -> Vec<f64> {
+    let (log, _) = run(config, |_| [0.0, 0.0], rtt_ms, bdps, 24.0, 2.0);
+    log.iter()
+        .map(|v| {
+            assert!(v.len() > 200, "{} reports", v.len());
+            let tail = &v[v.len() / 2..];
+            tail.iter().sum::<f64>() / tail.len() as f64
+        })
+        .collect()
+}
+
+/// Jury flows under `policy` on a 100 Mbit/s link at `rtt_ms` with a buffer of `buffer_bdp`,
+/// starting together at windows `bdps` (BDPs) for `seconds`: each flow's estimates, and its
+/// throughput (Mbit/s) over the last third of the run.
+fn run(
+    config: &JuryConfig,
+    policy: Hand,
+    rtt_ms: f64,
+    bdps: &[f64],
+    seconds: f64,
+    buffer_bdp: f64,
+) -> (Vec<Vec<f64>>, Vec<f64>) {
     let bdp_pkts = 100e6 / 8.0 * rtt_ms / 1e3 / 1500.0;
     let flows: String = bdps
         .iter()
         .map(|_| format!("[[flow]]\nalg = \"jury\"\nrtt_ms = {rtt_ms}\n"))
         .collect();
     let toml = format!(
-        "duration_s = 24\nseed = 1\n[link]\nrate_mbps = 100\nbuffer_bdp = 2.0\n{flows}"
+        "duration_s = {seconds}\nseed = 1\n[link]\nrate_mbps = 100\nbuffer_bdp = {buffer_bdp}\n\
+         {flows}"
     );
     let sc = Scenario::from_toml_str(&toml, ".").expect("a valid scenario");
     let log = Arc::new(Mutex::new(vec![Vec::new(); bdps.len()]));
     let mut r = Registry::new();
     r.register(Arc::new(HeldJury {
         config: config.clone(),
+        policy,
         windows: bdps.iter().map(|b| b * bdp_pkts).collect(),
         started: Mutex::new(0),
         log: Arc::clone(&log),
@@ -110,14 +140,32 @@ fn estimates(config: &JuryConfig, rtt_ms: f64, bdps: &[f64]) -> Vec<f64> {
     };
     let run = run_sim_with_registry(&sc, &opts, r).expect("the simulation runs");
     assert_eq!(run.results.flows.len(), bdps.len());
+    if std::env::var_os("JURY_DEBUG").is_some() {
+        for f in &run.results.flows {
+            eprintln!(
+                "  flow {}: {:.1} Mbit/s, qdel p50 {:.1} ms, loss {:.4}",
+                f.id, f.throughput_mbps, f.queue_delay_p50_ms, f.loss_rate
+            );
+        }
+    }
     let log = log.lock().expect("not poisoned").clone();
-    log.iter()
-        .map(|v| {
-            assert!(v.len() > 200, "{} reports", v.len());
-            let tail = &v[v.len() / 2..];
-            tail.iter().sum::<f64>() / tail.len() as f64
+    let from = seconds * 2.0 / 3.0;
+    let thr = run
+        .results
+        .flows
+        .iter()
+        .map(|f| {
+            let pts: Vec<f64> = run
+                .results
+                .series
+                .iter()
+                .filter(|p| p.flow == f.id && p.t >= from)
+                .map(|p| p.throughput_mbps)
+                .collect();
+            pts.iter().sum::<f64>() / pts.len().max(1) as f64
         })
-        .collect()
+        .collect();
+    (log, thr)
 }
 
 fn held(probe: Probe) -> JuryConfig {
@@ -126,6 +174,9 @@ fn held(probe: Probe) -> JuryConfig {
         explore_band: 0.0,
         min_delta: 0.0,
         min_pkts: 0,
+        // the cap follows the best delivery rate seen, which a window held from the start
+        // has not shown yet
+        max_cwnd_bdp: 1000.0,
         ..Default::default()
     }
 }
@@ -170,4 +221,49 @@ fn jury_packet_estimate_table() {
             }
         }
     }
+}
+
+/// Bang-bang policies by the queue: `(±mu, delta)` (the last feature is the standing queue).
+fn by_queue(o: &[f32], mu: f32, delta: f32) -> [f32; 2] {
+    if o[o.len() - 1] < 0.05 {
+        [mu, delta]
+    } else {
+        [-mu, delta]
+    }
+}
+
+/// The fluid test's convergence on packets: two Jury flows 15:1 at start, a 1-BDP buffer,
+/// 90 s, the policies TD3 drifts to (full steps by the queue with no range, which the box
+/// clamps to its corner, and the corner itself). Thresholds as the fluid's, fixed before any
+/// packet figure: Jain ≥ 0.95 and utilization ≥ 0.9 over the last 30 s, at 60, 120, 210 ms.
+#[test]
+fn a_trial_of_its_own_makes_bang_bang_policies_fair_on_packets() {
+    let hands: [(&str, Hand); 2] = [
+        ("(±1, 0)", |o| by_queue(o, 1.0, 0.0)),
+        ("(±0.5, 0.5)", |o| by_queue(o, 0.5, 0.5)),
+    ];
+    let mut bad = Vec::new();
+    for (name, hand) in hands {
+        for rtt in [60.0, 120.0, 210.0] {
+            let (_, thr) = run(
+                &JuryConfig::default(),
+                hand,
+                rtt,
+                &[0.9375, 0.0625],
+                90.0,
+                1.0,
+            );
+            let jain = (thr[0] + thr[1]).powi(2) / (2.0 * (thr[0].powi(2) + thr[1].powi(2)));
+            let util = (thr[0] + thr[1]) / 100.0;
+            if std::env::var_os("JURY_DEBUG").is_some() {
+                eprintln!("{name} {rtt} ms: {thr:.1?} Mbit/s, Jain {jain:.3}, util {util:.2}");
+            }
+            if jain < 0.95 || util < 0.9 {
+                bad.push(format!(
+                    "{name}, {rtt} ms: Jain {jain:.3}, utilization {util:.2}"
+                ));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
