@@ -40,10 +40,13 @@ pub struct JuryConfig {
     /// See [`Self::trial_gap_min`].
     pub trial_gap_max: u32,
     /// Largest centre `|μ|` of the policy's action range (its action box). With
-    /// `mu_bound ≤ min_delta` the range `[μ − δ, μ + δ]` always contains `a = 0`: flows above
-    /// a share the policy picks slow down while those below speed up. Were every flow to
-    /// step the same way, eq. 5 would read the common change as each flow's own response
-    /// and give every flow the same estimate (docs/algorithms/jury.md).
+    /// `mu_bound < min_delta` the range `[μ − δ, μ + δ]` always holds `a = 0` strictly inside:
+    /// flows above a share the policy picks slow down while those below speed up, a flow with
+    /// no share (`ratio_bw = 0`, eq. 6's top) always speeds up, by `α·(min_delta − mu_bound)`
+    /// at least, and one with all of it always slows down. Were every flow to step the same
+    /// way, eq. 5 would read the common change as each flow's own response and give every
+    /// flow the same estimate; at `mu_bound = min_delta` TD3 found the corner `(−δ, δ)`, where
+    /// a flow with no share holds still and a link stays empty (docs/algorithms/jury.md).
     pub mu_bound: f64,
     /// Smallest radius δ of the policy's action range (the lower bound of its action box):
     /// eq. 6 spreads flows across `[μ − δ, μ + δ]` by their occupancy, and with `δ = 0` every
@@ -126,7 +129,7 @@ impl Default for JuryConfig {
             trial_settle: 0,
             trial_gap_min: 2,
             trial_gap_max: 10,
-            mu_bound: 0.5,
+            mu_bound: 0.25,
             min_delta: 0.5,
             explore_band: 0.1,
             explore_prob: 0.9,

@@ -253,15 +253,15 @@ fn bad_policy_outputs_are_bounded() {
         c.apply(&[-1.0, 0.0]);
     }
     assert_eq!(c.cwnd_bytes(), 4.0 * f64::from(MSS));
-    // the default box: |μ| ≤ 0.5, δ ≥ 0.5 whatever the policy says
+    // the default box: |μ| ≤ 0.25, δ ≥ 0.5 whatever the policy says
     let mut c = core(JuryConfig {
         explore_band: 0.0,
         ..paper()
     });
     c.apply(&[1e9, 1e9]);
-    assert_eq!(c.last_action(), 1.5);
+    assert_eq!(c.last_action(), 1.25);
     c.apply(&[-1e9, -1e9]);
-    assert_eq!(c.last_action(), 0.0); // −0.5 + (1 − 0)·0.5
+    assert_eq!(c.last_action(), 0.25); // −0.25 + (1 − 0)·0.5: a flow with no share speeds up
 }
 
 #[test]
@@ -682,7 +682,12 @@ fn trials_are_paired_random_and_the_flows_own() {
         };
         let mut c = JuryCore::new(cfg, &info(sock, 10 * MSS));
         let (mut obs, mut mask) = (vec![0.0; 30], vec![1.0; 30]);
-        c.observe(&iv(50, 0, 40.0), &mut obs, &mut mask);
+        // a delivery rate, so the window stops at its cap (4 BDPs) as eq. 7 keeps raising it
+        let first = Interval {
+            delivery_rate_max_bps: Some(1_875_000),
+            ..iv(50, 0, 40.0)
+        };
+        c.observe(&first, &mut obs, &mut mask);
         (0..3000)
             .map(|_| {
                 let base = c.base_cwnd_bytes();
@@ -709,10 +714,10 @@ fn trials_are_paired_random_and_the_flows_own() {
             })
             .collect::<Vec<i8>>()
     };
-    let a = signs(1, -0.4);
+    let a = signs(1, -0.1);
     // independent of what the policy says, repeatable, and a stream per flow
-    assert_eq!(a, signs(1, -0.5));
-    assert_ne!(a, signs(2, -0.4));
+    assert_eq!(a, signs(1, -0.25));
+    assert_ne!(a, signs(2, -0.1));
     // trials: 2 intervals at s, 2 at −s, then a gap of 2-10 intervals
     let mut runs: Vec<(i8, usize)> = Vec::new();
     for &s in &a {
