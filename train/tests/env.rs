@@ -205,8 +205,11 @@ start_s = 3.0
         let mut steps = 0u64;
         while !out.done {
             assert!(out.active.iter().any(|&a| a) || steps == 0 || out.done);
-            // the range (0.3, 0.5): every flow keeps growing until the link fills
-            out = env.step(&[0.3, 0.5, 0.3, 0.5, 0.3, 0.5]).unwrap();
+            // the range (0, 0.5): eq. 6 grows a flow below half the link and shrinks one
+            // above it, so the link fills and the flows settle (a range above 0 for every
+            // share, as (0.25, 0.5), would keep both growing into loss, where intervals ack
+            // too few packets to count as decisions)
+            out = env.step(&[0.0, 0.5, 0.0, 0.5, 0.0, 0.5]).unwrap();
             steps += 1;
         }
         env.decisions()
