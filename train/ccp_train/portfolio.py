@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--algs", type=comma_list, default=None,
                    help="the candidates (default: the registry's, every built-in algorithm and "
                         "every learned one with a model in --models; the shipped table's were "
-                        "reno,cubic,bbr,iris,mocc)")
+                        "reno,cubic,bbr,iris,mocc,owl)")
     b.add_argument("--seeds", type=int, default=3)
     b.add_argument("--jobs", type=int, default=None)
     b.add_argument("--models", default=str(ROOT / "models"))

@@ -49,7 +49,7 @@ def test_the_candidates_are_the_registrys_and_cover_the_shipped_table(tmp_path: 
     assert candidates() == default_algs()
     # the shipped table was built from registered algorithms that still run without a flag
     shipped = json.loads((ROOT / "models" / "portfolio.json").read_text())
-    assert table_algs(shipped) == ("bbr", "cubic", "iris", "mocc", "reno")
+    assert table_algs(shipped) == ("bbr", "cubic", "iris", "mocc", "owl", "reno")
     assert set(table_algs(shipped)) <= set(candidates()), kinds
 
 
