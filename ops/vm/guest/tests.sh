@@ -16,7 +16,7 @@ plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp
 	agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
 	ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 	restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
-	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent \
+	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_decisions_ccp_owl restart_reattach agent_fuzz_ccp_mocc second_agent \
 	unpriv_forgery netns_no_slots netns_quota loopback_no_slot uid_share create_rate flow_listing_cap fault_fallback many_flows_reattach \
 	rmmod_under_flood module_unload module_reload pref_two_sockets metrics_endpoint \
 	auto_by_preference kernel_log_clean
@@ -69,7 +69,7 @@ if ! agent_available; then
 	for t in agent_start throughput_ccp_reno throughput_ccp_cubic bbr_matches_native two_algorithms \
 		 ipv6_flow sysctl_selection kill_no_gap kill_throughput kill_reattach malformed_messages \
 		 restart_decisions_ccp_reno restart_decisions_ccp_cubic restart_decisions_ccp_bbr \
-		 restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_reattach agent_fuzz_ccp_mocc second_agent \
+		 restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_decisions_ccp_owl restart_reattach agent_fuzz_ccp_mocc second_agent \
 		 unpriv_forgery; do
 		fail $t "no agent binary at $AGENT (cargo build --release -p ccp-agent failed?)"
 	done
@@ -318,7 +318,7 @@ else
 	NPROG_M=$($AGENT --list --models $MODELS 2>/dev/null | grep -c ' instructions$')
 	NPROG_0=$($AGENT --list --models $NOMODELS 2>/dev/null | grep -c ' instructions$')
 	log "agent programs: $NPROG_M with the models, $NPROG_0 without"
-	RALGS="reno cubic bbr iris mocc"
+	RALGS="reno cubic bbr iris mocc owl"
 	i=0
 	for a in $RALGS; do
 		i=$((i + 1))
@@ -326,6 +326,8 @@ else
 		# --alg cubic in between, --alg mocc again
 		next=$(echo $RALGS $RALGS | cut -d' ' -f$((i + 2)))
 		[ $a = mocc ] && next=mocc
+		# the iris agent runs without the models: a built-in --alg
+		[ $a = iris ] && next=reno
 		agent_stop
 		if [ $a = mocc ]; then
 			AGENT_ALG=cubic agent_start $T/flows-between.jsonl --models $NOMODELS &&
@@ -401,7 +403,7 @@ else
 	done
 	d_closed=$(( $(ctr agent_closed) - c0_closed ))
 	check restart_reattach '[ $ok = yes ] && [ "$attach" != never ] && fle "$attach" 3.0 && [ "$nprog" = "$NPROG_M" ] && fge "$sum" "$(calc "0.5 * $BASE")" && [ $d_closed -ge 1 ]' \
-		"agent stopped with 5 flows, a new one (--alg reno) started (listening after ${listen}s): all under CCP control ${attach}s later;$detail together $sum Mbit/s in the last 8 s (native cubic $BASE); programs installed $nprog (want $NPROG_M); agent_closed +$d_closed"
+		"agent stopped with $(echo $RALGS | wc -w) flows, a new one (--alg reno) started (listening after ${listen}s): all under CCP control ${attach}s later;$detail together $sum Mbit/s in the last 8 s (native cubic $BASE); programs installed $nprog (want $NPROG_M); agent_closed +$d_closed"
 
 	# ------------------------------------------------ forged datapath messages
 	# nlfuzz -a: what a local process can send to the agent's netlink port
