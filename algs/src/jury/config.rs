@@ -30,9 +30,6 @@ pub struct JuryConfig {
     pub trial_eps: f64,
     /// `trial`: control intervals each half of a trial lasts.
     pub trial_intervals: u32,
-    /// `trial`: the first intervals of each half whose packets the fit leaves out (what was
-    /// sent then mixes with the half before in the ACKs of one report).
-    pub trial_settle: u32,
     /// `trial`: a flow waits a number of intervals drawn uniformly from
     /// `[trial_gap_min, trial_gap_max]` before each trial (its first included), from a random
     /// stream of its own.
@@ -126,7 +123,6 @@ impl Default for JuryConfig {
             probe: Probe::Trial,
             trial_eps: 0.05,
             trial_intervals: 2,
-            trial_settle: 0,
             trial_gap_min: 2,
             trial_gap_max: 10,
             mu_bound: 0.25,
@@ -168,13 +164,6 @@ impl JuryConfig {
         k.real("min_probe", self.min_probe, Range::AboveTo(0.0, 1.0))?;
         k.real("trial_eps", self.trial_eps, Range::AboveTo(0.0, 0.5))?;
         k.int("trial_intervals", self.trial_intervals, 1, 1000)?;
-        // a half keeps at least one interval to measure
-        k.int(
-            "trial_settle",
-            self.trial_settle,
-            0,
-            u64::from(self.trial_intervals) - 1,
-        )?;
         k.int("trial_gap_min", self.trial_gap_min, 0, 100_000)?;
         k.int("trial_gap_max", self.trial_gap_max, 0, 100_000)?;
         k.ordered(

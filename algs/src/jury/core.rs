@@ -183,8 +183,6 @@ struct Sent {
     plan: u64,
     /// The trial's sign in effect (0: in the gap).
     sign: i8,
-    /// Within the first `trial_settle` intervals of a half: not counted.
-    settling: bool,
 }
 
 /// What one half of a trial delivered: the ACKs of packets sent wholly within it.
@@ -231,8 +229,6 @@ pub struct JuryCore {
     plan: VecDeque<i8>,
     /// The trial's sign in effect.
     trial: i8,
-    /// Decisions since the trial's sign last changed.
-    half_pos: u32,
     /// The trials' random stream (its own: independent of exploration's).
     trial_rng: u64,
     /// Trial plans made so far (the current one's number).
@@ -287,7 +283,6 @@ impl JuryCore {
             rng: splitmix(u64::from(info.sock_id) ^ 0x6a75_7279_5f65_7870),
             plan: VecDeque::new(),
             trial: 0,
-            half_pos: 0,
             trial_rng: splitmix(splitmix(u64::from(info.sock_id) ^ 0x6a75_7279_5f74_7269)),
             plan_seq: 0,
             pending: VecDeque::new(),
@@ -410,7 +405,6 @@ impl JuryCore {
             own: self.own,
             plan: self.plan_seq,
             sign: self.trial,
-            settling: self.trial != 0 && self.half_pos < self.config.trial_settle,
         });
     }
 
@@ -432,8 +426,8 @@ impl JuryCore {
 
     /// [`Probe::Trial`]'s measurement, per report: this interval's ACKs (`bytes` over `dt`
     /// µs, packets sent one RTT `rtt` earlier) count towards a half of a trial only if every
-    /// packet went out within that half, after its first `trial_settle` intervals. Once ACKs of a later plan arrive, a trial whose
-    /// halves both counted gives eq. 4's point: `a` the ratio of the halves' mean pacing rates,
+    /// packet went out within that half; an interval that acked nothing counts too. Once
+    /// ACKs of a later plan arrive, a trial whose halves both counted gives eq. 4's point: `a` the ratio of the halves' mean pacing rates,
     /// `g` of their throughputs, the instrument `u` the trial's own ratio
     /// `(1 + ε)/(1 − ε) − 1`.
     fn measure_trial(&mut self, bytes: f64, dt: f64, rtt: f64) {
@@ -454,7 +448,7 @@ impl JuryCore {
                     .push_iv((1.0 + eps) / (1.0 - eps) - 1.0, a - 1.0, a / g - 1.0);
             }
         }
-        if first.sign == 0 || first.settling || first.plan != last.plan || first.sign != last.sign {
+        if first.sign == 0 || first.plan != last.plan || first.sign != last.sign {
             return;
         }
         if self.pending.back().is_none_or(|p| p.plan != first.plan) {
@@ -486,13 +480,7 @@ impl JuryCore {
         let alpha = self.config.alpha;
         self.cwnd = self.bound_cwnd(window_update(self.cwnd, a, alpha));
         if self.config.probe == Probe::Trial {
-            let next = self.next_trial();
-            self.half_pos = if next == self.trial {
-                self.half_pos.saturating_add(1)
-            } else {
-                0
-            };
-            self.trial = next;
+            self.trial = self.next_trial();
             self.own = self.trial_factor().ln();
         } else {
             self.own += (window_update(1.0, a, alpha) / window_update(1.0, common, alpha)).ln();
@@ -580,9 +568,12 @@ impl JuryCore {
         ]);
 
         // eq. 5 on the packets these ACKs acknowledge: sent one RTT earlier, at the rate in
-        // effect then, against the interval before
+        // effect then (`trial`: summed over the halves of each trial), against the interval
+        // before (the other probes)
         let thr = iv.acked_bytes as f64 * 1e6 / dt;
-        if let (Some(prev), Some(r)) = (self.prev_thr, rtt) {
+        if let (Probe::Trial, Some(r)) = (self.config.probe, rtt) {
+            self.measure_trial(iv.acked_bytes as f64, dt, r);
+        } else if let (Some(prev), Some(r)) = (self.prev_thr, rtt) {
             if prev > 0.0 && thr > 0.0 {
                 let sent = self.clock_us as f64 - r - dt / 2.0;
                 let (now, before) = (self.rate_at(sent), self.rate_at(sent - dt));
@@ -594,7 +585,7 @@ impl JuryCore {
                     Probe::Own | Probe::Explore => {
                         self.occ.push((now.1 - before.1).exp(), g);
                     }
-                    Probe::Trial => self.measure_trial(iv.acked_bytes as f64, dt, r),
+                    Probe::Trial => {}
                 }
             }
         }

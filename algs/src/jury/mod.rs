@@ -71,9 +71,8 @@
 //!   half then sends far less than its pacing says). The stream is its own (SplitMix64
 //!   seeded by the socket id, apart from exploration's) and never reads the policy. A half's
 //!   throughput is measured on the ACKs of packets sent wholly within it (an interval's ACKs
-//!   left the sender one RTT earlier; the first `trial_settle` (0) intervals of a half are
-//!   left out), its rate as its mean pacing rate. Eq. 4 at a shared FIFO is
-//!   `a_i/g_i − 1 = Σ_j s_j·(a_j − 1)`: each trial gives one point, `a` the halves' rate
+//!   left the sender one RTT earlier), its rate as its mean pacing rate. Eq. 4 at a shared
+//!   FIFO is `a_i/g_i − 1 = Σ_j s_j·(a_j − 1)`: each trial gives one point, `a` the halves' rate
 //!   ratio, `g` their throughput ratio, and the fit is the instrumental-variable one with the
 //!   trial's own ratio `u = (1 + ε)/(1 − ε) − 1` as the instrument,
 //!   `s = Σ u·(a/g − 1) / Σ u·(a − 1)` over the last `occupancy_window` (8) trials.
@@ -81,7 +80,7 @@
 //!   is independent of the trial's sign and drops out. On the packet simulator it reads a
 //!   lone flow's share as 0.00–0.03 below capacity and 1.00 above it, and two flows' within
 //!   0.09 of their true shares at 30–210 ms (`datapath/sim/tests/jury.rs`); the corner and
-//!   `(±1, 0)` converge there to Jain ≥ 0.97 at 60, 120 and 210 ms. The other
+//!   `(±1, 0)` converge there to Jain ≥ 0.98 at 60, 120 and 210 ms. The other
 //!   choices stay for the record: `rate`, `own` (the step against the policy's centre),
 //!   `explore` (exploration's sign alone). Eq. 6, the range `(μ, δ)` and the inputs are the
 //!   paper's.
