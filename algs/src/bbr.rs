@@ -798,10 +798,30 @@ fn sane_gain(g: f64, default: f64) -> f64 {
 }
 
 impl Controller for BbrFlow {
+    /// With the flow's delivery rate and minimum RTT the model is already full: the flow
+    /// enters PROBE_BW at the window in force and paces at the delivery rate (STARTUP from
+    /// a full pipe would overshoot it by the high gain for several rounds).
+    fn hand_over(&mut self, h: &crate::Handover) {
+        self.cwnd = f64::from(h.cwnd_bytes).max(self.min_cwnd());
+        let (Some(bw), Some(rtt)) = (h.delivery_rate_bps, h.min_rtt_us) else {
+            return;
+        };
+        if !(bw.is_finite() && bw > 0.0 && rtt > 0) {
+            return;
+        }
+        self.bw.update(0, bw);
+        self.min_rtt_us = Some(rtt);
+        self.full_bw = bw;
+        self.full_bw_reached = true;
+        self.reset_probe_bw(0);
+        self.update_gains();
+        self.rate = self.pacing_gain * bw;
+    }
+
     fn initial_action(&mut self) -> Action {
         let a = Action {
             cwnd_bytes: Some(to_u32(self.cwnd)),
-            rate_bps: None,
+            rate_bps: (self.rate > 0.0).then_some(self.rate as u64),
             report_interval_us: Some(self.report_interval_us()),
         };
         self.metrics.record(&a);

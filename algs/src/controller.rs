@@ -136,6 +136,22 @@ impl FlowMetrics {
     }
 }
 
+/// What a flow brings to an algorithm it is switched to mid-transfer (`ccp_auto` re-choosing
+/// once it knows its path): the state in force and what the flow measured, so the new
+/// controller can continue from it instead of starting over (no slow start from a full
+/// window, no empty bandwidth model).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Handover {
+    /// The window in force (bytes); also the new flow's `FlowInfo::init_cwnd_bytes`.
+    pub cwnd_bytes: u32,
+    /// The smallest RTT the flow has seen (µs).
+    pub min_rtt_us: Option<u64>,
+    /// The flow's smoothed RTT (µs).
+    pub srtt_us: Option<f64>,
+    /// The flow's recent delivery rate (bytes/s), over the path classifier's window.
+    pub delivery_rate_bps: Option<f64>,
+}
+
 /// Per-flow congestion-control logic.
 pub trait Controller: Send {
     /// Decide after one report of this algorithm's fold program.
@@ -150,6 +166,11 @@ pub trait Controller: Send {
     fn initial_action(&mut self) -> Action {
         Action::default()
     }
+
+    /// The flow was running another algorithm until now ([`Handover`]); called once, after
+    /// `new_flow` and before [`Controller::initial_action`]. By default the controller starts
+    /// as for a new flow whose initial window is the one in force.
+    fn hand_over(&mut self, _h: &Handover) {}
 
     /// Counters for observability.
     fn metrics(&self) -> &FlowMetrics;

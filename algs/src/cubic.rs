@@ -198,6 +198,13 @@ impl CubicFlow {
 }
 
 impl Controller for CubicFlow {
+    /// Continue in congestion avoidance from the window in force (as Reno does); the first
+    /// epoch starts at that window, so growth is convex from it (`W_max` unknown).
+    fn hand_over(&mut self, h: &crate::Handover) {
+        self.cwnd = (f64::from(h.cwnd_bytes) / self.mss).max(2.0);
+        self.ssthresh = self.cwnd;
+    }
+
     fn initial_action(&mut self) -> Action {
         let a = Action {
             cwnd_bytes: Some((self.cwnd * self.mss) as u32),

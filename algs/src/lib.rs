@@ -41,7 +41,7 @@ pub mod window;
 
 pub use bbr::{Bbr, BbrConfig};
 pub use controller::{
-    clamp_output, Action, Algorithm, Controller, FlowInfo, FlowMetrics, FromConfig,
+    clamp_output, Action, Algorithm, Controller, FlowInfo, FlowMetrics, FromConfig, Handover,
 };
 pub use iris::{Iris, IrisConfig};
 pub use policy::{Policy, PolicyError};

@@ -122,6 +122,13 @@ impl RenoFlow {
 }
 
 impl Controller for RenoFlow {
+    /// Continue in congestion avoidance from the window in force: slow start from a window
+    /// the path already holds would double it in one RTT.
+    fn hand_over(&mut self, h: &crate::Handover) {
+        self.cwnd = f64::from(h.cwnd_bytes).max(2.0 * self.mss);
+        self.ssthresh = self.cwnd;
+    }
+
     fn initial_action(&mut self) -> Action {
         let a = Action {
             cwnd_bytes: Some(self.cwnd as u32),

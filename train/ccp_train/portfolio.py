@@ -83,12 +83,22 @@ def _class_of(link: dict) -> str:
     return "cellular" if "trace" in link else "links"
 
 
+#: a suite whose tune runs, when given, are the whole of a class: the corpus's recordings (every
+#: kind) are the ``cellular`` class, the population ``ccp_train.pathclass`` fits the
+#: classifier's ``above`` side on; they do not enter the default class (``all``), which is
+#: what a flow gets before it is classified
+CLASS_SUITES = {"corpus": "cellular"}
+
+
 def table(records: list[dict], *, matrix_dir: Path = DEFAULT_DIR, source: dict | None = None
           ) -> dict:
     """The portfolio table from harness records of the ``preferences`` suite's tune split."""
     scen = {s.name: s for s in load_matrix(matrix_dir, [SUITE])}
-    recs = [r for r in records if r.get("suite") == SUITE]
-    if not recs:
+    whole = {CLASS_SUITES[r["suite"]] for r in records if r.get("suite") in CLASS_SUITES}
+    for suite in {r["suite"] for r in records if r.get("suite") in CLASS_SUITES}:
+        scen.update({f"{suite}/{s.name}": s for s in load_matrix(matrix_dir, [suite])})
+    recs = [r for r in records if r.get("suite") == SUITE or r.get("suite") in CLASS_SUITES]
+    if not any(r.get("suite") == SUITE for r in recs):
         raise PortfolioError(f"no {SUITE!r} runs in the results: run the harness with "
                              f"--suites {SUITE} --split tune")
     bad = sorted({r["scenario"] for r in recs if r.get("split") != "tune"})
@@ -105,15 +115,21 @@ def table(records: list[dict], *, matrix_dir: Path = DEFAULT_DIR, source: dict |
     # (class, alg, w) -> seed -> scenario -> objectives
     got: dict[tuple, dict[int, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(dict))
     for r in recs:
-        sc = scen.get(r["scenario"])
+        other = r["suite"] != SUITE
+        sc = scen.get(f"{r['suite']}/{r['scenario']}" if other else r["scenario"])
         if sc is None:
             raise PortfolioError(f"scenario {r['scenario']!r} is not in {matrix_dir}/"
-                                 f"{SUITE}.toml: build from results of this matrix")
+                                 f"{r['suite']}.toml: build from results of this matrix")
         o = r["metrics"].get("objectives")
         if not (isinstance(o, list) and len(o) == 3 and all(math.isfinite(x) for x in o)):
             raise PortfolioError(f"run {r['run_id']} has no finite objectives: rerun the sweep "
                                  "with this version of the harness")
-        for cls in ("all", _class_of(sc.link)):
+        if other:
+            classes_of = [CLASS_SUITES[r["suite"]]]
+        else:
+            # the default class, and the path's own unless another suite is all of it
+            classes_of = ["all"] + [c for c in [_class_of(sc.link)] if c not in whole]
+        for cls in classes_of:
             got[(cls, r["alg"], _key(r.get("w")))][r["seed"]][r["scenario"]] = o
     classes: dict[str, list[dict]] = {}
     for cls in ("all", "links", "cellular"):

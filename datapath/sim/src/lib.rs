@@ -62,7 +62,8 @@
 //! The lockstep protocol
 //! ---------------------
 //! The agent answers every CREATE with exactly one CHANGE_PROG for that socket id and every
-//! MEASURE report with exactly one UPDATE_FIELDS (INSTALLs may come first, in answer to
+//! MEASURE report with exactly one UPDATE_FIELDS, or one CHANGE_PROG when it switches the
+//! flow to another algorithm's program (`ccp_auto`) (INSTALLs may come first, in answer to
 //! READY or a first CREATE). After any libccp call that sent a CREATE or a report, the
 //! simulator blocks (wall clock, [`SimOptions::agent_timeout`]) until the answer for that
 //! socket id has arrived, handing every message it receives to `ccp_read_msg` in order.

@@ -129,6 +129,9 @@ impl PartialEq for TimePoint {
 #[derive(Debug, Clone, Serialize)]
 pub struct FlowResult {
     pub id: usize,
+    /// libccp's socket id for the flow (the agent's records are keyed by it); 0 if the flow
+    /// never started.
+    pub sid: u32,
     /// The algorithm the scenario requested, `None` for the agent's default.
     pub alg: Option<String>,
     /// `alg`, or the default's name from `SimOptions::default_alg`.

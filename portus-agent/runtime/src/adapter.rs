@@ -11,7 +11,8 @@
 //! `ccp_<alg>` to `<alg>` and unknown names to the empty name before portus sees them.
 //!
 //! Every CREATE is answered with exactly one CHANGE_PROG (the program plus the controller's
-//! initial cwnd/rate/interval) and every report with exactly one UPDATE_FIELDS. The simulator
+//! initial cwnd/rate/interval) and every report with exactly one UPDATE_FIELDS, or one
+//! CHANGE_PROG when a `ccp_auto` flow switches algorithm ([`FlowDriver::switched`]). The simulator
 //! relies on this to run agent and datapath in lockstep, and it costs the kernel datapath
 //! nothing it would not do anyway.
 
@@ -24,7 +25,7 @@ use ccp_algs::controller::{MAX_REPORT_INTERVAL_US, MIN_REPORT_INTERVAL_US};
 use ccp_algs::netstats::{NetStats, NetworkStats, PathKey};
 use ccp_algs::registry::ALGORITHMS;
 use ccp_algs::signals::INTERVAL_REG;
-use ccp_algs::{Action, Algorithm, Controller, FlowInfo, Interval, Preference};
+use ccp_algs::{Action, Algorithm, Controller, FlowInfo, Handover, Interval, Preference};
 use portus::ipc::Ipc;
 use portus::lang::Scope;
 use portus::{CongAlg, Datapath, DatapathInfo, DatapathTrait, Flow, Report};
@@ -32,9 +33,10 @@ use tracing::{debug, info, warn};
 
 use crate::flows::flowlog::FlowLog;
 use crate::flows::key::FlowKey;
+use crate::flows::pathclass::{Classified, PathClass};
 use crate::flows::portfolio::AutoSelect;
 use crate::flows::prefs::{PrefCell, PrefSource};
-use crate::flows::{FlowRecord, FlowRequest, FlowTables};
+use crate::flows::{FlowRecord, FlowRequest, FlowTables, Switch, SWITCHES_KEPT};
 use crate::ipc::guard::flow_params;
 use crate::log_limit::LogLimit;
 
@@ -138,6 +140,8 @@ impl AgentCore {
             w_source: resolved.source.clone(),
             addr: request.addr,
             choice: request.choice.clone(),
+            class: None,
+            switches: Vec::new(),
             closed: false,
             metrics: ctrl.metrics().clone(),
         };
@@ -159,7 +163,23 @@ impl AgentCore {
             .wants_network_stats()
             .then(|| self.network_stats.clone())
             .flatten();
+        // a flow the portfolio chose re-chooses once it knows its path, if the table says how
+        let auto = request.choice.as_ref().and_then(|_| {
+            let table = self.auto.table()?;
+            let classifier = table.classifier()?.clone();
+            Some(Box::new(AutoFlow {
+                select: self.auto.clone(),
+                registry: self.registry.clone(),
+                available: self.available(),
+                path: PathClass::new(classifier, mss),
+                network_stats: self.network_stats.clone(),
+                info: flow_info,
+            }))
+        });
         let driver = FlowDriver {
+            alg: alg.name(),
+            auto,
+            switched: false,
             program: program.name,
             fields: program.fields,
             has_interval,
@@ -259,6 +279,12 @@ pub fn action_fields(a: &Action, has_interval: bool) -> Vec<(&'static str, u32)>
 /// of the training bindings): decode a report, run the controller, keep records, and say
 /// which registers to update. Exactly one answer per report.
 pub struct FlowDriver {
+    /// The algorithm running the flow (it changes when a `ccp_auto` flow switches).
+    alg: &'static str,
+    /// `ccp_auto` flows whose table has a classifier: what re-chooses their algorithm.
+    auto: Option<Box<AutoFlow>>,
+    /// The last answer switched the flow's algorithm: it goes with `program`, installed.
+    switched: bool,
     /// The flow's fold program.
     pub program: &'static str,
     /// Its report fields, in the order `on_report` expects values.
@@ -292,6 +318,17 @@ pub struct FlowDriver {
     stats_seq: Option<u64>,
 }
 
+/// What a `ccp_auto` flow needs to choose again mid-transfer.
+struct AutoFlow {
+    select: Arc<AutoSelect>,
+    registry: ccp_algs::Registry,
+    available: Vec<String>,
+    path: PathClass,
+    network_stats: Option<Arc<dyn NetworkStats>>,
+    /// The flow as its first controller saw it (socket, MSS).
+    info: FlowInfo,
+}
+
 impl FlowDriver {
     /// Hand the controller the source's sample if it is new, or say once that there is none
     /// any more.
@@ -318,6 +355,7 @@ impl FlowDriver {
     pub fn on_report(&mut self, values: Option<&[u64]>) -> Vec<(&'static str, u32)> {
         let start = Instant::now();
         let mut pref_changed = false;
+        let mut reclassified = None;
         let decided = values.map(|v| {
             // a preference change for this flow takes effect at this decision (one atomic
             // load when there is none)
@@ -331,9 +369,22 @@ impl FlowDriver {
             }
             self.deliver_network_stats();
             let iv = Interval::from_fields(&self.fields, v);
-            sanitize(self.ctrl.on_report(&iv), self.mss)
+            let action = sanitize(self.ctrl.on_report(&iv), self.mss);
+            if let Some(auto) = &mut self.auto {
+                reclassified = auto
+                    .path
+                    .observe(&ccp_algs::sanity::sanitized(&iv), self.alg);
+            }
+            action
         });
-        let fields = self.answer(decided);
+        self.switched = false;
+        let mut fields = self.answer(decided);
+        let rechoose = reclassified.is_some() || (pref_changed && self.auto.is_some());
+        if rechoose {
+            if let Some(f) = self.rechoose(reclassified) {
+                fields = f;
+            }
+        }
         let stats = &self.tables.decisions;
         if decided.is_some() {
             stats.observe(start.elapsed());
@@ -370,6 +421,108 @@ impl FlowDriver {
                 }
             }
         });
+        fields
+    }
+
+    /// The algorithm running the flow now.
+    pub fn alg(&self) -> &'static str {
+        self.alg
+    }
+
+    /// Whether the answer [`FlowDriver::on_report`] just gave changes the flow's algorithm:
+    /// then the transport installs [`FlowDriver::program`] with it (a CHANGE_PROG) instead of
+    /// updating the old program's registers, and reads later reports by the new `fields`.
+    pub fn switched(&self) -> bool {
+        self.switched
+    }
+
+    /// A `ccp_auto` flow's class was decided (or changed), or its preference changed: choose
+    /// again in its class and, if the choice is another algorithm, switch to it. Returns the
+    /// new program's first fields when it switched.
+    fn rechoose(&mut self, classified: Option<Classified>) -> Option<Vec<(&'static str, u32)>> {
+        let auto = self.auto.as_mut()?;
+        let class = classified
+            .as_ref()
+            .map(|c| c.class.clone())
+            .or_else(|| auto.path.class().map(str::to_owned));
+        let choice = auto
+            .select
+            .choose_in(Some(self.w), class.as_deref(), &auto.available)?;
+        let next = auto.registry.get(&choice.alg).cloned();
+        let mut switch = None;
+        let mut fields = None;
+        if let Some(alg) = next.filter(|a| a.name() != self.alg) {
+            let meter = &auto.path.meter;
+            let srtt = self.ctrl.metrics().srtt_us;
+            let h = Handover {
+                cwnd_bytes: self.last.cwnd_bytes.unwrap_or(10 * self.mss),
+                min_rtt_us: meter.min_rtt_us(),
+                srtt_us: (srtt > 0.0).then_some(srtt),
+                delivery_rate_bps: meter.recent_rate_bps(),
+            };
+            let info = FlowInfo {
+                init_cwnd_bytes: h.cwnd_bytes,
+                preference: self.w,
+                ..auto.info
+            };
+            let mut ctrl = alg.new_flow(&info);
+            ctrl.hand_over(&h);
+            let mut initial = sanitize(ctrl.initial_action(), self.mss);
+            if initial.rate_bps.is_none() && self.last.rate_bps.is_some() {
+                // the old algorithm paced and the new one does not: lift the pacing rate it
+                // left behind, or it would cap the new algorithm's window
+                initial.rate_bps = Some(u64::from(u32::MAX));
+            }
+            let program = alg.program();
+            switch = Some(Switch {
+                at_s: meter.elapsed_s(),
+                from: self.alg,
+                to: alg.name(),
+                class: class.clone().unwrap_or_default(),
+                score: choice.score,
+                cwnd_bytes: h.cwnd_bytes,
+                delivery_rate_bps: h.delivery_rate_bps,
+            });
+            self.network_stats = ctrl
+                .wants_network_stats()
+                .then(|| auto.network_stats.clone())
+                .flatten();
+            self.stats_seq = None;
+            self.alg = alg.name();
+            self.ctrl = ctrl;
+            self.program = program.name;
+            self.fields = program.fields;
+            self.has_interval = program.source.contains(INTERVAL_REG);
+            self.policy_seen = (0, 0);
+            self.last = Action::default();
+            let mut f = self.answer(Some(initial));
+            if self.has_interval && !f.iter().any(|(n, _)| *n == INTERVAL_REG) {
+                f.push((INTERVAL_REG, program.initial_interval_us));
+            }
+            self.switched = true;
+            fields = Some(f);
+        }
+        let (alg, flow_log) = (self.alg, &self.flow_log);
+        self.tables.update(self.key, self.gen, |rec| {
+            rec.alg = alg;
+            rec.choice = Some(choice);
+            if let Some(c) = classified {
+                rec.class = Some(c);
+            }
+            if let Some(s) = &switch {
+                if rec.switches.len() < SWITCHES_KEPT {
+                    rec.switches.push(s.clone());
+                }
+            }
+            if let Some(log) = flow_log {
+                if let Ok(mut l) = log.lock() {
+                    l.class(rec, switch.as_ref());
+                }
+            }
+        });
+        if let Some(s) = &switch {
+            info!(sid = self.key.sid, from = s.from, to = s.to, class = %s.class, "flow switched");
+        }
         fields
     }
 
@@ -471,6 +624,27 @@ impl<I: Ipc> Flow for PortusFlow<I> {
     fn on_report(&mut self, _sock_id: u32, m: Report) {
         let ok = self.read(&m);
         let fields = self.driver.on_report(ok.then_some(&self.values[..]));
+        if self.driver.switched() {
+            // a `ccp_auto` flow changed algorithm: its new program, with the handed-over
+            // window and rate as the program's first values
+            self.scope = match self.control.set_program(self.driver.program, Some(&fields)) {
+                Ok(sc) => Some(sc),
+                Err(e) => {
+                    if let Some(held) = LOG_NO_PROGRAM.allow() {
+                        warn!(sid = self.driver.key.sid, program = self.driver.program, error = ?e,
+                            held_back = held, "could not switch the flow's program");
+                    }
+                    None
+                }
+            };
+            self.report_names = self
+                .driver
+                .fields
+                .iter()
+                .map(|f| format!("Report.{f}"))
+                .collect();
+            return;
+        }
         let Some(scope) = self.scope.as_ref() else {
             return;
         };

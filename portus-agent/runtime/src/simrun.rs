@@ -184,13 +184,20 @@ fn run_with_agent(
         .flows
         .iter()
         .map(|f| match f.alg.as_deref() {
-            // the portfolio's choice for the flow's preference: the same call the agent made
-            // at the flow's CREATE (the table does not change during a run)
-            Some(a) if ccp_algs::registry::strip_prefix(a) == ccp_algs::AUTO => agent
-                .choose_auto(f.w.and_then(|w| ccp_algs::Preference::new(w[0], w[1], w[2]).ok()))
-                .and_then(|c| registry.get(&c))
-                .map(|a| a.name())
-                .unwrap_or(default),
+            // the portfolio's choice: the agent's record of the flow (the algorithm it ran
+            // last, after any switch), else the same call the agent made at its CREATE
+            Some(a) if ccp_algs::registry::strip_prefix(a) == ccp_algs::AUTO => {
+                match record_of(&records, f) {
+                    Some(r) => r.alg,
+                    None => agent
+                        .choose_auto(
+                            f.w.and_then(|w| ccp_algs::Preference::new(w[0], w[1], w[2]).ok()),
+                        )
+                        .and_then(|c| registry.get(&c))
+                        .map(|a| a.name())
+                        .unwrap_or(default),
+                }
+            }
             Some(a) => registry.get(a).map(|a| a.name()).unwrap_or(default),
             None => default,
         })
@@ -209,6 +216,14 @@ fn run_with_agent(
         accepted: agent.stats.accepted.load(Ordering::Relaxed),
         rejected: agent.stats.rejected(),
     })
+}
+
+/// The agent's record of scenario flow `f` (by its socket id; the last one, were an id
+/// reused by a later flow).
+pub fn record_of<'a>(records: &'a [FlowRecord], f: &ccp_sim::FlowResult) -> Option<&'a FlowRecord> {
+    (f.sid != 0)
+        .then(|| records.iter().rev().find(|r| r.sid == f.sid))
+        .flatten()
 }
 
 /// The `--json` object: per-flow and aggregate figures.
@@ -241,6 +256,9 @@ pub fn summary_json(run: &SimRun) -> serde_json::Value {
                 "timeouts": f.timeouts,
                 "delivered_bytes": f.delivered_bytes,
                 "receiver_limited": f.receiver_limited,
+                // `ccp_auto` flows: the path class and each switch of algorithm
+                "class": record_of(&run.records, f).and_then(|r| r.class.as_ref()),
+                "switches": record_of(&run.records, f).map_or(&[][..], |r| &r.switches[..]),
             })
         })
         .collect();

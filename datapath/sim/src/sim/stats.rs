@@ -108,6 +108,7 @@ impl<H: IpcHolder> World<H> {
             let dropped = f.drops_buffer + f.drops_random;
             flows.push(FlowResult {
                 id: f.id,
+                sid: u32::from(f.sid),
                 alg: spec.alg.clone(),
                 alg_label: spec
                     .alg

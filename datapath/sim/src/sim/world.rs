@@ -283,7 +283,14 @@ impl<H: IpcHolder> World<H> {
                 Ok(_) => self.pass_to_receiver(&m),
             }
             if let Some(h) = proto::header(&m) {
-                if let Some(p) = self.waits.iter().position(|w| w.0 == h.sid && w.1 == h.typ) {
+                // a report is answered by an UPDATE_FIELDS, or by a CHANGE_PROG when the agent
+                // switches the flow's algorithm (`ccp_auto`)
+                let answers = |w: &(u32, u16, &str)| {
+                    w.0 == h.sid
+                        && (w.1 == h.typ
+                            || (w.1 == proto::UPDATE_FIELDS && h.typ == proto::CHANGE_PROG))
+                };
+                if let Some(p) = self.waits.iter().position(answers) {
                     self.waits.remove(p);
                 }
             }

@@ -286,6 +286,24 @@ impl InlineAgent {
             }
         }
         let fields = flow.driver.on_report(ok.then_some(&flow.values[..]));
+        if flow.driver.switched() {
+            // a `ccp_auto` flow changed algorithm: install its new program (every program
+            // of the registry is compiled and installed at READY) with the handed-over values
+            let Some(next) = self.programs.get(flow.driver.program) else {
+                debug!(
+                    sid,
+                    program = flow.driver.program,
+                    "no compiled program to switch to"
+                );
+                return;
+            };
+            flow.program = flow.driver.program;
+            flow.index = report_index(&next.scope, &flow.driver.fields);
+            if let Some(m) = change_prog_msg(sid, next, &fields) {
+                self.outbox.push_back(m);
+            }
+            return;
+        }
         if let Some(m) = update_msg(sid, &compiled.scope, &fields) {
             self.outbox.push_back(m);
         }

@@ -465,6 +465,7 @@ impl Agent {
                 .map(|m| m.join(crate::flows::portfolio::FILE)),
             opts.default_w,
             for_default,
+            registry.names().iter().map(|s| s.to_string()).collect(),
         )?);
         let default_alg =
             registry

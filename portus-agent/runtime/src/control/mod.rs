@@ -1034,6 +1034,8 @@ mod tests {
                 w_source: PrefSource::Default,
                 addr: None,
                 choice: None,
+                class: None,
+                switches: Vec::new(),
                 closed: false,
                 metrics: Default::default(),
             };

@@ -141,6 +141,27 @@ impl FlowLog {
         self.write(v);
     }
 
+    /// A `ccp_auto` flow's path class was decided or changed; `switch` if its algorithm
+    /// changed with it.
+    pub fn class(&mut self, r: &FlowRecord, switch: Option<&crate::flows::Switch>) {
+        let mut v = json!({"event": if switch.is_some() { "switch" } else { "class" },
+            "t": self.t(), "sid": r.sid, "alg": r.alg, "w": r.w.as_array(),
+            "reports": r.metrics.reports});
+        if let Some(c) = &r.class {
+            v["class"] = json!(c.class);
+            v["features"] = json!(c.features);
+            v["score"] = json!(c.score);
+            v["flow_s"] = json!(c.at_s);
+        }
+        if let Some(s) = switch {
+            v["from"] = json!(s.from);
+            v["choice_score"] = json!(s.score);
+            v["cwnd_bytes"] = json!(s.cwnd_bytes);
+            v["delivery_rate_bps"] = json!(s.delivery_rate_bps);
+        }
+        self.write(v);
+    }
+
     pub fn close(&mut self, r: &FlowRecord) {
         self.last_report.remove(&r.sid);
         let v = json!({"event": "close", "t": self.t(), "sid": r.sid, "alg": r.alg,
@@ -174,6 +195,8 @@ mod tests {
             },
             addr: None,
             choice: None,
+            class: None,
+            switches: Vec::new(),
             closed: false,
             metrics: Default::default(),
         };

@@ -16,6 +16,7 @@
 pub mod decisions;
 pub mod flowlog;
 pub mod key;
+pub mod pathclass;
 pub mod portfolio;
 pub mod prefs;
 
@@ -27,6 +28,7 @@ use ccp_algs::{FlowMetrics, Preference};
 
 use crate::flows::decisions::DecisionStats;
 use crate::flows::key::FlowKey;
+use crate::flows::pathclass::Classified;
 use crate::flows::portfolio::Choice;
 use crate::flows::prefs::{FlowAddr, PrefSource, PrefStore, Resolved};
 
@@ -71,8 +73,32 @@ pub struct FlowRecord {
     pub addr: Option<FlowAddr>,
     /// `ccp_auto` flows: the portfolio's choice and why.
     pub choice: Option<Choice>,
+    /// `ccp_auto` flows whose table has a classifier: the path class last decided and the
+    /// features it was decided on ([`crate::flows::pathclass`]).
+    pub class: Option<Classified>,
+    /// `ccp_auto` flows: each change of algorithm (the first [`SWITCHES_KEPT`]).
+    pub switches: Vec<Switch>,
     pub closed: bool,
     pub metrics: FlowMetrics,
+}
+
+/// Switches kept per flow record (later ones are counted in the flow log only).
+pub const SWITCHES_KEPT: usize = 16;
+
+/// A `ccp_auto` flow changed its algorithm.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Switch {
+    /// Flow time (s, datapath clock).
+    pub at_s: f64,
+    pub from: &'static str,
+    pub to: &'static str,
+    /// Why: the class the flow was put in (or kept, on a preference change).
+    pub class: String,
+    /// `w · o` of the new algorithm's entry in that class.
+    pub score: f64,
+    /// The window and rate handed over (bytes, bytes/s).
+    pub cwnd_bytes: u32,
+    pub delivery_rate_bps: Option<f64>,
 }
 
 /// Sizes of the tables (for tests and the soak benchmark).

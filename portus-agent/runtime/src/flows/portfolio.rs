@@ -27,6 +27,8 @@ use std::sync::{Arc, RwLock};
 use ccp_algs::Preference;
 use serde::Deserialize;
 
+use crate::flows::pathclass::Classifier;
+
 /// The table format this agent reads.
 pub const VERSION: u32 = 1;
 /// The table's file name in the models folder.
@@ -58,6 +60,10 @@ struct RawTable {
     version: u32,
     default_class: String,
     classes: BTreeMap<String, Vec<RawEntry>>,
+    /// How a `ccp_auto` flow learns its path's class ([`crate::flows::pathclass`]); without
+    /// one a flow keeps the default class's choice.
+    #[serde(default)]
+    classifier: Option<Classifier>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -82,6 +88,7 @@ pub struct Entry {
 pub struct Portfolio {
     default_class: String,
     classes: BTreeMap<String, Vec<Entry>>,
+    classifier: Option<Classifier>,
 }
 
 /// A choice and why: the flow log records it.
@@ -179,10 +186,68 @@ impl Portfolio {
                 raw.default_class
             )));
         }
+        if let Some(c) = &raw.classifier {
+            c.validate().map_err(&bad)?;
+            for side in [&c.above, &c.below] {
+                if !classes.contains_key(side) {
+                    return Err(bad(format!(
+                        "the classifier gives class {side:?}, which the table does not have"
+                    )));
+                }
+            }
+        }
+        // a class no flow can be put in is a table built for another classifier
+        for name in classes.keys() {
+            let measured = raw
+                .classifier
+                .as_ref()
+                .is_some_and(|c| c.above == *name || c.below == *name);
+            if *name != raw.default_class && !measured && raw.classifier.is_some() {
+                return Err(bad(format!(
+                    "class {name:?} cannot be measured: the classifier gives only {:?} and {:?}",
+                    raw.classifier.as_ref().map_or("", |c| c.above.as_str()),
+                    raw.classifier.as_ref().map_or("", |c| c.below.as_str()),
+                )));
+            }
+        }
         Ok(Self {
             default_class: raw.default_class,
             classes,
+            classifier: raw.classifier,
         })
+    }
+
+    /// The path classifier, if the table has one.
+    pub fn classifier(&self) -> Option<&Classifier> {
+        self.classifier.as_ref()
+    }
+
+    /// The default class's name (a flow's class before it is measured).
+    pub fn default_class(&self) -> &str {
+        &self.default_class
+    }
+
+    /// Every algorithm the table names must be one `runs` accepts: a table built for
+    /// algorithms this agent lacks would send flows to the fallback without saying so.
+    pub fn check_algorithms(&self, runs: impl Fn(&str) -> bool) -> Result<(), String> {
+        if let Some(c) = &self.classifier {
+            if let Some(a) = c.by_alg.keys().find(|a| !runs(a)) {
+                return Err(format!(
+                    "the classifier has a rule for algorithm {a:?}, which this agent does not \
+                     run (give it its model, or refit with `python -m ccp_train.pathclass`)"
+                ));
+            }
+        }
+        for (class, entries) in &self.classes {
+            if let Some(e) = entries.iter().find(|e| !runs(&e.alg)) {
+                return Err(format!(
+                    "class {class:?} names algorithm {:?}, which this agent does not run \
+                     (give it its model, or rebuild the table with --algs)",
+                    e.alg
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The entries of `class` (the default class when None or unknown).
@@ -255,6 +320,8 @@ pub struct AutoSelect {
     default_w: Preference,
     /// `--alg auto`: flows that name no algorithm (`ccp`) are chosen too.
     pub for_default: bool,
+    /// The algorithms this agent runs: a table naming another is refused.
+    available: Vec<String>,
 }
 
 impl AutoSelect {
@@ -265,9 +332,10 @@ impl AutoSelect {
         path: Option<PathBuf>,
         default_w: Preference,
         for_default: bool,
+        available: Vec<String>,
     ) -> Result<Self, PortfolioError> {
         let table = match &path {
-            Some(p) if present(p)? => Some(Arc::new(Portfolio::load(p)?)),
+            Some(p) if present(p)? => Some(Arc::new(Self::load_for(p, &available)?)),
             _ => None,
         };
         if for_default && table.is_none() {
@@ -284,7 +352,24 @@ impl AutoSelect {
             path,
             default_w,
             for_default,
+            available,
         })
+    }
+
+    /// Load `p` and check that this agent runs every algorithm it names.
+    fn load_for(p: &Path, available: &[String]) -> Result<Portfolio, PortfolioError> {
+        let t = Portfolio::load(p)?;
+        t.check_algorithms(|a| available.iter().any(|x| x == a))
+            .map_err(|what| PortfolioError::Invalid {
+                path: p.display().to_string(),
+                what,
+            })?;
+        Ok(t)
+    }
+
+    /// The table in force (None: no table).
+    pub fn table(&self) -> Option<Arc<Portfolio>> {
+        self.table.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// No table: every `ccp_auto` flow runs the default algorithm.
@@ -294,6 +379,7 @@ impl AutoSelect {
             path: None,
             default_w,
             for_default: false,
+            available: Vec::new(),
         }
     }
 
@@ -305,7 +391,7 @@ impl AutoSelect {
         if !present(p)? {
             return Ok(false);
         }
-        let t = Arc::new(Portfolio::load(p)?);
+        let t = Arc::new(Self::load_for(p, &self.available)?);
         *self.table.write().unwrap_or_else(|e| e.into_inner()) = Some(t);
         Ok(true)
     }
@@ -313,12 +399,18 @@ impl AutoSelect {
     /// The choice for a flow with preference `w` (its own, else the agent's default) among
     /// the `available` algorithms; None without a table or a runnable entry.
     pub fn choose(&self, w: Option<Preference>, available: &[String]) -> Option<Choice> {
-        let t = self
-            .table
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()?;
-        t.choose(&w.unwrap_or(self.default_w), None, |a| {
+        self.choose_in(w, None, available)
+    }
+
+    /// [`AutoSelect::choose`] for a flow of path class `class` (None: the default class).
+    pub fn choose_in(
+        &self,
+        w: Option<Preference>,
+        class: Option<&str>,
+        available: &[String],
+    ) -> Option<Choice> {
+        let t = self.table()?;
+        t.choose(&w.unwrap_or(self.default_w), class, |a| {
             available.iter().any(|x| x == a)
         })
     }
@@ -464,15 +556,17 @@ mod tests {
         assert!(e.to_string().contains("not a regular file (a FIFO)"), "{e}");
         assert!(e.to_string().contains(FILE), "{e}");
         let f3 = fifo.clone();
-        let e = within_5s(move || AutoSelect::open(Some(f3), w(0.4, 0.5, 0.1), false).map(|_| ()))
-            .expect("opening a FIFO table hung")
-            .unwrap_err();
+        let e = within_5s(move || {
+            AutoSelect::open(Some(f3), w(0.4, 0.5, 0.1), false, vec![]).map(|_| ())
+        })
+        .expect("opening a FIFO table hung")
+        .unwrap_err();
         assert!(e.to_string().contains("FIFO"), "{e}");
         std::fs::remove_file(&fifo).unwrap();
         let other = dir.join("other.json");
         std::os::unix::fs::symlink(&other, &fifo).unwrap();
         std::os::unix::fs::symlink(&fifo, &other).unwrap();
-        let e = AutoSelect::open(Some(fifo.clone()), w(0.4, 0.5, 0.1), false).unwrap_err();
+        let e = AutoSelect::open(Some(fifo.clone()), w(0.4, 0.5, 0.1), false, vec![]).unwrap_err();
         assert!(e.to_string().contains(FILE), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -1152,7 +1152,13 @@ mod tests {
         )
         .unwrap();
         let thr = Preference::new(0.8, 0.1, 0.1).unwrap();
-        let auto = AutoSelect::open(Some(path.clone()), thr, false).unwrap();
+        let auto = AutoSelect::open(
+            Some(path.clone()),
+            thr,
+            false,
+            vec!["bbr".into(), "mocc".into()],
+        )
+        .unwrap();
         let _ = std::fs::remove_file(&path);
         let prefs = PrefStore::new(PrefConfig {
             default_w: thr,
