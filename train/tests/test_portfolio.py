@@ -35,6 +35,33 @@ def records() -> list[dict]:
     return out
 
 
+def test_corpus_runs_are_the_whole_cellular_class_and_stay_out_of_the_default() -> None:
+    from ccp_train.harness.matrix import load_matrix
+
+    corpus = [s for s in load_matrix(suites=["corpus"]) if s.split == "tune"][:2]
+    recs = records()
+    for seed in (1, 2):
+        for i, sc in enumerate(corpus):
+            for alg, w, o in (("cubic", None, [0.5, 0.5, 0.5]),
+                              ("mocc", [0.1, 0.8, 0.1], [0.2 + 0.1 * i, 0.9, 1.0]),
+                              ("mocc", [0.8, 0.1, 0.1], [0.6, 0.6, 0.9])):
+                r = rec(alg, sc.name, seed, o, w=w)
+                r["suite"] = "corpus"
+                recs.append(r)
+    t = table(recs)
+    cell = {(e["alg"], tuple(e["w"] or ())): e for e in t["classes"]["cellular"]}
+    # the corpus alone: not the preferences suite's trace (0.6-0.7 throughput)
+    assert cell[("cubic", ())]["o"] == pytest.approx([0.5, 0.5, 0.5])
+    assert cell[("mocc", (0.1, 0.8, 0.1))]["o"] == pytest.approx([0.25, 0.9, 1.0])
+    # the default class and the links class are the preferences suite's, as before
+    plain = table(records())
+    assert t["classes"]["all"] == plain["classes"]["all"]
+    assert t["classes"]["links"] == plain["classes"]["links"]
+    # a gap in the corpus runs is an error like any other
+    with pytest.raises(PortfolioError, match="no run of"):
+        table(recs[:-1])
+
+
 def test_the_candidates_are_the_registrys_and_cover_the_shipped_table(tmp_path: Path) -> None:
     from ccp_train import _native
     from ccp_train.harness.matrix import default_algs

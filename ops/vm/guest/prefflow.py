@@ -21,6 +21,18 @@ prefflow.py choose TABLE THR,LAT,LOSS       the algorithm models/portfolio.json 
                                             (an oracle written apart from the agent's and
                                             ccp_train.portfolio's: arg max of w.o over the
                                             'all' class, MOCC's entry the nearest landmark)
+prefflow.py switch-table                    a portfolio table for test auto_switch: Cubic
+                                            first, BBR on a constant link, Cubic on a
+                                            variable one; a hand-set classifier (rate spread
+                                            above 0.2 is variable), first decision at 5 s
+prefflow.py switches FLOWLOG LOCAL          LOCAL's switches in the flow log, as
+                                            "from>to:class@flow_s" words
+prefflow.py around SINK SEND FLOWLOG LOCAL BASE_MS
+                                            "ok ..." if around every switch of LOCAL no
+                                            100 ms interval of the 2 s after it received
+                                            less than half the mean rate of the second
+                                            before, and no srtt sample rose more than
+                                            BASE_MS above that second's mean; else "FAIL ..."
 """
 
 import json
@@ -146,6 +158,67 @@ def choose(table, w):
     return max(sorted(best), key=lambda a: best[a][1])
 
 
+SWITCH_TABLE = {
+    "version": 1, "default_class": "all",
+    "classes": {
+        "all": [{"alg": "cubic", "w": None, "o": [0.9, 0.6, 0.99]},
+                {"alg": "bbr", "w": None, "o": [0.8, 0.6, 0.99]}],
+        "links": [{"alg": "cubic", "w": None, "o": [0.8, 0.6, 0.99]},
+                  {"alg": "bbr", "w": None, "o": [0.9, 0.6, 0.99]}],
+        "cellular": [{"alg": "cubic", "w": None, "o": [0.9, 0.6, 0.99]},
+                     {"alg": "bbr", "w": None, "o": [0.8, 0.6, 0.99]}],
+    },
+    "classifier": {
+        "bin_ms": 200, "window_s": 3, "min_s": 5, "hold_s": 2,
+        "features": ["rate_iqr", "rtt_iqr", "inflation", "loss", "busy_rate_iqr",
+                     "busy_frac"],
+        # score = ln(1 + 10 rate_iqr) - ln 3 > 0: a rate spread above 0.2
+        "weights": [1, 0, 0, 0, 0, 0], "bias": -1.0986122886681098,
+        "above": "cellular", "below": "links",
+    },
+}
+
+
+def switches(path, local):
+    """(from, to, class, flow_s) of LOCAL's switches."""
+    sid = None
+    out = []
+    for e in events(path):
+        if e.get("event") == "create":
+            if e.get("src") == local:
+                sid = e.get("sid")
+            elif e.get("sid") == sid:
+                sid = None  # the socket id went to another flow
+        elif e.get("event") == "switch" and sid is not None and e.get("sid") == sid:
+            out.append((e.get("from"), e.get("alg"), e.get("class"), float(e.get("flow_s", 0))))
+    return out
+
+
+def around(sink_path, send_path, flowlog_path, local, base_ms):
+    d = json.load(open(sink_path))
+    rx = dict(d["intervals"])  # 100 ms slot -> bytes
+    srtt = json.load(open(send_path))["srtt_ms"]  # one sample per 100 ms from the start
+    sw = switches(flowlog_path, local)
+    if not sw:
+        return "FAIL no switch"
+    notes = []
+    for a, b, _cls, at in sw:
+        k = int(at * 10)
+        before = [rx.get(i, 0) for i in range(k - 10, k)]
+        rate = sum(before) / len(before)
+        rb = [x for x in srtt[max(k - 10, 0):k] if x > 0]
+        rtt = sum(rb) / len(rb) if rb else 0.0
+        for i in range(k, k + 20):
+            if rx.get(i, 0) < 0.5 * rate:
+                return (f"FAIL {a}>{b}@{at:.2f}: {rx.get(i, 0) * 8e-5:.1f} Mbit/s at "
+                        f"{i / 10:.1f} s, below half of {rate * 8e-5:.1f} before")
+            if i < len(srtt) and rb and srtt[i] > rtt + base_ms:
+                return (f"FAIL {a}>{b}@{at:.2f}: srtt {srtt[i]:.1f} ms at {i / 10:.1f} s, "
+                        f"more than {base_ms:g} ms above {rtt:.1f} before")
+        notes.append(f"{a}>{b}@{at:.1f}s rate {rate * 8e-5:.1f} Mbit/s srtt {rtt:.1f} ms")
+    return "ok " + "; ".join(notes)
+
+
 def main(a):
     if a[0] == "sink":
         sink(int(a[1]), a[2])
@@ -165,6 +238,12 @@ def main(a):
         print(created(a[1], a[2]))
     elif a[0] == "choose":
         print(choose(a[1], [float(x) for x in a[2].split(",")]))
+    elif a[0] == "switch-table":
+        print(json.dumps(SWITCH_TABLE))
+    elif a[0] == "switches":
+        print(" ".join(f"{x}>{y}:{c}@{t:.2f}" for x, y, c, t in switches(a[1], a[2])))
+    elif a[0] == "around":
+        print(around(a[1], a[2], a[3], a[4], float(a[5])))
     else:
         print(__doc__, file=sys.stderr)
         return 2

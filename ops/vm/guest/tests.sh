@@ -19,7 +19,7 @@ plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp
 	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_decisions_ccp_owl restart_reattach agent_fuzz_ccp_mocc second_agent \
 	unpriv_forgery netns_no_slots netns_quota loopback_no_slot uid_share create_rate flow_listing_cap fault_fallback many_flows_reattach \
 	rmmod_under_flood module_unload module_reload pref_two_sockets metrics_endpoint \
-	auto_by_preference kernel_log_clean
+	auto_by_preference auto_switch kernel_log_clean
 
 # ---------------------------------------------------------------- load
 if insmod $KO $KO_PARAMS; then
@@ -1031,6 +1031,10 @@ else
 		check auto_by_preference '[ -n "$ec" ] && [ -n "$ed" ] && [ "$ec" != "$ed" ] && [ "$rc" = ccp_auto ] && [ "$ac" = "$ec" ] && [ "$rd" = ccp_auto ] && [ "$ad" = "$ed" ] && [ "$ac" != "$ad" ] && fge "$XC" 1 && fge "$XD" 1' \
 			"C (ctl set-pref 0.1,0.8,0.1): requested $rc, ran $ac, the table says $ec, $XC Mbit/s; D (--w 0.4,0.5,0.1): requested $rd, ran $ad, the table says $ed, $XD Mbit/s; different algorithms: $([ -n "$ac" ] && [ "$ac" != "$ad" ] && echo yes || echo no)"
 	fi
+	agent_stop
+
+	# ccp_auto switches once it knows the path (its own file, to run alone too)
+	IN_SUITE=1 . $REPO/ops/vm/guest/auto_switch.sh
 	agent_stop
 	for i in $(seq 50); do rmmod ccp_kernel 2>/dev/null && break; nap 0.1; done
 fi

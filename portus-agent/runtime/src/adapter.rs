@@ -454,11 +454,22 @@ impl FlowDriver {
         if let Some(alg) = next.filter(|a| a.name() != self.alg) {
             let meter = &auto.path.meter;
             let srtt = self.ctrl.metrics().srtt_us;
+            let rate = meter.recent_rate_bps();
+            let min_rtt = meter.min_rtt_us();
+            // the window in force, but at least what the flow delivered per min RTT over the
+            // classifier's window: a switch in the middle of a momentary cut (BBR's PROBE_RTT
+            // holds 4 packets for 200 ms every 10 s; a loss recovery) must not hand the new
+            // algorithm a window it would take seconds to grow back, and the recent delivery
+            // rate times the smallest RTT is never more than the flow had in flight
+            let bdp = match (rate, min_rtt) {
+                (Some(r), Some(m)) => (r * m as f64 / 1e6).min(f64::from(u32::MAX)) as u32,
+                _ => 0,
+            };
             let h = Handover {
-                cwnd_bytes: self.last.cwnd_bytes.unwrap_or(10 * self.mss),
-                min_rtt_us: meter.min_rtt_us(),
+                cwnd_bytes: self.last.cwnd_bytes.unwrap_or(10 * self.mss).max(bdp),
+                min_rtt_us: min_rtt,
                 srtt_us: (srtt > 0.0).then_some(srtt),
-                delivery_rate_bps: meter.recent_rate_bps(),
+                delivery_rate_bps: rate,
             };
             let info = FlowInfo {
                 init_cwnd_bytes: h.cwnd_bytes,

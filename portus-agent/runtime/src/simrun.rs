@@ -183,11 +183,12 @@ fn run_with_agent(
     let flow_algs = results
         .flows
         .iter()
-        .map(|f| match f.alg.as_deref() {
+        .enumerate()
+        .map(|(i, f)| match f.alg.as_deref() {
             // the portfolio's choice: the agent's record of the flow (the algorithm it ran
             // last, after any switch), else the same call the agent made at its CREATE
             Some(a) if ccp_algs::registry::strip_prefix(a) == ccp_algs::AUTO => {
-                match record_of(&records, f) {
+                match record_of(&records, &results.flows, i) {
                     Some(r) => r.alg,
                     None => agent
                         .choose_auto(
@@ -218,11 +219,28 @@ fn run_with_agent(
     })
 }
 
-/// The agent's record of scenario flow `f` (by its socket id; the last one, were an id
-/// reused by a later flow).
-pub fn record_of<'a>(records: &'a [FlowRecord], f: &ccp_sim::FlowResult) -> Option<&'a FlowRecord> {
-    (f.sid != 0)
-        .then(|| records.iter().rev().find(|r| r.sid == f.sid))
+/// The agent's record of scenario flow `i`. libccp reuses a socket id once its flow has
+/// closed, so flows that take turns share one: the k-th flow (by start) of an id is the k-th
+/// record of it (records keep their closing order). None if the counts differ (records
+/// beyond [`crate::flows::CLOSED_KEPT`] are gone).
+pub fn record_of<'a>(
+    records: &'a [FlowRecord],
+    flows: &[ccp_sim::FlowResult],
+    i: usize,
+) -> Option<&'a FlowRecord> {
+    let f = flows.get(i)?;
+    if f.sid == 0 {
+        return None;
+    }
+    let same = |g: &&ccp_sim::FlowResult| g.sid == f.sid;
+    let k = flows
+        .iter()
+        .filter(same)
+        .filter(|g| g.start_s < f.start_s)
+        .count();
+    let mine: Vec<&FlowRecord> = records.iter().filter(|r| r.sid == f.sid).collect();
+    (mine.len() == flows.iter().filter(same).count())
+        .then(|| mine.get(k).copied())
         .flatten()
 }
 
@@ -234,7 +252,9 @@ pub fn summary_json(run: &SimRun) -> serde_json::Value {
         .iter()
         .zip(&run.flow_algs)
         .zip(&run.flow_ws)
-        .map(|((f, alg), w)| {
+        .enumerate()
+        .map(|(i, ((f, alg), w))| {
+            let rec = record_of(&run.records, &r.flows, i);
             json!({
                 "id": f.id,
                 "alg": alg,
@@ -257,8 +277,8 @@ pub fn summary_json(run: &SimRun) -> serde_json::Value {
                 "delivered_bytes": f.delivered_bytes,
                 "receiver_limited": f.receiver_limited,
                 // `ccp_auto` flows: the path class and each switch of algorithm
-                "class": record_of(&run.records, f).and_then(|r| r.class.as_ref()),
-                "switches": record_of(&run.records, f).map_or(&[][..], |r| &r.switches[..]),
+                "class": rec.and_then(|r| r.class.as_ref()),
+                "switches": rec.map_or(&[][..], |r| &r.switches[..]),
             })
         })
         .collect();
@@ -286,15 +306,27 @@ pub fn summary_table(run: &SimRun) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>4} {:<11} {:<15} {:>8} {:>6} {:>9} {:>9} {:>10} {:>7}",
+        "{:>4} {:<16} {:<15} {:>8} {:>6} {:>9} {:>9} {:>10} {:>7}",
         "flow", "alg", "w thr,lat,loss", "Mbit/s", "util", "rtt p50", "rtt p95", "qdel p95", "loss"
     );
     let (mut starred, mut auto) = (false, false);
-    for ((f, alg), w) in r.flows.iter().zip(&run.flow_algs).zip(&run.flow_ws) {
+    for (i, ((f, alg), w)) in r
+        .flows
+        .iter()
+        .zip(&run.flow_algs)
+        .zip(&run.flow_ws)
+        .enumerate()
+    {
         let alg = match f.alg.as_deref().map(ccp_algs::registry::strip_prefix) {
             Some(a) if a == ccp_algs::AUTO => {
                 auto = true;
-                format!("{a}→{alg}")
+                // the first choice, then each switch's algorithm
+                match record_of(&run.records, &r.flows, i).filter(|r| !r.switches.is_empty()) {
+                    Some(r) => std::iter::once(r.switches[0].from)
+                        .chain(r.switches.iter().map(|s| s.to))
+                        .fold(a.to_string(), |s, x| format!("{s}→{x}")),
+                    None => format!("{a}→{alg}"),
+                }
             }
             Some(_) => (*alg).to_string(),
             None => format!("{alg}*"),
@@ -309,7 +341,7 @@ pub fn summary_table(run: &SimRun) -> String {
         starred |= f.alg.is_none() || f.w.is_none();
         let _ = writeln!(
             s,
-            "{:>4} {:<11} {:<15} {:>8.2} {:>6.3} {:>7.1}ms {:>7.1}ms {:>8.1}ms {:>7.4}",
+            "{:>4} {:<16} {:<15} {:>8.2} {:>6.3} {:>7.1}ms {:>7.1}ms {:>8.1}ms {:>7.4}",
             f.id,
             alg,
             w,
@@ -332,7 +364,7 @@ pub fn summary_table(run: &SimRun) -> String {
         legend.push("*: the agent's --alg / --w (the scenario gives the flow none)");
     }
     if auto {
-        legend.push("auto→X: the portfolio's choice for the flow's w");
+        legend.push("auto→X: the portfolio's choice for the flow's w (→Y: switched to Y once its path's class was known)");
     }
     if !legend.is_empty() {
         let _ = writeln!(s, "{}", legend.join("; "));
