@@ -142,9 +142,10 @@ impl FlowMetrics {
 /// window, no empty bandwidth model).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Handover {
-    /// The window to continue from (bytes): the one in force, or the recent delivery rate
-    /// times the min RTT if that is larger (a momentary cut is not handed over); also the
-    /// new flow's `FlowInfo::init_cwnd_bytes`.
+    /// The window to continue from (bytes): what the flow kept in flight lately, its recent
+    /// delivery rate times its recent mean RTT (not the window in force, which may be a cap
+    /// far above it, BBR's, or a momentary cut); also the new flow's
+    /// `FlowInfo::init_cwnd_bytes`.
     pub cwnd_bytes: u32,
     /// The smallest RTT the flow has seen (µs).
     pub min_rtt_us: Option<u64>,

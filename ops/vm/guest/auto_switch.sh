@@ -16,13 +16,17 @@ if [ -z "${IN_SUITE-}" ]; then
 fi
 
 # One ccp_auto flow for 30 s under an agent whose table (prefflow.py
-# switch-table) runs Cubic first, BBR on a constant link and Cubic on a
-# variable one. The link is the constant 50 Mbit/s for 15 s, then its rate
-# alternates between 30 and 70 Mbit/s every 0.3-0.5 s for 12 s. The flow
-# must switch to BBR (constant) and back to Cubic (variable), each new
-# program installed by CHANGE_PROG with the window handed over; around each
-# switch no 100 ms interval falls below half the rate of the second before,
-# nor does srtt rise more than a base RTT (40 ms) above it.
+# switch-table) runs Cubic first, BBR on a "links" path and Cubic on a
+# "cellular" one, with a hand-set rule: the mechanism is under test, not the
+# fitted classifier. The path is the suite's 50 Mbit/s, 40 ms link; at 15 s
+# its delay becomes 100 ms (one netem change; a rate that changes every few
+# hundred ms is not testable here: each tc exec stalls a TCG guest's
+# forwarding for 100-200 ms, which reads as the flow stalling). The flow
+# must switch to BBR (RTT near its minimum) and back to Cubic (RTT inflated
+# past 2.2x its minimum), each new program installed by CHANGE_PROG with the
+# window handed over; around each switch no 100 ms interval falls below half
+# the rate of the second before, nor does srtt rise more than a base RTT
+# (40 ms) above it.
 AM=$T/auto-models
 FLS=$T/flows-switch.jsonl
 mkdir -p $AM
@@ -34,17 +38,11 @@ else
 	$NS_RCV $PF sink 5241 $T/switch.sink > /dev/null 2>&1 &
 	sk=$!
 	for i in $(seq 300); do [ -e $T/switch.sink.ready ] && break; nap 0.1; done
-	(
-		nap 15
-		for i in $(seq 30); do
-			tc -n rtr qdisc change dev vb root tbf rate $(( i % 2 ? 30 : 70 ))mbit burst 32k limit $BDP
-			nap 0.$(( 3 + i % 3 ))
-		done
-		tc -n rtr qdisc change dev vb root tbf rate $RATE burst 32k limit $BDP
-	) &
+	( nap 15; tc -n rtr qdisc change dev va root netem delay 100ms limit 100000 ) &
 	vl=$!
 	$NS_SND $PF send $RCV_IP 5241 30 $T/switch.send --cc ccp_auto > /dev/null 2>&1
 	wait $sk $vl
+	tc -n rtr qdisc change dev va root netem delay ${RTT_MS}ms limit 100000
 	LS=$(sed -n 's/.*"local": "\([0-9.:]*\)".*/\1/p' $T/switch.send)
 	SW=$($PF switches $FLS ${LS:-none} 2>/dev/null)
 	AR=$($PF around $T/switch.sink $T/switch.send $FLS ${LS:-none} $RTT_MS 2>&1 | tail -1)

@@ -22,9 +22,10 @@ prefflow.py choose TABLE THR,LAT,LOSS       the algorithm models/portfolio.json 
                                             ccp_train.portfolio's: arg max of w.o over the
                                             'all' class, MOCC's entry the nearest landmark)
 prefflow.py switch-table                    a portfolio table for test auto_switch: Cubic
-                                            first, BBR on a constant link, Cubic on a
-                                            variable one; a hand-set classifier (rate spread
-                                            above 0.2 is variable), first decision at 5 s
+                                            first, BBR on "links", Cubic on "cellular"; a
+                                            hand-set classifier (mean RTT over 2.2x the
+                                            flow's minimum is "cellular"), first decision
+                                            at 5 s
 prefflow.py switches FLOWLOG LOCAL          LOCAL's switches in the flow log, as
                                             "from>to:class@flow_s" words
 prefflow.py around SINK SEND FLOWLOG LOCAL BASE_MS
@@ -172,8 +173,8 @@ SWITCH_TABLE = {
         "bin_ms": 200, "window_s": 3, "min_s": 5, "hold_s": 2,
         "features": ["rate_iqr", "rtt_iqr", "inflation", "loss", "busy_rate_iqr",
                      "busy_frac"],
-        # score = ln(1 + 10 rate_iqr) - ln 3 > 0: a rate spread above 0.2
-        "weights": [1, 0, 0, 0, 0, 0], "bias": -1.0986122886681098,
+        # score = ln(1 + 10 inflation) - ln 13 > 0: a mean RTT above 2.2x the minimum
+        "weights": [0, 0, 1, 0, 0, 0], "bias": -2.5649493574615367,
         "above": "cellular", "below": "links",
     },
 }

@@ -456,17 +456,20 @@ impl FlowDriver {
             let srtt = self.ctrl.metrics().srtt_us;
             let rate = meter.recent_rate_bps();
             let min_rtt = meter.min_rtt_us();
-            // the window in force, but at least what the flow delivered per min RTT over the
-            // classifier's window: a switch in the middle of a momentary cut (BBR's PROBE_RTT
-            // holds 4 packets for 200 ms every 10 s; a loss recovery) must not hand the new
-            // algorithm a window it would take seconds to grow back, and the recent delivery
-            // rate times the smallest RTT is never more than the flow had in flight
-            let bdp = match (rate, min_rtt) {
-                (Some(r), Some(m)) => (r * m as f64 / 1e6).min(f64::from(u32::MAX)) as u32,
-                _ => 0,
+            // the window to continue from is what the flow kept in flight lately: its delivery
+            // rate times its RTT over the classifier's window (Little's law), not the window
+            // in force. BBR's window is a cap at twice the BDP (a window algorithm handed it
+            // would send a BDP at once into the queue: seen in the guest, 300 ms of stall
+            // after the drops), and a switch during a momentary cut (BBR's PROBE_RTT holds 4
+            // packets every 10 s; a loss recovery) must not hand over the cut
+            let in_flight = match (rate, meter.recent_rtt_us()) {
+                (Some(r), Some(t)) => Some((r * t / 1e6).min(f64::from(u32::MAX)) as u32),
+                _ => None,
             };
             let h = Handover {
-                cwnd_bytes: self.last.cwnd_bytes.unwrap_or(10 * self.mss).max(bdp),
+                cwnd_bytes: in_flight
+                    .unwrap_or_else(|| self.last.cwnd_bytes.unwrap_or(10 * self.mss))
+                    .max(2 * self.mss),
                 min_rtt_us: min_rtt,
                 srtt_us: (srtt > 0.0).then_some(srtt),
                 delivery_rate_bps: rate,

@@ -339,6 +339,12 @@ impl PathMeter {
         (m > 0.0).then_some(m)
     }
 
+    /// The mean of the bins' RTTs (µs); None before a bin with an RTT sample.
+    pub fn recent_rtt_us(&self) -> Option<f64> {
+        let (m, _) = mean_sd(self.bins.iter().filter_map(|b| b.rtt));
+        (m > 0.0).then_some(m)
+    }
+
     /// The features over the window, once it is full.
     pub fn features(&self) -> Option<Features> {
         if self.bins.len() < self.keep {
