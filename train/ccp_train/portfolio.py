@@ -225,6 +225,73 @@ def compare(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def accept(records: list[dict], table_: dict | None = None) -> str:
+    """Issue 43's acceptance on a harness sweep with ``auto`` and fixed algorithms (``--w``
+    landmarks for the algorithms that take one): per landmark ``w``, each algorithm's mean
+    eq. 2 utility ``w · o`` over (scenario, seed); the share of (scenario, seed, ``w``) cases
+    where ``auto`` is at least Cubic's and at least BBR's; and, with ``table_``, the first
+    choice alone (the default class's algorithm for ``w``, what ``ccp_auto`` ran before it
+    classified paths), from the same runs."""
+    runs: dict[tuple[str, int, str, tuple | None], list[float]] = {}
+    for r in records:
+        if "metrics" not in r or "error" in r:
+            continue
+        o = r["metrics"].get("objectives")
+        if not o:
+            continue
+        runs[(r["scenario"], r["seed"], r["alg"], _key(r.get("w")))] = o
+    lands = sorted({k[3] for k in runs if k[3] is not None})
+    if not lands or not any(k[2] == "auto" for k in runs):
+        raise PortfolioError("no `auto` runs with --w landmarks: sweep with --algs auto,<fixed "
+                             "algorithms> and --w")
+    algs = sorted({k[2] for k in runs})
+    cases = sorted({(k[0], k[1]) for k in runs})
+
+    def u(scen: str, seed: int, alg: str, w: tuple) -> float | None:
+        o = runs.get((scen, seed, alg, w)) or runs.get((scen, seed, alg, None))
+        return None if o is None else sum(a * b for a, b in zip(w, o, strict=True))
+
+    def kind(scen: str) -> str:
+        head = scen.split("-", 1)[0]
+        return head if head in ("cellular", "5g", "wifi", "leo", "broadband") else "links"
+
+    firsts = {w: choose(table_, list(w))[0] for w in lands} if table_ else {}
+    cols = algs + (["first"] if firsts else [])
+    lines = [f"{'w':<14}" + "".join(f"{a:>8}" for a in cols) + "   auto above all"]
+    n_ok = {"cubic": 0, "bbr": 0}
+    n = 0
+    by_kind: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for w in lands:
+        vals: dict[str, list[float]] = defaultdict(list)
+        for scen, seed in cases:
+            got = {a: u(scen, seed, a, w) for a in algs}
+            if any(v is None for v in got.values()):
+                raise PortfolioError(f"{scen} seed {seed}: missing runs for w={w} "
+                                     f"({[a for a, v in got.items() if v is None]})")
+            if firsts:
+                got["first"] = u(scen, seed, firsts[w], w)
+            for a, v in got.items():
+                vals[a].append(v)
+                by_kind[kind(scen)][a].append(v)
+            n += 1
+            for ref in n_ok:
+                n_ok[ref] += got["auto"] >= got[ref] - 1e-12
+        means = {a: sum(v) / len(v) for a, v in vals.items()}
+        above = all(means["auto"] > means[a] for a in algs if a != "auto")
+        wl = ",".join(f"{x:g}" for x in w)
+        lines.append(f"{wl:<14}" + "".join(f"{means[a]:8.3f}" for a in cols)
+                     + f"   {'yes' if above else 'no'}")
+    lines.append(f"auto >= cubic in {n_ok['cubic']}/{n} cases ({n_ok['cubic'] / n:.1%}), "
+                 f">= bbr in {n_ok['bbr']}/{n} ({n_ok['bbr'] / n:.1%})")
+    lines.append("by kind (mean over the landmarks): " + "; ".join(
+        f"{k} auto {sum(v['auto']) / len(v['auto']):.3f} best fixed "
+        + max((a for a in algs if a != "auto"), key=lambda a: sum(v[a]))
+        + f" {max(sum(v[a]) / len(v[a]) for a in algs if a != 'auto'):.3f}"
+        + (f" first {sum(v['first']) / len(v['first']):.3f}" if firsts else "")
+        for k, v in sorted(by_kind.items())))
+    return "\n".join(lines)
+
+
 def _git_rev() -> str:
     try:
         return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -272,7 +339,24 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("compare", help="auto against each fixed algorithm on a harness "
                        "sweep of the preferences suite (e.g. --split eval)")
     c.add_argument("--results", type=Path, required=True, help="the sweep's --out folder")
+    a = sub.add_parser("accept", help="issue 43's acceptance: auto against each fixed "
+                       "algorithm per landmark w on a sweep with --w (e.g. corpus,links eval)")
+    a.add_argument("--results", type=Path, action="append", required=True,
+                   help="a sweep's --out folder; repeatable (e.g. one per seed)")
+    a.add_argument("--table", type=Path, default=ROOT / "models" / "portfolio.json",
+                   help="the table the sweep ran (for the first-choice column)")
     args = p.parse_args(argv)
+    if args.cmd == "accept":
+        try:
+            recs = []
+            for d in args.results:
+                f = d / "results.jsonl"
+                recs += [json.loads(line) for line in f.read_text().splitlines() if line]
+            print(accept(recs, json.loads(args.table.read_text())))
+        except (PortfolioError, OSError, ValueError, KeyError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     if args.cmd == "compare":
         try:
             f = args.results / "results.jsonl"

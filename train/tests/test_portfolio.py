@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from ccp_train.harness.runner import ROOT
-from ccp_train.portfolio import PortfolioError, candidates, choose, compare, table, table_algs
+from ccp_train.portfolio import (
+    PortfolioError,
+    accept,
+    candidates,
+    choose,
+    compare,
+    table,
+    table_algs,
+)
 
 AGENT = ROOT / "target" / "release" / "ccp-agent"
 
@@ -189,3 +197,29 @@ def test_compare_pairs_auto_with_each_fixed_algorithm_by_seed() -> None:
     assert "auto - bbr: +0.1000 (per seed +0.0500 to +0.1500, 2/2 seeds above 0)" in out
     with pytest.raises(PortfolioError, match="every seed"):
         compare(recs[:-1])
+
+
+def test_accept_counts_cases_where_auto_is_at_least_cubic_and_bbr() -> None:
+    w1, w2 = [0.8, 0.1, 0.1], [0.1, 0.8, 0.1]
+
+    def r(alg: str, scen: str, o: list[float], w: list[float] | None = None) -> dict:
+        d = rec(alg, scen, 1, o, w=w, split="eval")
+        d["suite"] = "corpus"
+        return d
+
+    recs = []
+    for scen, (cub, bbr) in {"cellular-a": ([0.8, 0.5, 1.0], [0.9, 0.3, 0.9]),
+                             "5g-b": ([0.6, 0.6, 1.0], [0.7, 0.4, 1.0])}.items():
+        recs += [r("cubic", scen, cub), r("bbr", scen, bbr),
+                 # auto is bbr for throughput and a little below cubic for latency
+                 r("auto", scen, bbr, w1), r("auto", scen, [0.5, 0.55, 1.0], w2)]
+    out = accept(recs)
+    lines = out.splitlines()
+    # w1: auto = bbr on both scenarios (0.84, 0.70): equal to bbr, so not above every one
+    assert lines[2].split() == ["0.8,0.1,0.1", "0.770", "0.770", "0.715", "no"], out
+    # w2: auto 0.59 on both, cubic 0.58 and 0.64, bbr 0.42 and 0.49
+    assert lines[1].split() == ["0.1,0.8,0.1", "0.590", "0.455", "0.610", "no"], out
+    assert "auto >= cubic in 3/4 cases (75.0%), >= bbr in 4/4" in out, out
+    assert "5g auto" in out and "cellular auto" in out, out
+    with pytest.raises(PortfolioError, match="missing runs"):
+        accept(recs[:-1])

@@ -62,13 +62,15 @@ def rows(stdout: str) -> dict[int, list[str]]:
 
 def check_portfolio(p: subprocess.CompletedProcess[str]) -> None:
     r = rows(p.stdout)
-    assert len(r) == 7, p.stdout
-    algs = [r[i][1] for i in range(7)]
+    assert len(r) == 8, p.stdout
+    algs = [r[i][1] for i in range(8)]
     assert algs[:5] == ["cubic*", "bbr", "mocc", "owl", "iris"], p.stdout
     # the auto flows were chosen by their preference, each for one of the algorithms that ran
     assert all(a.startswith("auto→") for a in algs[5:]), p.stdout
     assert algs[5] != algs[6], f"two preferences, one choice: {p.stdout}"
-    for i in range(7):
+    # the third one switched once it knew the path (the README says so)
+    assert algs[7].count("→") == 2 and algs[7].split("→")[1] != algs[7].split("→")[2], p.stdout
+    for i in range(8):
         mbps, util = float(r[i][3]), float(r[i][4])
         assert mbps > 1.0 and 0.1 < util <= 1.0, r[i]
     # the learned models loaded: no fallback to the default algorithm
@@ -80,8 +82,8 @@ def check_flags_applied(p: subprocess.CompletedProcess[str]) -> None:
     assert r[0][1] == "mocc*" and r[0][2] == "0.10,0.80,0.10*", p.stdout
     assert r[1][1] == "bbr" and r[1][2] == "0.10,0.80,0.10*", p.stdout
     assert r[6][2] == "0.80,0.10,0.10", p.stdout  # the scenario's own w
-    assert "note: --alg mocc runs flow 0; flows 1-6" in p.stderr, p.stderr
-    assert "note: --w 0.1,0.8,0.1 applies to flows 0-4; flows 5, 6" in p.stderr, p.stderr
+    assert "note: --alg mocc runs flow 0; flows 1-7" in p.stderr, p.stderr
+    assert "note: --w 0.1,0.8,0.1 applies to flows 0-4; flows 5-7" in p.stderr, p.stderr
 
 
 def check_plot(path: str):
