@@ -55,7 +55,7 @@ fn main() {
                 rtt_min_us: Some(40_000 + x % 5_000),
                 rtt_mean_us: Some(45_000.0 + (x % 20_000) as f64),
                 rtt_samples: 20,
-                lost_pkts: u64::from(x % 97 == 0),
+                lost_pkts: u64::from(x.is_multiple_of(97)),
                 interval_us: 10_000,
                 ..Default::default()
             };
