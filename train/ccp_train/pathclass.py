@@ -39,7 +39,6 @@ import math
 import random
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections import defaultdict
@@ -49,7 +48,7 @@ import numpy as np
 
 from . import corpus
 from .harness.matrix import Scenario
-from .harness.runner import ROOT, RunSpec, run_local
+from .harness.runner import ROOT, RunSpec, git_rev, run_local
 
 #: the classifier's knobs: 200 ms bins (several RTTs of most paths, short enough to see a
 #: cellular link's capacity change), a 6 s window (30 bins), the first decision at 10 s, and
@@ -222,13 +221,6 @@ def accuracy(rows: list[dict], clf: dict) -> dict:
             for k, (c, n) in sorted(by.items())}
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ccp_train.pathclass", description=__doc__,
@@ -278,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     tab["classifier_source"] = {
         "command": "python -m ccp_train.pathclass " + shlex.join(sys.argv[1:] if argv is None
                                                                  else argv),
-        "commit": _commit(), "rows": {"train": len(train), "tune": len(tune)},
+        "commit": git_rev(), "rows": {"train": len(train), "tune": len(tune)},
         "accuracy": {s: {k: v["accuracy"] for k, v in by.items()} for s, by in acc.items()},
     }
     a.table.write_text(json.dumps(tab, indent=1) + "\n")

@@ -40,7 +40,6 @@ import argparse
 import json
 import math
 import shlex
-import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -53,7 +52,7 @@ from .harness.matrix import (
     load_matrix,
     select,
 )
-from .harness.runner import ROOT
+from .harness.runner import ROOT, git_rev
 
 VERSION = 1
 SUITE = "preferences"
@@ -292,13 +291,6 @@ def accept(records: list[dict], table_: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def _git_rev() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        return ""
-
 
 def _write(tab: dict, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -395,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
             results = [str(d) for d in args.results]
         seeds = sorted({r["seed"] for r in records})
         tab = table(records, source={"command": cmd, "results": results, "split": "tune",
-                                     "suite": SUITE, "seeds": seeds, "commit": _git_rev()})
+                                     "suite": SUITE, "seeds": seeds, "commit": git_rev()})
     except (PortfolioError, MatrixError, OSError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

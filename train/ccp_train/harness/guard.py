@@ -48,7 +48,6 @@ import json
 import math
 import os
 import shlex
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -57,7 +56,7 @@ from pathlib import Path
 
 from .matrix import DEFAULT_DIR, MatrixError, Scenario, comma_list, load_matrix, select
 from .report import _group, rows
-from .runner import AUTO, ROOT, expand, run_local
+from .runner import AUTO, ROOT, expand, git_rev, run_local
 
 #: the suites a model is guarded in (``auto``: only ``preferences``)
 SUITES = ("links", "cellular", "corpus", "fairness", "friendliness", "dynamics", "preferences")
@@ -294,13 +293,6 @@ def check(records: list[dict], model: Guarded, seeds: list[int],
     return out, problems
 
 
-def _git_rev() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return ""
-
 
 def run(out: Path, models: list[Guarded], seeds: list[int], suites: tuple[str, ...],
         *, matrix_dir: Path, agent: str, models_dir: Path, jobs: int) -> list[dict]:
@@ -387,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.argv[1:] if argv is None else argv)
         try:
             secs = {m: record_section(records, m.alg, seeds, {
-                "split": "tune", "command": cmd, "commit": _git_rev(),
+                "split": "tune", "command": cmd, "commit": git_rev(),
                 "recorded": time.strftime("%Y-%m-%d", time.gmtime()),
                 **({"model_sha256": m.sha256} if m.sha256 else {})}) for m in models}
         except GuardError as e:

@@ -49,6 +49,15 @@ RXK_SUFFIX = "+rxk"
 
 
 @functools.lru_cache(maxsize=1)
+def git_rev() -> str:
+    """The repository's commit (short), for provenance; "" outside a git checkout."""
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
 def rx_algs() -> tuple[str, ...]:
     """The algorithms a receiver-side law exists for (the simulator's receivers)."""
     from .. import _native
