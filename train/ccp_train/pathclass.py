@@ -12,11 +12,12 @@ over a 3 s window) and puts the flow in a class with a linear rule, ``score = bi
 features``, ``above`` if the score is positive. This module fits that rule.
 
 - **What is measured.** Every feature comes from the agent: the collection runs ``ccp-agent
-  --sim`` with ``auto`` flows and a *probe* table (every class a copy of the default class, so
-  no flow switches, and a classifier whose score is always negative), and reads the features
-  the agent decided on from its ``--json`` record. The features are those of the flow's
-  first algorithm, and it is the first algorithm that runs when the shipped classifier
-  decides: one run per distinct first choice of the five landmark preferences.
+  --sim`` with ``auto`` flows and a *probe* table (one algorithm in every class, so no flow
+  switches, and a classifier whose score is always negative), and reads the features the
+  agent decided on from its ``--json`` record. The features depend on the algorithm the flow
+  runs (BBR probes, MOCC paces, Iris keeps the queue short), so every path is run once under
+  each algorithm the table can give a flow, and each gets its own rule: a flow is classified
+  first under its first choice and, after a switch, again under the new algorithm.
 - **On what.** ``above`` (``cellular``: any recorded path, every kind of the corpus) from the
   corpus's ``train`` recordings; ``below`` (``links``: constant rate) from drawn links (rate
   1-500 Mbit/s log-uniform, half of them with random loss 1e-4-1e-2). Every path gets a
@@ -24,7 +25,7 @@ features``, ``above`` if the score is positive. This module fits that rule.
   corpus's ``tune`` recordings and links drawn with another seed, never on ``eval``.
 - **How.** L2-regularised logistic regression on the compressed features ``ln(1 + 10 x)``,
   standardised (Newton's method),
-  one rule per first algorithm and a pooled one for the others. The bin, window, ``min_s``
+  one rule per algorithm and a pooled one for any other. The bin, window, ``min_s``
   and ``hold_s`` are ``KNOBS`` (two settings compared on ``tune``, see there).
 
 The table keeps the classifier and its provenance (``classifier_source``: command, commit,
@@ -34,6 +35,7 @@ counts and accuracies).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import random
@@ -59,34 +61,30 @@ from .harness.runner import ROOT, RunSpec, git_rev, run_local
 KNOBS = {"bin_ms": 200.0, "window_s": 6.0, "min_s": 10.0, "hold_s": 3.0}
 FEATURES = ["rate_iqr", "rtt_iqr", "inflation", "loss", "busy_rate_iqr", "busy_frac"]
 ABOVE, BELOW = "cellular", "links"
-#: the landmark preferences whose first choices are measured
-LANDMARKS = [(0.8, 0.1, 0.1), (0.1, 0.8, 0.1), (0.1, 0.1, 0.8), (0.4, 0.5, 0.1),
-             (0.3, 0.3, 0.4)]
-
 
 class PathClassError(Exception):
     """Inputs that cannot give a classifier, with what to do."""
 
 
-def probe_table(tab: dict) -> dict:
-    """``tab`` with every class the default one and a classifier that always says ``below``:
-    flows are classified (their features recorded) but never switch."""
-    default = tab["classes"][tab["default_class"]]
-    t = {k: v for k, v in tab.items() if k not in ("classifier", "classifier_source")}
-    t["classes"] = {tab["default_class"]: default, ABOVE: default, BELOW: default}
+def probe_table(tab: dict, alg: str) -> dict:
+    """``tab`` reduced to ``alg``'s entries in every class, with a classifier that always says
+    ``below``: an ``auto`` flow runs ``alg`` and is classified (its features recorded), and
+    never switches."""
+    mine = [e for e in tab["classes"][tab["default_class"]] if e["alg"] == alg]
+    if not mine:
+        raise PathClassError(f"the table has no entry for {alg!r}")
+    t = {k: v for k, v in tab.items()
+         if k not in ("classifier", "classifier_source", "evaluation")}
+    t["classes"] = {tab["default_class"]: mine, ABOVE: mine, BELOW: mine}
     t["classifier"] = {**KNOBS, "features": FEATURES, "weights": [0.0] * len(FEATURES),
                        "bias": -1.0, "above": ABOVE, "below": BELOW}
     return t
 
 
-def first_choices(tab: dict) -> dict[str, tuple[float, float, float]]:
-    """One landmark per distinct first choice (the default class's) of the landmarks."""
-    from .portfolio import choose
-
-    out: dict[str, tuple[float, float, float]] = {}
-    for w in LANDMARKS:
-        out.setdefault(choose(tab, list(w))[0], w)
-    return out
+def table_algorithms(tab: dict) -> list[str]:
+    """Every algorithm the table can give a flow: a flow may be classified (again) under any
+    of them, so each gets its rule."""
+    return sorted({e["alg"] for entries in tab["classes"].values() for e in entries})
 
 
 def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:
@@ -123,21 +121,27 @@ def collect(table: Path, split: str, n_links: int, seed: int, jobs: int, out: Pa
     # inside the repository, so the agent finds onnxruntime in .venv above it as it does for
     # models/
     (ROOT / "target").mkdir(exist_ok=True)
-    models = Path(tempfile.mkdtemp(prefix="pathclass-models-", dir=ROOT / "target"))
+    dirs = []
     try:
-        src = table.parent
-        for f in src.iterdir():
-            if f.is_file() and f.name != table.name:
-                shutil.copy2(f, models / f.name)
-        (models / table.name).write_text(json.dumps(probe_table(tab)))
-        firsts = first_choices(tab)
+        specs = []
         # a flow at 200 ms RTT reports every RTT: its first decision can come a second late
         dur = KNOBS["min_s"] + 3.0
-        specs = [RunSpec(sc, "auto", 1, w, agent=agent, models=str(models))
-                 for sc in paths(split, n_links, seed, dur) for w in firsts.values()]
+        scen = paths(split, n_links, seed, dur)
+        for alg in table_algorithms(tab):
+            models = Path(tempfile.mkdtemp(prefix=f"pathclass-{alg}-", dir=ROOT / "target"))
+            dirs.append(models)
+            for f in table.parent.iterdir():
+                if f.is_file() and f.name != table.name:
+                    shutil.copy2(f, models / f.name)
+            (models / table.name).write_text(json.dumps(probe_table(tab, alg)))
+            # the agent's default w: every algorithm runs at it (MOCC at its nearest landmark)
+            specs += [RunSpec(dataclasses.replace(sc, name=f"{sc.name}@{alg}"), "auto", 1,
+                              (0.4, 0.5, 0.1), agent=agent, models=str(models))
+                      for sc in scen]
         recs = run_local(specs, str(out), jobs)
     finally:
-        shutil.rmtree(models, ignore_errors=True)
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
     rows = []
     for r in recs:
         if "error" in r:

@@ -44,13 +44,18 @@ def test_the_fit_finds_a_rule_that_separates_and_says_how_well() -> None:
         P.fit([r for r in rows if r["label"] == P.ABOVE])
 
 
-def test_the_probe_table_classifies_without_switching() -> None:
+def test_the_probe_table_runs_one_algorithm_and_never_switches() -> None:
     tab = json.loads((ROOT / "models" / "portfolio.json").read_text())
-    probe = P.probe_table(tab)
-    default = tab["classes"][tab["default_class"]]
-    assert all(v == default for v in probe["classes"].values())
+    algs = P.table_algorithms(tab)
+    assert {"bbr", "iris", "mocc"} <= set(algs), algs
+    probe = P.probe_table(tab, "mocc")
     assert set(probe["classes"]) == {tab["default_class"], P.ABOVE, P.BELOW}
+    for entries in probe["classes"].values():
+        assert {e["alg"] for e in entries} == {"mocc"} and len(entries) == 5, entries
     assert all(w == 0 for w in probe["classifier"]["weights"])
+    assert "evaluation" not in probe and "classifier_source" not in probe
+    with pytest.raises(P.PathClassError, match="no entry"):
+        P.probe_table(tab, "jury")
 
 
 @pytest.mark.skipif(not AGENT.is_file(), reason="needs target/release/ccp-agent "

@@ -514,6 +514,9 @@ impl FlowDriver {
                 f.push((INTERVAL_REG, program.initial_interval_us));
             }
             self.switched = true;
+            if let Some(a) = self.auto.as_mut() {
+                a.path.switched();
+            }
             fields = Some(f);
         }
         let (alg, flow_log) = (self.alg, &self.flow_log);

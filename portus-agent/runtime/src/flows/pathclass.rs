@@ -42,7 +42,9 @@
 //! recordings and constant links, and shipped in the portfolio table (`classifier`). A flow is
 //! first classified after `min_s` seconds of reports; afterwards its class changes only when
 //! `hold_s` seconds of consecutive bins all say the other class (hysteresis), so a flow does
-//! not switch back and forth on a path near the boundary.
+//! not switch back and forth on a path near the boundary. After a switch the window starts
+//! empty: the features that can change the class again are all measured under the new
+//! algorithm, and read by its rule.
 
 use std::collections::VecDeque;
 
@@ -325,6 +327,17 @@ impl PathMeter {
         n
     }
 
+    /// Forget the bins (not the min RTT, a property of the path): after a switch the window
+    /// fills again under the new algorithm, whose rule reads it.
+    pub fn restart(&mut self) {
+        self.bins.clear();
+        self.cur_us = 0;
+        self.cur_bytes = 0;
+        self.cur_rtt_sum = 0.0;
+        self.cur_rtt_n = 0;
+        self.cur_lost = 0;
+    }
+
     /// The smallest RTT the flow has seen (µs).
     pub fn min_rtt_us(&self) -> Option<u64> {
         self.min_rtt_us
@@ -464,6 +477,13 @@ impl PathClass {
 
     pub fn class(&self) -> Option<&str> {
         self.class.as_deref()
+    }
+
+    /// The flow changed algorithm: the features are measured afresh under the new one (a
+    /// full window before the class can change again).
+    pub fn switched(&mut self) {
+        self.meter.restart();
+        self.against = 0;
     }
 
     /// Fold a report of a flow running `alg` in; `Some` when the flow's class is decided for
