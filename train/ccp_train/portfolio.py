@@ -157,9 +157,10 @@ def table(records: list[dict], *, matrix_dir: Path = DEFAULT_DIR, source: dict |
         "version": VERSION,
         "objectives": ["throughput", "latency", "loss"],
         "definition": "o = (utilization, min(RTT_base / RTT_mean, 1), 1 - loss rate), the "
-                      "mean over the tune scenarios of the preferences suite and over seeds; "
-                      "a flow's algorithm is the arg max of w . o (for entries with a w, the "
-                      "one nearest the flow's w in L1)",
+                      "mean over the tune scenarios of the preferences suite and over seeds "
+                      "(the cellular class: of the corpus suite's tune recordings, when its "
+                      "runs are given); a flow's algorithm is the arg max of w . o (for "
+                      "entries with a w, the one nearest the flow's w in L1)",
         "default_class": "all",
         "source": source or {},
         "classes": classes,
