@@ -443,13 +443,8 @@ fn run_sim(cli: &Cli, path: &std::path::Path, agent: AgentOptions) -> Result<(),
             .results
             .flows
             .iter()
-            .zip(&run.flow_algs)
-            .map(
-                |(f, alg)| match f.alg.as_deref().map(ccp_algs::registry::strip_prefix) {
-                    Some(a) if a == ccp_algs::AUTO => format!("{} auto→{alg}", f.id),
-                    _ => format!("{} {alg}", f.id),
-                },
-            )
+            .enumerate()
+            .map(|(i, f)| format!("{} {}", f.id, simrun::alg_label(&run, i)))
             .collect();
         let title = format!(
             "{}: {} flows, {} s simulated",

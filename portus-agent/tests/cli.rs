@@ -271,17 +271,17 @@ fn flags_the_scenario_overrides_are_reported() {
             .all(|r| r.contains(" reno* ") && r.contains("0.10,0.80,0.10*")),
         "{rows:?}"
     );
-    // portfolio.toml: flow 0 takes --alg, flows 5 and 6 give their own w
+    // portfolio.toml: flow 0 takes --alg, flows 5 to 7 give their own w
     let sc = scenarios().join("portfolio.toml").display().to_string();
     let o = agent(&["--alg", "reno", "--w", "0.3,0.3,0.4", "--sim", &sc]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
-        e.contains("note: --alg reno runs flow 0; flows 1-6 of"),
+        e.contains("note: --alg reno runs flow 0; flows 1-7 of"),
         "{e}"
     );
     assert!(
-        e.contains("note: --w 0.3,0.3,0.4 applies to flows 0-4; flows 5, 6 of"),
+        e.contains("note: --w 0.3,0.3,0.4 applies to flows 0-4; flows 5-7 of"),
         "{e}"
     );
 }

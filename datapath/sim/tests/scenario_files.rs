@@ -217,5 +217,5 @@ fn shipped_scenarios_parse() {
         .iter()
         .filter(|f| f.alg.as_deref() == Some("auto"))
         .collect();
-    assert!(autos.len() == 2 && autos.iter().all(|f| f.w.is_some()));
+    assert!(autos.len() == 3 && autos.iter().all(|f| f.w.is_some()));
 }

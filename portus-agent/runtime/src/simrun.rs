@@ -296,6 +296,27 @@ pub fn summary_json(run: &SimRun) -> serde_json::Value {
     })
 }
 
+/// Scenario flow `i`'s algorithm as tables and plots show it: its name, or for a flow the
+/// portfolio chose `auto→<first choice>`, then `→<alg>` for each switch.
+pub fn alg_label(run: &SimRun, i: usize) -> String {
+    let alg = run.flow_algs.get(i).copied().unwrap_or("?");
+    let Some(f) = run.results.flows.get(i) else {
+        return alg.to_string();
+    };
+    match f.alg.as_deref().map(ccp_algs::registry::strip_prefix) {
+        Some(a) if a == ccp_algs::AUTO => {
+            match record_of(&run.records, &run.results.flows, i).filter(|r| !r.switches.is_empty())
+            {
+                Some(r) => std::iter::once(r.switches[0].from)
+                    .chain(r.switches.iter().map(|s| s.to))
+                    .fold(a.to_string(), |s, x| format!("{s}→{x}")),
+                None => format!("{a}→{alg}"),
+            }
+        }
+        _ => alg.to_string(),
+    }
+}
+
 /// The default human-readable output: one row per flow and a summary line. A flow's `alg`
 /// reads `auto→<alg>` when the portfolio chose it by the flow's preference; a `*` marks an
 /// algorithm or a preference the flow took from the agent's `--alg` / `--w` (its scenario
@@ -320,13 +341,7 @@ pub fn summary_table(run: &SimRun) -> String {
         let alg = match f.alg.as_deref().map(ccp_algs::registry::strip_prefix) {
             Some(a) if a == ccp_algs::AUTO => {
                 auto = true;
-                // the first choice, then each switch's algorithm
-                match record_of(&run.records, &r.flows, i).filter(|r| !r.switches.is_empty()) {
-                    Some(r) => std::iter::once(r.switches[0].from)
-                        .chain(r.switches.iter().map(|s| s.to))
-                        .fold(a.to_string(), |s, x| format!("{s}→{x}")),
-                    None => format!("{a}→{alg}"),
-                }
+                alg_label(run, i)
             }
             Some(_) => (*alg).to_string(),
             None => format!("{alg}*"),
