@@ -520,6 +520,47 @@ mod tests {
     }
 
     #[test]
+    fn a_reload_the_agent_cannot_serve_keeps_the_old_table() {
+        // issue 43: a table naming an algorithm this agent lacks, or a class its classifier
+        // never gives, is refused at start-up, and on SIGHUP the old table stays
+        let dir = std::env::temp_dir().join(format!("ccp-pf-reload-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(FILE);
+        std::fs::write(&path, TABLE).unwrap();
+        let runs: Vec<String> = ["bbr", "cubic", "mocc"].map(String::from).to_vec();
+        let auto =
+            AutoSelect::open(Some(path.clone()), w(0.4, 0.5, 0.1), false, runs.clone()).unwrap();
+        let before = auto.table().unwrap();
+        for (bad, want) in [
+            (
+                TABLE.replace("\"cubic\"", "\"owl\""),
+                "\"owl\", which this agent does not run",
+            ),
+            (
+                TABLE.replace(
+                    "\"classes\"",
+                    "\"classifier\": {\"bin_ms\": 200, \"window_s\": 6, \"min_s\": 10, \
+                     \"hold_s\": 3, \"features\": [\"rate_iqr\", \"rtt_iqr\", \"inflation\", \
+                     \"loss\", \"busy_rate_iqr\", \"busy_frac\"], \"weights\": [1,0,0,0,0,0], \
+                     \"bias\": -1, \"above\": \"cellular\", \"below\": \"links\"}, \"classes\"",
+                ),
+                "class \"links\", which the table does not have",
+            ),
+        ] {
+            std::fs::write(&path, &bad).unwrap();
+            let e = auto.reload().unwrap_err().to_string();
+            assert!(e.contains(FILE) && e.contains(want), "{e}");
+            assert_eq!(*auto.table().unwrap(), *before, "the old table stays");
+            let e = AutoSelect::open(Some(path.clone()), w(0.4, 0.5, 0.1), false, runs.clone())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(FILE), "{e}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn non_finite_objectives_are_not_json() {
         // JSON has no NaN; serde refuses the token, so a NaN can never reach a score
         let t = r#"{"version":1,"default_class":"a","classes":{"a":[{"alg":"x","w":null,"o":[NaN,0,0]}]}}"#;
