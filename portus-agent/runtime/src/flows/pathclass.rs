@@ -260,6 +260,8 @@ pub struct PathMeter {
     /// datapath time seen (µs)
     elapsed_us: u64,
     min_rtt_us: Option<u64>,
+    /// Where the quartiles are sorted (at most [`MAX_BINS`] values).
+    scratch: Vec<f64>,
 }
 
 impl PathMeter {
@@ -277,6 +279,7 @@ impl PathMeter {
             cur_lost: 0,
             elapsed_us: 0,
             min_rtt_us: None,
+            scratch: Vec::with_capacity(keep),
         }
     }
 
@@ -358,13 +361,15 @@ impl PathMeter {
         (m > 0.0).then_some(m)
     }
 
-    /// The features over the window, once it is full.
-    pub fn features(&self) -> Option<Features> {
+    /// The features over the window, once it is full. (`&mut`: the quartiles sort in a
+    /// buffer the meter keeps, so a decision allocates nothing.)
+    pub fn features(&mut self) -> Option<Features> {
         if self.bins.len() < self.keep {
             return None;
         }
-        let rate_iqr = spread(self.bins.iter().map(|b| b.rate).collect());
-        let rtt_iqr = spread(self.bins.iter().filter_map(|b| b.rtt).collect());
+        let buf = &mut self.scratch;
+        let rate_iqr = spread(buf, self.bins.iter().map(|b| b.rate));
+        let rtt_iqr = spread(buf, self.bins.iter().filter_map(|b| b.rtt));
         let (rm, _) = mean_sd(self.bins.iter().filter_map(|b| b.rtt));
         let inflation = match self.min_rtt_us {
             Some(min) if min > 0 && rm > 0.0 => (rm / min as f64 - 1.0).max(0.0),
@@ -377,20 +382,20 @@ impl PathMeter {
         } else {
             0.0
         };
-        let busy: Vec<f64> = match self.min_rtt_us {
-            Some(min) if min > 0 => {
-                let at = (1.0 + BUSY_QUEUE) * min as f64;
-                self.bins
-                    .iter()
-                    .filter(|b| b.rtt.is_some_and(|r| r >= at))
-                    .map(|b| b.rate)
-                    .collect()
-            }
-            _ => Vec::new(),
-        };
-        let busy_frac = busy.len() as f64 / self.bins.len() as f64;
-        let busy_rate_iqr = if busy.len() >= MIN_BUSY_BINS {
-            spread(busy)
+        // no minimum RTT: no bin is busy
+        let at = self
+            .min_rtt_us
+            .filter(|m| *m > 0)
+            .map_or(f64::INFINITY, |m| (1.0 + BUSY_QUEUE) * m as f64);
+        let busy = self
+            .bins
+            .iter()
+            .filter(|b| b.rtt.is_some_and(|r| r >= at))
+            .map(|b| b.rate);
+        let n_busy = busy.clone().count();
+        let busy_frac = n_busy as f64 / self.bins.len() as f64;
+        let busy_rate_iqr = if n_busy >= MIN_BUSY_BINS {
+            spread(buf, busy)
         } else {
             0.0
         };
@@ -405,9 +410,12 @@ impl PathMeter {
     }
 }
 
-/// `(q75 − q25) / q50` (linear interpolation between order statistics); 0 for fewer than two
-/// values or a zero median.
-fn spread(mut xs: Vec<f64>) -> f64 {
+/// `(q75 − q25) / q50` of `values` (linear interpolation between order statistics), sorted
+/// in `buf`; 0 for fewer than two values or a zero median.
+fn spread(buf: &mut Vec<f64>, values: impl Iterator<Item = f64>) -> f64 {
+    buf.clear();
+    buf.extend(values);
+    let xs = buf;
     if xs.len() < 2 {
         return 0.0;
     }
