@@ -149,8 +149,6 @@ pub struct Handover {
     pub cwnd_bytes: u32,
     /// The smallest RTT the flow has seen (µs).
     pub min_rtt_us: Option<u64>,
-    /// The flow's smoothed RTT (µs).
-    pub srtt_us: Option<f64>,
     /// The flow's recent delivery rate (bytes/s), over the path classifier's window.
     pub delivery_rate_bps: Option<f64>,
 }

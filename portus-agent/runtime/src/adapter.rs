@@ -170,7 +170,6 @@ impl AgentCore {
             Some(Box::new(AutoFlow {
                 select: self.auto.clone(),
                 registry: self.registry.clone(),
-                available: self.available(),
                 path: PathClass::new(classifier, mss),
                 network_stats: self.network_stats.clone(),
                 info: flow_info,
@@ -321,8 +320,8 @@ pub struct FlowDriver {
 /// What a `ccp_auto` flow needs to choose again mid-transfer.
 struct AutoFlow {
     select: Arc<AutoSelect>,
+    /// The agent's algorithms (what a switch may choose and start).
     registry: ccp_algs::Registry,
-    available: Vec<String>,
     path: PathClass,
     network_stats: Option<Arc<dyn NetworkStats>>,
     /// The flow as its first controller saw it (socket, MSS).
@@ -445,15 +444,21 @@ impl FlowDriver {
             .as_ref()
             .map(|c| c.class.clone())
             .or_else(|| auto.path.class().map(str::to_owned));
+        // (a rare event: the names are listed here rather than kept by every flow)
+        let available: Vec<String> = auto
+            .registry
+            .names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
         let choice = auto
             .select
-            .choose_in(Some(self.w), class.as_deref(), &auto.available)?;
+            .choose_in(Some(self.w), class.as_deref(), &available)?;
         let next = auto.registry.get(&choice.alg).cloned();
         let mut switch = None;
         let mut fields = None;
         if let Some(alg) = next.filter(|a| a.name() != self.alg) {
             let meter = &auto.path.meter;
-            let srtt = self.ctrl.metrics().srtt_us;
             let rate = meter.recent_rate_bps();
             let min_rtt = meter.min_rtt_us();
             // the window to continue from is what the flow kept in flight lately: its delivery
@@ -471,7 +476,6 @@ impl FlowDriver {
                     .unwrap_or_else(|| self.last.cwnd_bytes.unwrap_or(10 * self.mss))
                     .max(2 * self.mss),
                 min_rtt_us: min_rtt,
-                srtt_us: (srtt > 0.0).then_some(srtt),
                 delivery_rate_bps: rate,
             };
             let info = FlowInfo {

@@ -523,9 +523,7 @@ mod tests {
     fn a_reload_the_agent_cannot_serve_keeps_the_old_table() {
         // issue 43: a table naming an algorithm this agent lacks, or a class its classifier
         // never gives, is refused at start-up, and on SIGHUP the old table stays
-        let dir = std::env::temp_dir().join(format!("ccp-pf-reload-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = empty_dir("reload");
         let path = dir.join(FILE);
         std::fs::write(&path, TABLE).unwrap();
         let runs: Vec<String> = ["bbr", "cubic", "mocc"].map(String::from).to_vec();
@@ -567,6 +565,14 @@ mod tests {
         assert!(Portfolio::parse(t, "t").is_err());
     }
 
+    /// A new empty folder under the temporary directory, for this test process.
+    fn empty_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("ccp-portfolio-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
     /// `f` on a thread, its result if it ends within 5 s (a hang is a failure, not a
     /// stuck test run).
     fn within_5s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
@@ -581,9 +587,7 @@ mod tests {
     fn fifos_and_symlink_loops_as_the_table_are_refused_at_once() {
         // issue 42 item 4: a FIFO hung start-up (and the signal loop on SIGHUP); item 8: a
         // symlink loop was "no table"
-        let dir = std::env::temp_dir().join(format!("ccp-portfolio-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = empty_dir("fifo");
         let fifo = dir.join(FILE);
         let st = std::process::Command::new("mkfifo")
             .arg(&fifo)
