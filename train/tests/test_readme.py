@@ -140,6 +140,7 @@ QUICK = {
 
 SLOW = {
     f"{PY}portfolio build": f"{PY}portfolio build --help",
+    f"{PY}pathclass fit": f"{PY}pathclass fit --help",
     "bash ops/eval.sh --split tune --algs mocc,cubic,bbr --suites cellular --out /tmp/t": (
         f"{PY}harness --help"
     ),
