@@ -48,10 +48,12 @@ agent_no_sim() {
     fi
 }
 suite agent-no-sim agent_no_sim
-suite ruff .venv/bin/ruff check train ops/bench ops/import_cycles.py
+suite ruff .venv/bin/ruff check train ops/bench ops/import_cycles.py ops/doc_provenance.py
 # no import loop between the top-level modules of the algorithms, the runtime, the simulator
 import_cycles() { local d; for d in algs/src portus-agent/runtime/src datapath/sim/src; do python3 ops/import_cycles.py "$d" || return 1; done; }
 suite import-cycles import_cycles
+# every results table in README.md and docs/ names the command that measured it (issue 49)
+suite doc-provenance python3 ops/doc_provenance.py
 # -rs: a skipped Python test says why (listed in the summary)
 python_tests() {
     # the toy algorithm's test needs its own native build: the toy-algorithm suite runs it
