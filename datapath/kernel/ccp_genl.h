@@ -4,30 +4,36 @@
  * its agent.  Shared by the module, ops/vm/nlfuzz.c and (as constants) the
  * agent's backend, portus-agent/runtime/src/ipc/netlink.rs: keep them in step.
  *
- *  - family "ccp", version 1, initial network namespace only;
- *  - agent -> datapath: CCP_CMD_AGENT_MSG (NLM_F_REQUEST) carrying one CCP
- *    message (libccp's serialization: INSTALL, UPDATE_FIELDS, CHANGE_PROG)
- *    in CCP_ATTR_MSG; the sender needs CAP_NET_ADMIN in the initial user
- *    namespace (GENL_ADMIN_PERM);
+ *  - family "ccp", version 2, initial network namespace only; no
+ *    multicast group: every datapath message goes to one socket;
+ *  - agent -> datapath: CCP_CMD_AGENT_HELLO (NLM_F_REQUEST, no attribute)
+ *    registers the sending socket's port id as the agent's: the datapath
+ *    sends to the newest registered socket that still exists (it keeps a
+ *    few, so that an agent started beside another hands the flows back
+ *    when it stops).  Then CCP_CMD_AGENT_MSG carrying one CCP message
+ *    (libccp's serialization: INSTALL, UPDATE_FIELDS, CHANGE_PROG) in
+ *    CCP_ATTR_MSG, accepted only from that socket.  Both need
+ *    CAP_NET_ADMIN in the initial user namespace (GENL_ADMIN_PERM);
  *  - datapath -> agent: CCP_CMD_DATAPATH_MSG carrying one CCP message
- *    (READY, CREATE, MEASURE) in CCP_ATTR_MSG, multicast from the kernel
- *    (port id 0) to the group "datapath", which only CAP_NET_ADMIN may join
- *    (GENL_MCAST_CAP_NET_ADMIN).
+ *    (READY, CREATE, MEASURE) in CCP_ATTR_MSG, unicast from the kernel
+ *    (port id 0) to the registered socket's port id.
  *
- * Family and group ids are dynamic: resolve them with the genl controller
- * (CTRL_CMD_GETFAMILY, CTRL_ATTR_FAMILY_NAME "ccp").
+ * Version 1 multicast the datapath's messages to a group "datapath"; an
+ * agent of that version finds no group and says so.  The family id is
+ * dynamic: resolve it with the genl controller (CTRL_CMD_GETFAMILY,
+ * CTRL_ATTR_FAMILY_NAME "ccp").
  */
 #ifndef CCP_GENL_H
 #define CCP_GENL_H
 
 #define CCP_GENL_NAME		"ccp"
-#define CCP_GENL_VERSION	1
-#define CCP_GENL_MCGRP		"datapath"
+#define CCP_GENL_VERSION	2
 
 enum ccp_genl_cmd {
 	CCP_CMD_UNSPEC,
 	CCP_CMD_AGENT_MSG,	/* agent -> datapath */
-	CCP_CMD_DATAPATH_MSG,	/* datapath -> agent (multicast only) */
+	CCP_CMD_DATAPATH_MSG,	/* datapath -> agent (unicast to the agent) */
+	CCP_CMD_AGENT_HELLO,	/* agent -> datapath: "send to this socket" */
 	__CCP_CMD_MAX,
 };
 

@@ -35,6 +35,7 @@ static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 #include "ccp_policy.h"	/* enum ccpk_mode, retry and admission rules */
 
 #define CCPK_LAT_RING		4096	/* latency samples kept for /proc */
+#define CCPK_MAX_LISTENERS	4	/* registered agent sockets kept */
 
 /* counters, exported in /proc/net/ccp */
 #define CCPK_COUNTERS(X)						\
@@ -48,13 +49,14 @@ static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 	X(reattaches)		/* PENDING -> ATTACHED, had been before */ \
 	X(fallbacks)		/* ATTACHED/PENDING flow -> FALLBACK */	\
 	X(agent_lost)		/* agent declared gone */		\
-	X(agent_lost_nolistener) /* ... because a send found no listener */ \
+	X(agent_lost_nolistener) /* ... because a send found its socket gone */ \
 	X(agent_lost_timeout)	/* ... because it stopped answering */	\
 	X(agent_lost_closed)	/* ... because its netlink socket closed */ \
 	X(agent_found)		/* a READY probe reached a listener */	\
-	X(mcast_prejoined)	/* group members found at registration (joined in advance) */ \
+	X(agent_hellos)		/* CCP_CMD_AGENT_HELLO registrations */	\
+	X(listeners_dropped)	/* registered sockets forgotten: more than CCPK_MAX_LISTENERS */ \
 	X(agent_closed)		/* the agent's netlink socket was released */ \
-	X(agent_changes)	/* programs installed from another socket */ \
+	X(agent_changes)	/* another socket registered as the agent */ \
 	X(agent_restarts)	/* the agent installed program uid 1 again */ \
 	X(program_resets)	/* libccp's program table emptied */	\
 	X(probes_sent)		/* READY probes attempted */		\
@@ -65,8 +67,8 @@ static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 	X(sweeps)		/* passes over the flows after an agent event */ \
 	X(reports_sent)							\
 	X(closes_sent)							\
-	X(tx_errors)		/* sends failed (other than no listener) */ \
-	X(tx_nobufs)		/* listener's receive buffer full */	\
+	X(tx_errors)		/* sends failed (other than gone or busy) */ \
+	X(tx_busy)		/* the agent's receive buffer was full (-EAGAIN) */ \
 	X(rx_ok)		/* agent messages accepted */		\
 	X(rx_install)							\
 	X(rx_update)							\
@@ -84,7 +86,7 @@ static inline void tcp_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 	X(rej_bad_sid)		/* sid out of range */			\
 	X(rej_stale_sid)	/* sid in range, no flow (e.g. just closed) */ \
 	X(rej_unknown_prog)	/* CHANGE_PROG to a program not installed */ \
-	X(rej_not_agent)	/* update/change from a socket that is not the agent */ \
+	X(rej_not_agent)	/* install/update/change from a socket that is not the registered agent */ \
 	X(rej_libccp)		/* libccp refused it (e.g. program table full) */ \
 	X(rej_displaced)	/* INSTALL from a socket another agent replaced meanwhile */ \
 	X(rx_stale)		/* answer meant for an earlier agent generation */ \
@@ -117,6 +119,7 @@ struct ccpk_flow {
 	   reported:1,		/* the current invoke sent a report */
 	   other_netns:1;	/* counted against its namespace's quota */
 	u8 tries;		/* CREATEs sent since the last answer */
+	u8 busy;		/* CREATEs in a row that found the agent busy */
 	u32 uid;		/* owner's kuid, counted in ccpk->uids */
 	u8 fault_streak;	/* fault fallbacks since the last clean report */
 	u16 faults;		/* consecutive faulting ACKs */
@@ -131,7 +134,7 @@ struct ccpk_pcpu {
 
 /* event_work's bits (ccpk->events) */
 enum {
-	CCPK_EV_NOLISTENER,	/* a send found nobody on the group */
+	CCPK_EV_NOLISTENER,	/* a send found the agent's socket gone */
 	CCPK_EV_TIMEOUT,	/* the agent watchdog expired */
 };
 
@@ -164,6 +167,7 @@ struct ccpk_datapath {
 	/* written per agent message or applied update: off the ACK path's lines */
 	unsigned long events ____cacheline_aligned_in_smp;	/* CCPK_EV_* for event_work */
 	u32 nolistener_gen;	/* gen when a send found no listener */
+	u32 refused_port;	/* the port id that send went to */
 	atomic64_t lat_count;
 	u64 last_rx_ns;
 
@@ -189,6 +193,16 @@ struct ccpk_datapath {
 	 */
 	bool agent_known;
 	u32 agent_portid;
+	/*
+	 * Registered agent sockets (CCP_CMD_AGENT_HELLO), oldest first, at
+	 * most CCPK_MAX_LISTENERS; a socket's entry goes when it is released.
+	 * The datapath sends only to the newest, listener (0: none; read
+	 * without the lock by every send).  INSTALL, UPDATE_FIELDS and
+	 * CHANGE_PROG are accepted only from it.
+	 */
+	u32 listeners[CCPK_MAX_LISTENERS];
+	u32 nlisteners;
+	u32 listener;
 	/*
 	 * Program table epochs: prog_epoch counts the times the table was
 	 * emptied; prog_synced is the latest epoch known to have no ACK still
@@ -216,7 +230,7 @@ extern bool ccpk_debug;
 
 /* why the agent is declared gone */
 enum ccpk_lost {
-	CCPK_LOST_NOLISTENER,	/* a send found nobody on the group */
+	CCPK_LOST_NOLISTENER,	/* a send found the agent's socket gone */
 	CCPK_LOST_TIMEOUT,	/* nothing came back for agent_timeout_ms */
 	CCPK_LOST_CLOSED,	/* its netlink socket was released */
 };
@@ -225,6 +239,8 @@ enum ccpk_lost {
 void ccpk_agent_lost(enum ccpk_lost why);	/* lock held */
 int ccpk_install_lock(u32 portid, u32 program_uid);	/* 0: ccpk->lock taken */
 void ccpk_agent_closed(u32 portid);		/* lock held */
+void ccpk_agent_hello(u32 portid);		/* lock held */
+bool ccpk_is_listener(u32 portid);		/* any context */
 u32 ccpk_programs_installed(void);		/* any context */
 void ccpk_flow_attach(struct ccpk_flow *fl);	/* flow lock held */
 bool ccpk_flow_current(const struct ccpk_flow *fl);
@@ -236,10 +252,9 @@ void ccpk_ctr_read(u64 *out);			/* CCPK_CTR_MAX sums */
 /* ccp_nl.c */
 int ccpk_nl_init(void);
 void ccpk_nl_exit(void);
-int ccpk_nl_send(const char *msg, int len);	/* raw, any context (GFP_ATOMIC) */
+int ccpk_nl_send(const char *msg, int len);	/* raw, BH off or softirq */
 int ccpk_dp_send(struct ccp_datapath *dp, char *msg, int len);
 u32 ccpk_nl_family_id(void);			/* any context; 0: none */
-u32 ccpk_nl_group_id(void);			/* any context; 0: none */
 
 /* ccp_proc.c */
 int ccpk_proc_init(void);

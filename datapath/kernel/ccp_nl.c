@@ -14,15 +14,37 @@
  *    so the core only passes us messages sent in init_net anyway.)  The
  *    policy bounds the attribute's length (CCP_GENL_MSG_MIN..MAX) and, with
  *    strict validation, refuses unknown attributes and trailing bytes.
+ *  - registration: CCP_CMD_AGENT_HELLO (GENL_ADMIN_PERM as well, no
+ *    attribute) names the sending socket as the agent: the datapath sends
+ *    to it from then on, and takes INSTALL, UPDATE_FIELDS and CHANGE_PROG
+ *    only from it (rej_not_agent otherwise).  A later HELLO from another
+ *    socket makes that one the agent (its programs replace the old one's);
+ *    up to CCPK_MAX_LISTENERS registered sockets are kept, oldest first,
+ *    so that when the newest is released the one before gets the flows
+ *    back (a READY probe).  A registered socket leaves the list when it is
+ *    released (the netlink notifier below) or when a send finds it gone.
  *  - datapath -> agent: CCP_CMD_DATAPATH_MSG, one CCP message (READY,
- *    CREATE, MEASURE) in CCP_ATTR_MSG, multicast from the kernel (port id
- *    0) to the group "datapath" of init_net.  Joining that group needs
- *    CAP_NET_ADMIN (GENL_MCAST_CAP_NET_ADMIN, checked by genl_bind()), and
- *    NETLINK_GENERIC, unlike NETLINK_USERSOCK, is not registered with
- *    NL_CFG_F_NONROOT_SEND: only CAP_NET_ADMIN may send to a group or to
- *    another socket's port id.  So an unprivileged user can neither read
- *    what the datapath sends nor forge it to the agent, which still drops
- *    every message whose source port id is not 0.
+ *    CREATE, MEASURE) in CCP_ATTR_MSG, unicast from the kernel (port id 0)
+ *    to the registered agent's port id (genlmsg_unicast()).  There is no
+ *    multicast group: no membership, taken in advance or otherwise, hears
+ *    anything.  A send answers -ECONNREFUSED when no socket has that port
+ *    id any more (the agent is gone: tcp_ccp.c declares it lost) and
+ *    -EAGAIN when the agent's receive buffer is full (busy: the CREATE is
+ *    sent again later, backing off).  NETLINK_GENERIC, unlike
+ *    NETLINK_USERSOCK, is not registered with NL_CFG_F_NONROOT_SEND: only
+ *    CAP_NET_ADMIN may send to another socket's port id, so an
+ *    unprivileged user can neither read what the datapath sends nor
+ *    forge it to the agent, which still drops every message whose source
+ *    port id is not 0.
+ *
+ * Version 1 multicast to a group "datapath".  Anyone could join that
+ * group id while no family owned it (genl_bind() checks only registered
+ * families' groups), before the first load or across an rmmod, and a
+ * member that kept its buffer full made the registration's check for
+ * early members fail and every send return -ENOBUFS (issue 50).  The only
+ * window left: when the agent's socket is released, netlink_release()
+ * frees its port id and then runs the notifier; a process that binds that
+ * port id in between gets what is sent in those instructions.
  *
  * Permission and policy failures are answered by the genl core to the
  * sender (errno and extack text) and never reach this file; everything
@@ -33,17 +55,9 @@
  * for flow updates the sender's port id: the agent's) before libccp sees
  * it.
  *
- * Group membership taken before the family existed: genl_bind() lets
- * anyone join a group id that no family owns yet, and registering a family
- * keeps such members.  A process that joined our future group id before
- * the module was loaded would receive our reports.  Right after
- * registering, no legitimate agent can have joined yet (it must look the
- * family up first), so ccpk_nl_init() sends an empty message to the group:
- * if anybody in init_net receives it, the family is unregistered (which
- * clears every membership of its groups) and registered again.
- *
- * A netlink notifier tells the datapath when the agent's socket is
- * released: the agent is gone and its programs with it (tcp_ccp.c).
+ * A netlink notifier tells the datapath when a registered socket is
+ * released: if it was the agent, the agent is gone and its programs with
+ * it (tcp_ccp.c).
  *
  * This is not the protocol of upstream portus's netlink backend
  * (NETLINK_USERSOCK, group 22): only ccp-agent's backend speaks it.
@@ -68,25 +82,13 @@
 #include "ccp_kernel.h"
 #include "ccp_libccp.h"	/* libccp internals: last */
 
-/*
- * The group must be closed to unprivileged users: the datapath's messages
- * name every flow (addresses, ports, measurements), and a listener that
- * never reads makes our multicasts fail.  GENL_MCAST_CAP_NET_ADMIN came
- * with Linux 6.7 and was backported to the stable 6.1 and 6.6 series
- * (Debian 12's 6.1.0-56 and 6.12 both have it).  Older kernels would need
- * another design (e.g. unicast to the agent's port id only): refuse to
- * build rather than build a datapath that broadcasts to anyone.
- */
-#ifndef GENL_MCAST_CAP_NET_ADMIN
-#error "this kernel cannot restrict a generic netlink multicast group to CAP_NET_ADMIN (GENL_MCAST_CAP_NET_ADMIN): not supported"
-#endif
-
 static const struct nla_policy ccpk_genl_policy[CCP_ATTR_MAX + 1] = {
 	[CCP_ATTR_MSG] = NLA_POLICY_RANGE(NLA_BINARY, CCP_GENL_MSG_MIN,
 					  CCP_GENL_MSG_MAX),
 };
 
 static int ccpk_genl_agent_msg(struct sk_buff *skb, struct genl_info *info);
+static int ccpk_genl_hello(struct sk_buff *skb, struct genl_info *info);
 
 static const struct genl_small_ops ccpk_genl_ops[] = {
 	{
@@ -94,10 +96,11 @@ static const struct genl_small_ops ccpk_genl_ops[] = {
 		.flags	= GENL_ADMIN_PERM,
 		.doit	= ccpk_genl_agent_msg,
 	},
-};
-
-static const struct genl_multicast_group ccpk_genl_mcgrps[] = {
-	{ .name = CCP_GENL_MCGRP, .flags = GENL_MCAST_CAP_NET_ADMIN },
+	{
+		.cmd	= CCP_CMD_AGENT_HELLO,
+		.flags	= GENL_ADMIN_PERM,
+		.doit	= ccpk_genl_hello,
+	},
 };
 
 static struct genl_family ccpk_genl_family = {
@@ -110,15 +113,24 @@ static struct genl_family ccpk_genl_family = {
 	.module		= THIS_MODULE,
 	.small_ops	= ccpk_genl_ops,
 	.n_small_ops	= ARRAY_SIZE(ccpk_genl_ops),
-	.mcgrps		= ccpk_genl_mcgrps,
-	.n_mcgrps	= ARRAY_SIZE(ccpk_genl_mcgrps),
 };
 
-/* Multicast @len bytes as a message of @cmd (no attribute if !msg). */
-static int ccpk_genl_multicast(u8 cmd, const char *msg, int len)
+/*
+ * Unicast @len bytes as a message of @cmd to the socket @portid of
+ * init_net: 0, -ECONNREFUSED (no such socket), -EAGAIN (its receive buffer
+ * is full or it is marked congested since an overrun) or another error.
+ * genlmsg_unicast() is netlink_unicast() with MSG_DONTWAIT: it never
+ * waits, but it picks its allocation flags with gfp_any() when it trims
+ * the skb, which is GFP_KERNEL in process context with bottom halves on.
+ * Every caller has them off already (the flow locks, ccpk->lock and the
+ * ACK path are all _bh or softirq); the local_bh_disable() makes it true
+ * here whatever a later caller does.
+ */
+static int ccpk_genl_unicast(u32 portid, u8 cmd, const char *msg, int len)
 {
 	struct sk_buff *skb;
 	void *hdr;
+	int ret;
 
 	skb = genlmsg_new(msg ? nla_total_size(len) : 0, GFP_ATOMIC);
 	if (!skb)
@@ -129,51 +141,38 @@ static int ccpk_genl_multicast(u8 cmd, const char *msg, int len)
 		return -EMSGSIZE;
 	}
 	genlmsg_end(skb, hdr);
-	/*
-	 * genlmsg_multicast() is netlink_broadcast() from init_net's genl
-	 * socket to the group's members in init_net (net/netlink/af_netlink.c,
-	 * the same in 6.1 and 6.12).  Per member, a delivery that finds its
-	 * receive buffer full (or the socket congested since its last
-	 * overrun) is dropped; then the call returns:
-	 *  - -ENOBUFS if such a drop hit a member that set
-	 *    NETLINK_BROADCAST_ERROR (whatever the others got);
-	 *  - 0 if at least one member got the message;
-	 *  - -ESRCH otherwise: no member at all, or only members without
-	 *    NETLINK_BROADCAST_ERROR whose buffers were full.
-	 * ccp-agent (and ops/vm/fakeagent) set NETLINK_BROADCAST_ERROR, so
-	 * their full buffer is -ENOBUFS, "retry soon" (ccpk_tx_done()), and
-	 * -ESRCH means no agent listens.  An agent without it whose buffer
-	 * is full looks gone: the READY probe finds it again once it reads.
-	 * Not netlink_has_listeners(): its bitmap is per protocol, across all
-	 * network namespaces, and genl_bind() lets the owner of any user and
-	 * network namespace join our group id there (GENL_MCAST_CAP_NET_ADMIN
-	 * asks for CAP_NET_ADMIN over the socket's own namespace), so any
-	 * user could make a gone agent look merely busy.
-	 */
-	return genlmsg_multicast(&ccpk_genl_family, skb, 0, 0, GFP_ATOMIC);
+	local_bh_disable();
+	ret = genlmsg_unicast(&init_net, skb, portid);	/* consumes skb */
+	local_bh_enable();
+	return ret;
 }
 
-/* The family's and its group's ids (for /proc/net/ccp: tools and tests). */
+/* The family's id (for /proc/net/ccp: tools and tests). */
 u32 ccpk_nl_family_id(void)
 {
 	return READ_ONCE(ccpk->nl_up) ? ccpk_genl_family.id : 0;
 }
 
-u32 ccpk_nl_group_id(void)
-{
-	return READ_ONCE(ccpk->nl_up) ? ccpk_genl_family.mcgrp_offset : 0;
-}
-
 /*
- * One CCP message to the agent's group: any context (GFP_ATOMIC, no
- * sleep); under a flow's lock or ccpk->lock, or none.  Once nl_up is
- * false (ccpk_nl_exit()) every send fails with -ENOTCONN.
+ * One CCP message to the registered agent: softirq or bottom halves off
+ * (GFP_ATOMIC, no sleep); under a flow's lock or ccpk->lock.  Once nl_up
+ * is false (ccpk_nl_exit()) every send fails with -ENOTCONN; with no agent
+ * registered, -ECONNREFUSED, as for one that is gone.  A send that finds
+ * the socket gone leaves its port id for event_work, which forgets it.
  */
 int ccpk_nl_send(const char *msg, int len)
 {
+	u32 to = READ_ONCE(ccpk->listener);
+	int ret;
+
 	if (!READ_ONCE(ccpk->nl_up))
 		return -ENOTCONN;
-	return ccpk_genl_multicast(CCP_CMD_DATAPATH_MSG, msg, len);
+	if (!to)
+		return -ECONNREFUSED;
+	ret = ccpk_genl_unicast(to, CCP_CMD_DATAPATH_MSG, msg, len);
+	if (ret == -ECONNREFUSED)
+		WRITE_ONCE(ccpk->refused_port, to);
+	return ret;
 }
 
 /*
@@ -296,7 +295,17 @@ static int ccpk_handle(u8 *buf, int len, u32 portid,
 		return -EINVAL;
 	}
 
-	if (mi.type == INSTALL_EXPR) {	/* a new agent's programs replace the old one's */
+	if (mi.type == INSTALL_EXPR) {
+		/*
+		 * only the registered agent installs (and so steers: updates
+		 * are taken from the socket that installed, below)
+		 */
+		if (READ_ONCE(ccpk->listener) != portid) {
+			ccpk_reject(CCPK_CTR_rej_not_agent,
+				    "INSTALL not from the registered agent", &mi, portid);
+			ccpk_ext_msg(extack, "not from the registered agent (send CCP_CMD_AGENT_HELLO first)");
+			return -EBUSY;
+		}
 		if (ccpk_install_lock(portid, mi.program_uid)) {
 			ccpk_reject(CCPK_CTR_rej_displaced,
 				    "another agent installed its programs meanwhile", &mi, portid);
@@ -409,9 +418,9 @@ static int ccpk_genl_agent_msg(struct sk_buff *skb, struct genl_info *info)
 		return -EPERM;
 	}
 	if (info->genlhdr->version != CCP_GENL_VERSION) {
-		ccpk_reject_unlocked(CCPK_CTR_rej_nlmsg, "genl version is not 1",
+		ccpk_reject_unlocked(CCPK_CTR_rej_nlmsg, "genl version is not 2",
 				     NULL, portid);
-		GENL_SET_ERR_MSG(info, "ccp family version 1 expected");
+		GENL_SET_ERR_MSG(info, "ccp family version 2 expected (an agent built for another ccp-kernel?)");
 		return -EPROTO;
 	}
 	if (!a) {
@@ -421,6 +430,40 @@ static int ccpk_genl_agent_msg(struct sk_buff *skb, struct genl_info *info)
 		return -EINVAL;
 	}
 	return ccpk_handle(nla_data(a), nla_len(a), portid, info->extack);
+}
+
+/*
+ * CCP_CMD_AGENT_HELLO: the sending socket registers as the agent (the
+ * core has checked GENL_ADMIN_PERM; the family's policy refuses
+ * attributes other than CCP_ATTR_MSG, and a HELLO needs none).  The
+ * sender's port id is the socket's own (genl_rcv() passes the sending
+ * socket's, not one the message claims).
+ */
+static int ccpk_genl_hello(struct sk_buff *skb, struct genl_info *info)
+{
+	u32 portid = info->snd_portid;
+
+	if (READ_ONCE(ccpk->shutting_down))
+		return -ESHUTDOWN;
+	if (!netlink_capable(skb, CAP_NET_ADMIN)) {
+		ccpk_reject_unlocked(CCPK_CTR_rej_perm, "sender lacks CAP_NET_ADMIN",
+				     NULL, portid);
+		return -EPERM;
+	}
+	if (info->genlhdr->version != CCP_GENL_VERSION) {
+		ccpk_reject_unlocked(CCPK_CTR_rej_nlmsg, "genl version is not 2",
+				     NULL, portid);
+		GENL_SET_ERR_MSG(info, "ccp family version 2 expected (an agent built for another ccp-kernel?)");
+		return -EPROTO;
+	}
+	if (!portid) {	/* a kernel socket: never an agent */
+		GENL_SET_ERR_MSG(info, "port id 0 cannot register");
+		return -EINVAL;
+	}
+	spin_lock_bh(&ccpk->lock);
+	ccpk_agent_hello(portid);
+	spin_unlock_bh(&ccpk->lock);
+	return 0;
 }
 
 /*
@@ -436,11 +479,13 @@ static int ccpk_nl_notify(struct notifier_block *nb, unsigned long event,
 	    !net_eq(n->net, &init_net) || !n->portid)
 		return NOTIFY_DONE;
 	/*
-	 * Every closing genl socket of init_net passes here: only the
-	 * agent's takes the lock (checked again under it).
+	 * Every closing genl socket of init_net passes here: only a
+	 * registered one (or the agent's) takes the lock (checked again
+	 * under it).
 	 */
-	if (!READ_ONCE(ccpk->agent_known) ||
-	    READ_ONCE(ccpk->agent_portid) != n->portid)
+	if (!ccpk_is_listener(n->portid) &&
+	    (!READ_ONCE(ccpk->agent_known) ||
+	     READ_ONCE(ccpk->agent_portid) != n->portid))
 		return NOTIFY_DONE;
 	spin_lock_bh(&ccpk->lock);
 	if (!ccpk->shutting_down)
@@ -452,46 +497,6 @@ static int ccpk_nl_notify(struct notifier_block *nb, unsigned long event,
 static struct notifier_block ccpk_nl_notifier = {
 	.notifier_call = ccpk_nl_notify,
 };
-
-/*
- * Register the family; make sure its group has no member in init_net (see
- * the top of this file): an empty message to the group must find nobody.
- */
-static int ccpk_genl_register(void)
-{
-	int tries, ret;
-
-	for (tries = 1; ; tries++) {
-		ret = genl_register_family(&ccpk_genl_family);
-		if (ret) {
-			pr_err("cannot register the generic netlink family \"%s\": %d\n",
-			       CCP_GENL_NAME, ret);
-			return ret;
-		}
-		ret = ccpk_genl_multicast(CCP_CMD_UNSPEC, NULL, 0);
-		if (ret == -ESRCH)
-			return 0;
-		if (ret && ret != -ENOBUFS) {
-			genl_unregister_family(&ccpk_genl_family);
-			pr_err("cannot check the group of family \"%s\" for members: %d\n",
-			       CCP_GENL_NAME, ret);
-			return ret;
-		}
-		/*
-		 * delivered (0), or a member that set NETLINK_BROADCAST_ERROR
-		 * has a full buffer (-ENOBUFS; see ccpk_genl_multicast())
-		 */
-		ccpk_inc(mcast_prejoined);
-		genl_unregister_family(&ccpk_genl_family);	/* clears members */
-		if (tries == 3) {
-			pr_err("the multicast group of family \"%s\" had members before it was registered (joined in advance, %d tries): not loading; see /proc/net/netlink\n",
-			       CCP_GENL_NAME, tries);
-			return -EBUSY;
-		}
-		pr_warn("the multicast group of family \"%s\" had members before it was registered (joined in advance): registering again\n",
-			CCP_GENL_NAME);
-	}
-}
 
 int ccpk_nl_init(void)
 {
@@ -507,8 +512,10 @@ int ccpk_nl_init(void)
 	ret = netlink_register_notifier(&ccpk_nl_notifier);
 	if (ret)
 		return ret;
-	ret = ccpk_genl_register();
+	ret = genl_register_family(&ccpk_genl_family);
 	if (ret) {
+		pr_err("cannot register the generic netlink family \"%s\": %d\n",
+		       CCP_GENL_NAME, ret);
 		netlink_unregister_notifier(&ccpk_nl_notifier);
 		return ret;
 	}
@@ -533,8 +540,7 @@ int ccpk_nl_init(void)
  *    reading, and genl_unregister_family() removes the family from the id
  *    table with cb_lock held for writing (genl_lock_all()), so it waits
  *    for every handler already running and no later message can find the
- *    family (Linux 6.1 and 6.12 net/netlink/genetlink.c).  It also drops
- *    every member of the group.
+ *    family (Linux 6.1 and 6.12 net/netlink/genetlink.c).
  *  - netlink_unregister_notifier() waits for running notifier calls (the
  *    chain's rwsem).
  */

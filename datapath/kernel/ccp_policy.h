@@ -55,28 +55,32 @@ static inline u32 ccpk_retry_ms(u32 tmo_ms, u32 tries)
  * How long a flow that just sent (or tried to send) its CREATE waits for
  * the answer before sending it again (ms), and whether that counts as a
  * try.  A CREATE that went out backs off with every try.  One that found
- * the agent's buffer full (@nobufs: -ENOBUFS) is tried again after an
- * eighth of agent_timeout_ms (at least 20 ms), without backing off: the
- * agent is there, only busy, and drains its buffer (a few hundred
- * messages) in a fraction of a second; waiting a whole timeout let only a
- * bufferful in per second (2,000 flows took 7.6 s to re-attach in the
- * guest).  Not at once: -ENOBUFS says that some member of the group that
- * set NETLINK_BROADCAST_ERROR missed the message, not that the agent did;
- * another such member (only CAP_NET_ADMIN may join the genl group) with a
- * full buffer makes every send fail while the agent gets it, so each
- * retry may duplicate a CREATE.
+ * the agent's buffer full (-EAGAIN; @busy: the how-manyth in a row, 1 the
+ * first, 0 for a CREATE that went out) is tried again after an eighth of
+ * agent_timeout_ms (at least 20 ms), twice that after the next, and so on
+ * up to agent_timeout_ms, without counting as a try: the agent is there,
+ * only busy, and drains its buffer (a few hundred messages) in a fraction
+ * of a second; waiting a whole timeout at once let only a bufferful in
+ * per second (2,000 flows took 7.6 s to re-attach in the guest), and not
+ * backing off at all had thousands of flows knock every 125 ms on an
+ * agent that stays busy.
  */
-#define CCPK_NOBUFS_WAIT_MIN_MS	20U
+#define CCPK_BUSY_WAIT_MIN_MS	20U
 
-static inline u32 ccpk_create_wait_ms(u32 tmo_ms, u32 tries, bool nobufs,
+static inline u32 ccpk_create_wait_ms(u32 tmo_ms, u32 tries, u32 busy,
 				      bool *count_try)
 {
-	u32 ms = ccpk_retry_ms(tmo_ms, 0) / 8;
+	u32 full = ccpk_retry_ms(tmo_ms, 0);
+	u32 ms = full / 8;
 
-	*count_try = !nobufs;
-	if (!nobufs)
+	*count_try = !busy;
+	if (!busy)
 		return ccpk_retry_ms(tmo_ms, tries);
-	return ms > CCPK_NOBUFS_WAIT_MIN_MS ? ms : CCPK_NOBUFS_WAIT_MIN_MS;
+	if (ms < CCPK_BUSY_WAIT_MIN_MS)
+		ms = CCPK_BUSY_WAIT_MIN_MS;
+	while (--busy && ms < full)
+		ms *= 2;
+	return ms < full ? ms : (full > CCPK_BUSY_WAIT_MIN_MS ? full : CCPK_BUSY_WAIT_MIN_MS);
 }
 
 /*

@@ -42,7 +42,7 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 {
 	u64 *ctr;
 	u64 now = ktime_get_ns(), last_rx;
-	u32 nflows = 0, modes[4] = {}, nprogs, other = 0, family, group;
+	u32 nflows = 0, modes[4] = {}, nprogs, other = 0, family, listener;
 	bool up, known;
 	u32 portid;
 	int i;
@@ -57,7 +57,7 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 	portid = READ_ONCE(ccpk->agent_portid);
 	nprogs = ccpk_programs_installed();
 	family = ccpk_nl_family_id();
-	group = ccpk_nl_group_id();
+	listener = READ_ONCE(ccpk->listener);
 	for (i = 0; i < ccpk->max_flows; i++) {
 		const struct ccpk_flow *fl = &ccpk->flows[i];
 		u8 mode;
@@ -85,9 +85,10 @@ static int ccpk_stats_show(struct seq_file *m, void *v)
 	seq_printf(m, "flows_fallback %u\n", modes[CCPK_FALLBACK]);
 	seq_printf(m, "flows_other_netns %u\n", other);
 	seq_printf(m, "max_flows %u\n", ccpk->max_flows);
-	/* the generic netlink family "ccp" and its group "datapath" (0: none) */
+	/* the generic netlink family "ccp" (0: none) */
 	seq_printf(m, "genl_family_id %u\n", family);
-	seq_printf(m, "genl_group_id %u\n", group);
+	/* the registered socket the datapath sends to (0: none) */
+	seq_printf(m, "agent_listener %u\n", listener);
 	for (i = 0; i < CCPK_CTR_MAX; i++)
 		seq_printf(m, "%s %llu\n", ccpk_ctr_names[i], ctr[i]);
 	kfree(ctr);

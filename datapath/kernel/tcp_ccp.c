@@ -83,29 +83,31 @@
  *    after every CCPK_SWEEP_BATCH flows and a short sleep after every
  *    CCPK_SWEEP_BATCH CREATEs sent, so a re-announcement of thousands of
  *    flows neither holds a lock nor keeps bottom halves off for long, and
- *    gives the agent time to read.  A CREATE that fails with -ENOBUFS (the
- *    agent's receive buffer is full: the agent asks for that error with
- *    NETLINK_BROADCAST_ERROR, ccp_nl.c) pauses the sweep for 5 ms, doubled up
- *    to 100 ms while the buffer is still full after a pause; the flow stays
- *    PENDING (below).  Busy flows do not wait for the sweep: each
+ *    gives the agent time to read.  A CREATE that fails with -EAGAIN (the
+ *    agent's receive buffer is full, ccp_nl.c) pauses the sweep for 5 ms,
+ *    doubled up to 100 ms while the buffer is still full after a pause; the
+ *    flow stays PENDING (below).  Busy flows do not wait for the sweep: each
  *    announces itself on its next ACK.
  *  - No flow stays stuck: a PENDING flow whose CREATE was not answered
  *    sends it again from its own ACK path after agent_timeout_ms, then
  *    after twice that, and so on up to 64 times (ccpk_retry_ms()); one
  *    whose CREATE found the agent's buffer full, after an eighth of
- *    agent_timeout_ms, without backing off (ccpk_create_wait_ms()).  Such
- *    retries come from the flow's ACKs and from the sweep's passes.
- *  - The agent is "lost" when a send finds no listener on the genl group
- *    (-ESRCH; immediate after the agent dies), when nothing at all has
+ *    agent_timeout_ms, then twice that, up to agent_timeout_ms
+ *    (ccpk_create_wait_ms()).  Such retries come from the flow's ACKs and
+ *    from the sweep's passes.
+ *  - The agent is "lost" when a send finds its socket gone
+ *    (-ECONNREFUSED; immediate after the agent dies), when nothing at all has
  *    come back from it for agent_timeout_ms while a CREATE or a report is
  *    waiting for an answer (a hung agent), or when its netlink socket is
  *    released (it exited or was killed; the kernel's NETLINK_URELEASE
  *    notification).  The first two are noticed where a lock cannot be
  *    taken (the ACK path) and handled by event_work.  libccp's own
  *    fallback timer is disabled (it only logs).
- *  - While the agent is lost and flows exist, a delayed work item sends a
- *    READY message every probe_interval_ms.  When one is delivered (a
- *    listener exists again) the agent is "found": the generation is bumped
+ *  - While the agent is lost, flows exist and an agent socket is
+ *    registered, a delayed work item sends a READY message to it every
+ *    probe_interval_ms.  When one is delivered the agent is "found" (a
+ *    socket registering, CCP_CMD_AGENT_HELLO, queues the probe at once;
+ *    see "registered agent sockets" below): the generation is bumped
  *    and the sweep announces every flow.  portus answers READY by
  *    re-installing its programs and CREATE with a CHANGE_PROG; the flow is
  *    ATTACHED again when that first message for it arrives.
@@ -118,18 +120,19 @@
  *    meanwhile) until the program reports without a fault.
  *  - libccp's program table belongs to one agent, the socket that installed
  *    the programs: it is emptied when that socket goes away, when a probe
- *    finds a listener again, and when another socket installs programs
- *    (every flow is then re-created under the new agent), and only that
- *    socket may update flows or change their programs.  Programs of an
+ *    finds an agent again, and when another socket registers (every flow
+ *    is then re-created under the new agent), and only the registered
+ *    socket may install programs, update flows or change their programs.  Programs of an
  *    earlier agent never outlive it (see "the program table belongs to one
  *    agent" below for why libccp's own rule, uid 1, is not enough).
  *
  * The agent talks to the datapath over the generic netlink family "ccp"
- * (ccp_nl.c, ccp_genl.h): only CAP_NET_ADMIN may send to it or join its
- * multicast group, on which the datapath's messages go out.
- * Messages from user space (process context, genl input) are accepted
- * only from senders with CAP_NET_ADMIN (UPDATE_FIELDS and CHANGE_PROG only
- * from the agent's socket) and only after ccpk_validate() checked
+ * (ccp_nl.c, ccp_genl.h): only CAP_NET_ADMIN may send to it or register as
+ * the agent, and the datapath's messages go to the registered socket alone
+ * (unicast).  Messages from user space (process context, genl input) are
+ * accepted only from senders with CAP_NET_ADMIN (INSTALL, UPDATE_FIELDS and
+ * CHANGE_PROG only from the registered agent's socket) and only after
+ * ccpk_validate() checked
  * type (INSTALL, UPDATE_FIELDS, CHANGE_PROG), declared against received
  * length, program size (< 256 instructions: 256 hangs libccp's interpreter)
  * and work per ACK (CCPK_MAX_PROG_WORK), expression ranges, register types
@@ -484,13 +487,17 @@ static int ccpk_announce(u32 slot, struct ccpk_flow *fl)
 	conn->last_create_msg_sent = 0;	/* libccp's own 100 ms throttle */
 	WRITE_ONCE(fl->mode, CCPK_PENDING);
 	ret = send_conn_create(&ccpk->dp, conn);
-	if (ret == 0 || ret == -ENOBUFS)
+	if (ret == 0 || ret == -EAGAIN)
 		fl->announced = 1;
 	wait = ccpk_create_wait_ms(READ_ONCE(ccpk_agent_timeout_ms), fl->tries,
-				   ret == -ENOBUFS, &count_try);
+				   ret == -EAGAIN ? fl->busy + 1 : 0, &count_try);
 	WRITE_ONCE(fl->retry_at, jiffies + msecs_to_jiffies(wait));
 	if (count_try && fl->tries < U8_MAX)
 		fl->tries++;
+	if (ret != -EAGAIN)
+		fl->busy = 0;
+	else if (fl->busy < U8_MAX)
+		fl->busy++;
 	return ret;
 }
 
@@ -534,6 +541,7 @@ static int ccpk_flow_sync(u32 slot, struct ccpk_flow *fl)
 		WRITE_ONCE(fl->gen, gen);
 		WRITE_ONCE(fl->retry_at, jiffies);
 		fl->tries = 0;
+		fl->busy = 0;
 		fl->fault_streak = 0;
 	}
 	if (!ccpk_flow_due(fl->mode, false, up, jiffies, fl->retry_at, false))
@@ -555,6 +563,7 @@ void ccpk_flow_attach(struct ccpk_flow *fl)
 		ccpk_inc(attaches);
 	fl->ever_attached = 1;
 	fl->tries = 0;
+	fl->busy = 0;
 	fl->faults = 0;
 	fl->report_ns = 0;
 	fl->reply_ns = 0;
@@ -616,6 +625,7 @@ static u16 ccpk_slot_take(struct sock *sk, const struct ccp_datapath_info *info,
 	fl->other_netns = other;
 	fl->uid = uid;
 	fl->tries = 0;
+	fl->busy = 0;
 	fl->fault_streak = 0;
 	ccpk_flow_detach(slot, fl);
 	WRITE_ONCE(fl->gen, ccpk->gen);
@@ -675,7 +685,7 @@ static void ccpk_slot_free(u32 slot, struct ccpk_flow *fl)
 void ccpk_agent_lost(enum ccpk_lost why)
 {
 	static const char *const what[] = {
-		[CCPK_LOST_NOLISTENER] = "has no socket",
+		[CCPK_LOST_NOLISTENER] = "has no socket any more",
 		[CCPK_LOST_TIMEOUT] = "stopped answering",
 		[CCPK_LOST_CLOSED] = "closed its socket",
 	};
@@ -718,13 +728,15 @@ void ccpk_agent_lost(enum ccpk_lost why)
  * it, and the kernel tells us when that socket is released.  So the
  * datapath ties its program table to one agent socket:
  *
- *  - the first INSTALL while no agent is known makes its sender the agent;
- *  - an INSTALL from another socket is a new agent: the table is emptied
- *    before it is installed, and every flow under (or waiting for) an
- *    agent is announced again, so that the new agent answers it with a
- *    CHANGE_PROG to one of its own programs;
+ *  - INSTALLs come only from the registered socket (ccp_nl.c); the first
+ *    while no agent is known makes its sender the agent;
+ *  - another socket registering is a new agent: the table is emptied, and
+ *    every flow under (or waiting for) an agent is announced again, so
+ *    that the new agent answers it with a CHANGE_PROG to one of its own
+ *    programs (an INSTALL from a socket other than the agent's would do
+ *    the same; with registration it cannot arrive);
  *  - when the agent's socket is released (NETLINK_URELEASE: the agent
- *    exited, or was killed), or when a READY probe finds a listener after
+ *    exited, or was killed), or when a READY probe finds an agent after
  *    the agent was lost, the table is emptied and the agent forgotten;
  *  - program uid 1 from the agent itself (libccp then empties the table)
  *    re-announces the flows as well, unless the table is empty already;
@@ -824,6 +836,11 @@ int ccpk_install_lock(u32 portid, u32 program_uid)
 	might_sleep();
 	spin_lock_bh(&ccpk->lock);
 	for (;;) {
+		/* another socket registered meanwhile: it is the agent now */
+		if (ccpk->listener != portid) {
+			spin_unlock_bh(&ccpk->lock);
+			return -EBUSY;
+		}
 		if (waits && ccpk->agent_known && ccpk->agent_portid != portid) {
 			spin_unlock_bh(&ccpk->lock);
 			return -EBUSY;
@@ -849,14 +866,114 @@ int ccpk_install_lock(u32 portid, u32 program_uid)
 	}
 }
 
-/* The netlink socket with @portid was released (lock held). */
+/*
+ * ---- registered agent sockets (CCP_CMD_AGENT_HELLO) ----------------------
+ *
+ * The datapath sends to one socket, the newest registered one
+ * (ccpk->listener).  Registering another socket is an agent change: the
+ * old agent's programs go (the generation is bumped, every flow falls
+ * back), the agent counts as away until a READY probe reaches the new one,
+ * which then gets every flow announced.  A registered socket that is
+ * released leaves the list; if it was the newest, the one registered
+ * before it gets the flows back the same way (the agent sockets started
+ * beside each other by hand, or by a restart that overlapped).  The list
+ * is bounded: a HELLO beyond CCPK_MAX_LISTENERS forgets the oldest.
+ */
+
+/* Is @portid a registered socket?  (any context; a racy hint) */
+bool ccpk_is_listener(u32 portid)
+{
+	u32 i, n = min_t(u32, READ_ONCE(ccpk->nlisteners), CCPK_MAX_LISTENERS);
+
+	for (i = 0; i < n; i++)
+		if (READ_ONCE(ccpk->listeners[i]) == portid)
+			return true;
+	return false;
+}
+
+/* Remove @portid from the list; was it there?  (lock held) */
+static bool ccpk_listener_remove(u32 portid)
+{
+	u32 i, j;
+
+	for (i = 0; i < ccpk->nlisteners; i++) {
+		if (ccpk->listeners[i] != portid)
+			continue;
+		for (j = i; j + 1 < ccpk->nlisteners; j++)
+			WRITE_ONCE(ccpk->listeners[j], ccpk->listeners[j + 1]);
+		WRITE_ONCE(ccpk->nlisteners, ccpk->nlisteners - 1);
+		WRITE_ONCE(ccpk->listeners[ccpk->nlisteners], 0);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * The newest registered socket is now @top (0: none; lock held): if it
+ * changed, the agent changed.
+ */
+static void ccpk_listener_set(u32 top, bool lost, enum ccpk_lost why)
+{
+	u32 old = ccpk->listener;
+
+	if (top == old)
+		return;
+	WRITE_ONCE(ccpk->listener, top);
+	if (lost) {
+		ccpk_agent_lost(why);		/* counted; flows fall back */
+	} else if (ccpk->agent_up) {
+		/* replaced, not lost: away until the probe reaches the new one */
+		WRITE_ONCE(ccpk->agent_up, false);
+		WRITE_ONCE(ccpk->pending_since, 0);
+	}
+	if (old && top)
+		ccpk_inc(agent_changes);
+	if (ccpk->agent_known || ccpk_programs_installed())
+		ccpk_programs_reset();
+	else
+		ccpk_gen_bump();
+	if (top) {
+		pr_info_ratelimited("agent at netlink port %u (was %u): %u flows re-announced to it\n",
+				    top, old, ccpk->nflows);
+		ccpk_queue_probe(0);
+	}
+}
+
+/* CCP_CMD_AGENT_HELLO from the socket @portid (lock held). */
+void ccpk_agent_hello(u32 portid)
+{
+	ccpk_inc(agent_hellos);
+	ccpk_listener_remove(portid);	/* again: it moves to the top */
+	if (ccpk->nlisteners == CCPK_MAX_LISTENERS) {
+		ccpk_listener_remove(ccpk->listeners[0]);
+		ccpk_inc(listeners_dropped);
+	}
+	WRITE_ONCE(ccpk->listeners[ccpk->nlisteners], portid);
+	WRITE_ONCE(ccpk->nlisteners, ccpk->nlisteners + 1);
+	ccpk_listener_set(portid, false, CCPK_LOST_CLOSED);
+}
+
+/* The newest registered socket that is left, or 0 (lock held). */
+static u32 ccpk_listener_top(void)
+{
+	return ccpk->nlisteners ? ccpk->listeners[ccpk->nlisteners - 1] : 0;
+}
+
+/*
+ * The netlink socket with @portid was released (lock held): it leaves the
+ * list; if it was the agent, the agent is gone and its programs with it.
+ */
 void ccpk_agent_closed(u32 portid)
 {
-	if (!ccpk->agent_known || portid != ccpk->agent_portid)
-		return;
-	ccpk_inc(agent_closed);
-	ccpk_agent_lost(CCPK_LOST_CLOSED);
-	ccpk_programs_reset();
+	bool agent = ccpk->agent_known && portid == ccpk->agent_portid;
+
+	if (agent) {
+		ccpk_inc(agent_closed);
+		ccpk_agent_lost(CCPK_LOST_CLOSED);
+		ccpk_programs_reset();
+	}
+	if (ccpk_listener_remove(portid))
+		ccpk_listener_set(ccpk_listener_top(), true, CCPK_LOST_CLOSED);
 }
 
 /* Programs in libccp's table (a snapshot; any context). */
@@ -874,13 +991,25 @@ static void ccpk_probe_fn(struct work_struct *work)
 {
 	char msg[READY_MSG_SIZE];
 	bool again = false;
+	u32 to;
+	int ret;
 
 	spin_lock_bh(&ccpk->lock);
-	if (ccpk->agent_up || ccpk->shutting_down || !ccpk->nflows)
+	/* no agent registered: its HELLO queues the probe */
+	to = ccpk->listener;
+	if (ccpk->agent_up || ccpk->shutting_down || !ccpk->nflows || !to)
 		goto out;
 	ccpk_inc(probes_sent);
-	if (write_ready_msg(msg, sizeof(msg), ccpk->id) < 0 ||
-	    ccpk_nl_send(msg, READY_MSG_SIZE) != 0) {
+	ret = write_ready_msg(msg, sizeof(msg), ccpk->id);
+	if (ret >= 0)
+		ret = ccpk_nl_send(msg, READY_MSG_SIZE);
+	if (ret == -ECONNREFUSED && ccpk_listener_remove(to)) {
+		/* released before the notifier said so: the one before, if any */
+		ccpk_listener_set(ccpk_listener_top(), false, CCPK_LOST_NOLISTENER);
+		again = ccpk->listener != 0;
+		goto out;
+	}
+	if (ret) {
 		again = true;
 		goto out;
 	}
@@ -929,7 +1058,7 @@ static void ccpk_sweep_fn(struct work_struct *work)
 		if (fl->sk)
 			ret = ccpk_flow_sync(i, fl);
 		spin_unlock_bh(&fl->lock);
-		if (ret == -ENOBUFS) {
+		if (ret == -EAGAIN) {
 			/* the agent's buffer is full: let it read */
 			paused = true;
 			break;
@@ -948,7 +1077,7 @@ static void ccpk_sweep_fn(struct work_struct *work)
 			/* one more pass for the CREATEs that found the buffer full */
 			nobufs_seen = false;
 			ccpk_queue_sweep(msecs_to_jiffies(ccpk_create_wait_ms(
-				READ_ONCE(ccpk_agent_timeout_ms), 0, true, &unused)) + 1);
+				READ_ONCE(ccpk_agent_timeout_ms), 0, 1, &unused)) + 1);
 		}
 		return;
 	}
@@ -983,9 +1112,15 @@ static void ccpk_watchdog(void)
 static void ccpk_event_fn(struct work_struct *work)
 {
 	spin_lock_bh(&ccpk->lock);
-	if (test_and_clear_bit(CCPK_EV_NOLISTENER, &ccpk->events) &&
-	    READ_ONCE(ccpk->nolistener_gen) == ccpk->gen)
-		ccpk_agent_lost(CCPK_LOST_NOLISTENER);
+	if (test_and_clear_bit(CCPK_EV_NOLISTENER, &ccpk->events)) {
+		u32 gone = READ_ONCE(ccpk->refused_port);
+
+		/* a socket released without the notifier's word (yet) */
+		if (gone && ccpk_listener_remove(gone))
+			ccpk_listener_set(ccpk_listener_top(), true, CCPK_LOST_NOLISTENER);
+		else if (READ_ONCE(ccpk->nolistener_gen) == ccpk->gen)
+			ccpk_agent_lost(CCPK_LOST_NOLISTENER);
+	}
 	if (test_and_clear_bit(CCPK_EV_TIMEOUT, &ccpk->events) &&
 	    ccpk_watchdog_expired())
 		ccpk_agent_lost(CCPK_LOST_TIMEOUT);
@@ -1017,12 +1152,12 @@ void ccpk_tx_done(u16 type, u32 sid, u32 nfields, u32 gen, int ret)
 				fl->report_ns = ktime_get_ns();
 			fl->reported = 1;
 		}
-	} else if (ret == -ESRCH) {
+	} else if (ret == -ECONNREFUSED) {
 		WRITE_ONCE(ccpk->nolistener_gen, gen);
 		if (!test_and_set_bit(CCPK_EV_NOLISTENER, &ccpk->events))
 			queue_work(system_wq, &ccpk->event_work);
-	} else if (ret == -ENOBUFS) {
-		ccpk_inc(tx_nobufs);
+	} else if (ret == -EAGAIN) {
+		ccpk_inc(tx_busy);
 	} else {
 		ccpk_inc(tx_errors);
 	}
@@ -1569,10 +1704,9 @@ static int __init ccpk_module_init(void)
 		goto err_pernet;
 
 	/*
-	 * No agent can listen yet: the group did not exist a moment ago (and
-	 * ccpk_nl_init() made sure nobody joined it in advance).  The first
-	 * flow starts the READY probe; an agent started after this finds the
-	 * family and joins its group, and the probe finds it.
+	 * No agent is registered yet: the family did not exist a moment ago.
+	 * An agent started after this finds the family and registers
+	 * (CCP_CMD_AGENT_HELLO), which sends it READY once flows exist.
 	 */
 	spin_lock_bh(&ccpk->lock);
 	WRITE_ONCE(ccpk->ready, true);

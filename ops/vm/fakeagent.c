@@ -15,15 +15,14 @@
  *   T change SID UID
  *   T report SID NFIELDS
  *   T close SID
- * READYFILE is created once the socket has joined the group.  Runs until
+ * READYFILE is created once the socket has registered.  Runs until
  * SECS pass or SIGTERM; needs CAP_NET_ADMIN (the datapath refuses others).
  *
  * The transport is kept to tp_open(), tp_send() and tp_recv() below: the
  * datapath's generic netlink family "ccp" (datapath/kernel/ccp_genl.h),
  * resolved with the genl controller (CTRL_CMD_GETFAMILY) like ccp-agent
- * and ops/vm/nlfuzz.c do; the socket joins the group "datapath" and sets
- * NETLINK_BROADCAST_ERROR, so that the datapath's sends see -ENOBUFS
- * (retry soon) rather than -ESRCH (agent gone) when its buffer is full.
+ * and ops/vm/nlfuzz.c do; the socket registers as the agent
+ * (CCP_CMD_AGENT_HELLO), and the datapath sends to it alone.
  * Error answers of the kernel to what it sent are logged as
  *   T error ERRNO
  */
@@ -86,10 +85,10 @@ static int tp_sendto_kernel(int fd, const void *buf, size_t len)
 }
 
 /*
- * The ids of family "ccp" and of its group "datapath" (controller's answer
- * to CTRL_CMD_GETFAMILY): 0, or -errno.
+ * The id of family "ccp" (controller's answer to CTRL_CMD_GETFAMILY): 0,
+ * or -errno; -EPROTONOSUPPORT for another version of the family.
  */
-static int tp_resolve(int fd, uint16_t *id, uint32_t *gid)
+static int tp_resolve(int fd, uint16_t *id)
 {
 	static uint8_t buf[16384];
 	uint32_t seq;
@@ -103,7 +102,6 @@ static int tp_resolve(int fd, uint16_t *id, uint32_t *gid)
 	if (r)
 		return r;
 	*id = 0;
-	*gid = 0;
 	for (tries = 0; tries < 64; tries++) {
 		struct nlmsghdr *nh = (struct nlmsghdr *)buf;
 		struct sockaddr_nl from;
@@ -127,72 +125,67 @@ static int tp_resolve(int fd, uint16_t *id, uint32_t *gid)
 			continue;
 		for (at = NLMSG_HDRLEN + GENL_HDRLEN; at + NLA_HDRLEN <= nh->nlmsg_len;) {
 			struct nlattr *a = (struct nlattr *)(buf + at);
-			size_t g;
 
 			if (a->nla_len < NLA_HDRLEN || at + a->nla_len > nh->nlmsg_len)
 				break;
 			if ((a->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_FAMILY_ID)
 				memcpy(id, a + 1, 2);
-			if ((a->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_MCAST_GROUPS) {
-				/* nested: one nest per group, holding its name and id */
-				for (g = at + NLA_HDRLEN; g + NLA_HDRLEN <= at + a->nla_len;) {
-					struct nlattr *ga = (struct nlattr *)(buf + g);
-					const char *gname = NULL;
-					uint32_t gval = 0;
-					size_t k;
+			if ((a->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_VERSION && a->nla_len >= NLA_HDRLEN + 4) {
+				uint32_t v;
 
-					if (ga->nla_len < NLA_HDRLEN || g + ga->nla_len > at + a->nla_len)
-						break;
-					for (k = g + NLA_HDRLEN; k + NLA_HDRLEN <= g + ga->nla_len;) {
-						struct nlattr *x = (struct nlattr *)(buf + k);
-
-						if (x->nla_len < NLA_HDRLEN || k + x->nla_len > g + ga->nla_len)
-							break;
-						if ((x->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_MCAST_GRP_NAME)
-							gname = (const char *)(x + 1);
-						if ((x->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_MCAST_GRP_ID)
-							memcpy(&gval, x + 1, 4);
-						k += align4(x->nla_len);
-					}
-					if (gname && !strncmp(gname, CCP_GENL_MCGRP, sizeof(CCP_GENL_MCGRP)))
-						*gid = gval;
-					g += align4(ga->nla_len);
-				}
+				memcpy(&v, a + 1, 4);
+				if (v != CCP_GENL_VERSION)
+					return -EPROTONOSUPPORT;
 			}
 			at += align4(a->nla_len);
 		}
-		return *id && *gid ? 0 : -ENOENT;
+		return *id ? 0 : -ENOENT;
 	}
 	return -ETIMEDOUT;
 }
 
-/* Open the agent's socket and join the datapath's group; -1 on error. */
+/* Register the socket as the agent's (no attribute, no ack asked): 0 or -errno. */
+static int tp_hello(int fd)
+{
+	uint8_t buf[NLMSG_HDRLEN + GENL_HDRLEN] = { 0 };
+	struct nlmsghdr *nh = (struct nlmsghdr *)buf;
+	struct genlmsghdr *gh = (struct genlmsghdr *)(buf + NLMSG_HDRLEN);
+
+	nh->nlmsg_len = sizeof(buf);
+	nh->nlmsg_type = tp_family;
+	nh->nlmsg_flags = NLM_F_REQUEST;
+	nh->nlmsg_seq = ++tp_seq;
+	gh->cmd = CCP_CMD_AGENT_HELLO;
+	gh->version = CCP_GENL_VERSION;
+	return tp_sendto_kernel(fd, buf, sizeof(buf));
+}
+
+/* Open the agent's socket and register it with the datapath; -1 on error. */
 static int tp_open(void)
 {
 	struct sockaddr_nl a = { .nl_family = AF_NETLINK };
 	struct timeval tv = { .tv_sec = 1 };
 	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
 	int one = 1, rcvbuf = 4 << 20, r;
-	uint32_t group;
 
 	if (fd < 0)
 		return -1;
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0)
 		goto fail;
-	r = tp_resolve(fd, &tp_family, &group);
+	r = tp_resolve(fd, &tp_family);
 	if (r) {
 		fprintf(stderr, "fakeagent: family \"%s\": %s\n", CCP_GENL_NAME, strerror(-r));
 		errno = -r;
 		goto fail;
 	}
-	if (setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof(group)) < 0)
-		goto fail;
-	/* a full buffer: the datapath's send fails with -ENOBUFS, not -ESRCH */
-	if (setsockopt(fd, SOL_NETLINK, NETLINK_BROADCAST_ERROR, &one, sizeof(one)) < 0)
-		goto fail;
 	setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	r = tp_hello(fd);
+	if (r) {
+		errno = -r;
+		goto fail;
+	}
 	tv.tv_sec = 0;
 	tv.tv_usec = 100000;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));

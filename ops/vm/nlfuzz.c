@@ -9,7 +9,7 @@
  *   nlfuzz -u [-a PORTID] [-n COUNT] [-p SID]     what an unprivileged user can do
  *   nlfuzz -f SECONDS [-U]                        flood the family (as nobody: -U)
  *   nlfuzz -j SECONDS                             join groups in advance (nobody)
- *   nlfuzz -i                                     print the family and group ids
+ *   nlfuzz -i                                     print the family id
  *
  * Default: malformed and hostile CCP messages to the datapath, as root,
  * each with NLM_F_ACK; /proc/net/ccp must show each class rejected for the
@@ -20,7 +20,7 @@
  * that is not the agent's).  Exit status 0 when every check passed.
  *
  * -a PORTID: from the datapath's side, what a local process can send to the
- * agent's netlink port and to the datapath's group: random bytes (shorter
+ * agent's netlink port: random bytes (shorter
  * than a netlink header too), random and hostile datapath messages (READY,
  * which makes portus drop every flow; a 0-field MEASURE closing flow SID;
  * CREATEs replacing it; reports with garbage).  As root every datagram
@@ -28,9 +28,10 @@
  * the agent); as nobody every attempt must fail with EPERM.
  *
  * -u: as nobody (uid 65534), every way in: each command to the family
- * (EPERM for CCP_CMD_AGENT_MSG, which needs CAP_NET_ADMIN; EOPNOTSUPP for
- * the others), joining the group (setsockopt and bind), forged datapath
- * messages to the agent's port (-a) and to the group: all must fail.
+ * (EPERM for CCP_CMD_AGENT_MSG and CCP_CMD_AGENT_HELLO, which need
+ * CAP_NET_ADMIN; EOPNOTSUPP for the others), forged datapath messages to
+ * the agent's port (-a): all must fail.  (The family has no multicast
+ * group to join: -j covers group ids taken in advance.)
  *
  * -f SECONDS: send agent messages (INSTALLs, updates, random payloads) as
  * fast as possible for SECONDS, resolving the family again whenever it is
@@ -38,9 +39,10 @@
  * nobody.  Prints the errno counts.
  *
  * -j SECONDS: as nobody, join every multicast group id that can be joined
- * (before the module registers its family), then count for SECONDS what
- * arrives; exit status 1 if any datapath message (CCP_CMD_DATAPATH_MSG)
- * arrived.
+ * (before the module registers its family: version 1 of the family
+ * multicast its messages, and a group id joined in advance heard them),
+ * then count for SECONDS what arrives; exit status 1 if any datapath
+ * message (CCP_CMD_DATAPATH_MSG) arrived.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -148,7 +150,6 @@ static unsigned long tally_total(const struct tally *t)
 struct genl {
 	int fd;
 	uint16_t family;	/* 0: not resolved */
-	uint32_t group;
 	uint32_t seq;
 };
 
@@ -243,8 +244,8 @@ static void drain(int fd)
 		;
 }
 
-/* Look up family @name (and group @grp, if any): 0 or an errno. */
-static int resolve(int fd, const char *name, const char *grp, uint16_t *id, uint32_t *gid)
+/* Look up family @name (and its version, if @version): 0 or an errno. */
+static int resolve(int fd, const char *name, uint16_t *id, uint32_t *version)
 {
 	static uint8_t buf[16384];
 	static uint32_t seq = 1000000;
@@ -271,41 +272,16 @@ static int resolve(int fd, const char *name, const char *grp, uint16_t *id, uint
 		if (nh->nlmsg_type != GENL_ID_CTRL)
 			continue;
 		*id = 0;
-		if (gid)
-			*gid = 0;
 		for (at = NLMSG_HDRLEN + GENL_HDRLEN; at + NLA_HDRLEN <= nh->nlmsg_len;) {
 			struct nlattr *a = (struct nlattr *)(buf + at);
-			size_t g;
 
 			if (a->nla_len < NLA_HDRLEN || at + a->nla_len > nh->nlmsg_len)
 				break;
 			if ((a->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_FAMILY_ID)
 				*id = rd16(a + 1);
-			if ((a->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_MCAST_GROUPS && gid && grp) {
-				for (g = at + NLA_HDRLEN; g + NLA_HDRLEN <= at + a->nla_len;) {
-					struct nlattr *ga = (struct nlattr *)(buf + g);
-					const char *gname = NULL;
-					uint32_t gval = 0;
-					size_t k;
-
-					if (ga->nla_len < NLA_HDRLEN || g + ga->nla_len > at + a->nla_len)
-						break;
-					for (k = g + NLA_HDRLEN; k + NLA_HDRLEN <= g + ga->nla_len;) {
-						struct nlattr *x = (struct nlattr *)(buf + k);
-
-						if (x->nla_len < NLA_HDRLEN)
-							break;
-						if (x->nla_type == CTRL_ATTR_MCAST_GRP_NAME)
-							gname = (const char *)(x + 1);
-						if (x->nla_type == CTRL_ATTR_MCAST_GRP_ID)
-							gval = (uint32_t)rd32(x + 1);
-						k += align4(x->nla_len);
-					}
-					if (gname && !strcmp(gname, grp))
-						*gid = gval;
-					g += align4(ga->nla_len);
-				}
-			}
+			if ((a->nla_type & NLA_TYPE_MASK) == CTRL_ATTR_VERSION && version &&
+			    a->nla_len >= NLA_HDRLEN + 4)
+				*version = (uint32_t)rd32(a + 1);
 			at += align4(a->nla_len);
 		}
 		return *id ? 0 : EPROTO;
@@ -315,14 +291,20 @@ static int resolve(int fd, const char *name, const char *grp, uint16_t *id, uint
 
 static void genl_open(struct genl *g)
 {
+	uint32_t version = 0;
 	int e;
 
 	g->fd = nl_socket(NETLINK_GENERIC);
 	g->seq = 1;
-	e = resolve(g->fd, CCP_GENL_NAME, CCP_GENL_MCGRP, &g->family, &g->group);
+	e = resolve(g->fd, CCP_GENL_NAME, &g->family, &version);
 	if (e) {
 		fprintf(stderr, "nlfuzz: cannot look up the %s family: %s (module not loaded?)\n",
 			CCP_GENL_NAME, strerrorname_np(e));
+		exit(2);
+	}
+	if (version != CCP_GENL_VERSION) {
+		fprintf(stderr, "nlfuzz: the %s family is version %u, this tool speaks %u\n",
+			CCP_GENL_NAME, version, CCP_GENL_VERSION);
 		exit(2);
 	}
 }
@@ -469,65 +451,54 @@ static void dp_ready(struct msg *m)
 struct agent_target {
 	int fd;
 	uint16_t family;
-	uint32_t group;		/* the datapath's group id */
 	uint32_t portid;	/* the agent's port */
-	struct tally port, grp;
+	struct tally port;
 };
 
-/* Send @len bytes to the agent's port, or (@group) to the datapath's group. */
-static void agent_send(struct agent_target *t, const void *buf, size_t len, int group)
+/* Send @len bytes to the agent's port. */
+static void agent_send(struct agent_target *t, const void *buf, size_t len)
 {
 	static unsigned int n;
-	int e;
 
-	if (group) {
-		if (!t->group || t->group > 32)
-			return;		/* sendto() reaches groups 1..32 only */
-		e = send_to(t->fd, buf, len, 0, 1u << (t->group - 1));
-		/* broadcast done; port 0 (the kernel) refused the unicast part */
-		tally_add(&t->grp, e == ECONNREFUSED ? 0 : e);
-	} else {
-		e = send_to(t->fd, buf, len, t->portid, 0);
-		tally_add(&t->port, e);
-	}
+	tally_add(&t->port, send_to(t->fd, buf, len, t->portid, 0));
 	/* a steady stream, not a flood: the kernel's own reports must fit */
 	if (++n % 10 == 0)
 		usleep(1000);
 }
 
 /* A datapath message as the kernel frames it: CCP_CMD_DATAPATH_MSG. */
-static void agent_send_ccp(struct agent_target *t, const struct msg *m, int group)
+static void agent_send_ccp(struct agent_target *t, const struct msg *m)
 {
 	static uint8_t buf[sizeof(((struct msg *)0)->b) + HDRS + 8];
 	size_t n = genl_build(buf, t->family, 0, 0, CCP_CMD_DATAPATH_MSG, CCP_GENL_VERSION,
 			      CCP_ATTR_MSG, m->b, m->n);
 
-	agent_send(t, buf, n, group);
+	agent_send(t, buf, n);
 }
 
 /* Well-formed messages only the kernel may send, aimed at flow @sid. */
-static void agent_hostile(struct agent_target *t, uint32_t sid, int group)
+static void agent_hostile(struct agent_target *t, uint32_t sid)
 {
 	static struct msg m;
 	uint32_t i;
 
 	dp_ready(&m);
-	agent_send_ccp(t, &m, group);
+	agent_send_ccp(t, &m);
 	dp_measure(&m, sid, 0);			/* "the flow closed" */
-	agent_send_ccp(t, &m, group);
+	agent_send_ccp(t, &m);
 	dp_create(&m, sid, 1u << 31, "ccp_cubic");	/* issue 25: mss >= 2^31 */
-	agent_send_ccp(t, &m, group);
+	agent_send_ccp(t, &m);
 	dp_measure(&m, sid, 3);
-	agent_send_ccp(t, &m, group);
+	agent_send_ccp(t, &m);
 	dp_create(&m, sid, 1448, "ccp_reno");	/* the flow replaced */
-	agent_send_ccp(t, &m, group);
+	agent_send_ccp(t, &m);
 	dp_measure(&m, sid, 16);		/* garbage to decide on */
-	agent_send_ccp(t, &m, group);
+	agent_send_ccp(t, &m);
 	dp_create(&m, sid, 1448, "ccp\nforged log line");
-	agent_send_ccp(t, &m, group);
+	agent_send_ccp(t, &m);
 	for (i = 0; i < 20; i++) {		/* flows nobody has */
 		dp_create(&m, 2000 + rand() % 60000, 1448, "ccp_mocc");
-		agent_send_ccp(t, &m, group);
+		agent_send_ccp(t, &m);
 	}
 }
 
@@ -551,7 +522,7 @@ static void agent_round(struct agent_target *t, unsigned int count, uint32_t sid
 
 		for (j = 0; j < n; j++)
 			m.b[j] = rand();
-		agent_send(t, m.b, n, 0);
+		agent_send(t, m.b, n);
 	}
 	/* 2. random CREATE/MEASURE/READY payloads in the family's framing */
 	for (i = 0; i < count; i++) {
@@ -564,13 +535,11 @@ static void agent_round(struct agent_target *t, unsigned int count, uint32_t sid
 		m.b[1] = 0;
 		if (i & 1)
 			set_len(&m, m.n);
-		agent_send_ccp(t, &m, 0);
+		agent_send_ccp(t, &m);
 	}
-	/* 3. well-formed hostile messages, to the port and to the group */
-	for (i = 0; i < (unsigned int)rounds; i++) {
-		agent_hostile(t, sid, 0);
-		agent_hostile(t, sid, 1);
-	}
+	/* 3. well-formed hostile messages */
+	for (i = 0; i < (unsigned int)rounds; i++)
+		agent_hostile(t, sid);
 }
 
 static int agent_fuzz(uint32_t portid, unsigned int count, uint32_t sid)
@@ -584,7 +553,6 @@ static int agent_fuzz(uint32_t portid, unsigned int count, uint32_t sid)
 	genl_open(&g);
 	t.fd = g.fd;
 	t.family = g.family;
-	t.group = g.group;
 	agent_round(&t, count, sid, 20);
 	/* 4. the same from an unprivileged user: every attempt refused */
 	pid = fork();
@@ -593,19 +561,15 @@ static int agent_fuzz(uint32_t portid, unsigned int count, uint32_t sid)
 
 		drop_to_nobody();
 		memset(&u.port, 0, sizeof(u.port));
-		memset(&u.grp, 0, sizeof(u.grp));
 		u.fd = nl_socket(NETLINK_GENERIC);
 		agent_round(&u, count / 10 + 1, sid, 5);
-		printf("nlfuzz: unprivileged: to the agent's port: %s; to group %u: %s\n",
-		       tally_str(&u.port), u.group, tally_str(&u.grp));
-		_exit(u.port.n[EPERM] != tally_total(&u.port) ||
-		      u.grp.n[EPERM] != tally_total(&u.grp) || !u.port.n[EPERM] ? 1 : 0);
+		printf("nlfuzz: unprivileged: to the agent's port: %s\n", tally_str(&u.port));
+		_exit(u.port.n[EPERM] != tally_total(&u.port) || !u.port.n[EPERM] ? 1 : 0);
 	}
 	waitpid(pid, &st, 0);
 	sent = t.port.n[0] + t.port.n[EAGAIN] + t.port.n[ENOBUFS];
 	refused = tally_total(&t.port) - sent;
-	printf("nlfuzz: agent port %u (root): %s; to group %u: %s\n",
-	       portid, tally_str(&t.port), t.group, tally_str(&t.grp));
+	printf("nlfuzz: agent port %u (root): %s\n", portid, tally_str(&t.port));
 	if (refused || !t.port.n[0]) {
 		printf("nlfuzz: FAILED: root's datagrams did not reach the agent's socket (gone?)\n");
 		fails++;
@@ -624,19 +588,18 @@ static int agent_fuzz(uint32_t portid, unsigned int count, uint32_t sid)
 static int unpriv(uint32_t agent_port, unsigned int count, uint32_t sid)
 {
 	static const uint8_t cmds[] = { CCP_CMD_UNSPEC, CCP_CMD_AGENT_MSG,
-					CCP_CMD_DATAPATH_MSG, 3, 99 };
+					CCP_CMD_DATAPATH_MSG, CCP_CMD_AGENT_HELLO, 4, 99 };
 	static struct msg m;
 	struct agent_target t = { .portid = agent_port };
-	struct sockaddr_nl a = { .nl_family = AF_NETLINK };
 	struct tally any_ok = { 0 };
 	struct genl g;
 	unsigned int i, c;
-	int fd, e, bad = 0;
+	int e, bad = 0;
 
 	drop_to_nobody();
 	genl_open(&g);		/* looking a family up is open to everyone */
-	printf("nlfuzz: unprivileged (uid %u): family %s id %u, group %s id %u\n",
-	       getuid(), CCP_GENL_NAME, g.family, CCP_GENL_MCGRP, g.group);
+	printf("nlfuzz: unprivileged (uid %u): family %s id %u\n",
+	       getuid(), CCP_GENL_NAME, g.family);
 	/* 1. every command, with plausible CCP messages */
 	for (c = 0; c < sizeof(cmds); c++) {
 		struct tally tc = { 0 };
@@ -654,38 +617,21 @@ static int unpriv(uint32_t agent_port, unsigned int count, uint32_t sid)
 			tally_add(&tc, e);
 			tally_add(&any_ok, e ? 1 : 0);
 		}
-		e = cmds[c] == CCP_CMD_AGENT_MSG ? EPERM : EOPNOTSUPP;
+		e = cmds[c] == CCP_CMD_AGENT_MSG || cmds[c] == CCP_CMD_AGENT_HELLO ? EPERM : EOPNOTSUPP;
 		printf("nlfuzz: unprivileged: command %u x %u: %s (want %s)\n",
 		       cmds[c], count, tally_str(&tc), ename(e));
 		bad |= tc.n[e] != count;
 	}
-	/* 2. joining the datapath's group: setsockopt and bind */
-	e = setsockopt(g.fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &g.group, sizeof(g.group)) ? errno : 0;
-	printf("nlfuzz: unprivileged: NETLINK_ADD_MEMBERSHIP %u: %s (want EPERM)\n", g.group, ename(e));
-	bad |= e != EPERM;
-	if (g.group <= 32) {
-		fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
-		a.nl_groups = 1u << (g.group - 1);
-		e = bind(fd, (struct sockaddr *)&a, sizeof(a)) ? errno : 0;
-		printf("nlfuzz: unprivileged: bind(nl_groups 0x%x): %s (want EPERM)\n", a.nl_groups, ename(e));
-		bad |= e != EPERM;
-		close(fd);
-	}
-	/* 3. forged datapath messages to the agent's port and to the group */
+	/* 2. forged datapath messages to the agent's port */
 	t.fd = g.fd;
 	t.family = g.family;
-	t.group = g.group;
 	if (agent_port) {
 		for (i = 0; i < count / 27 + 1; i++)
-			agent_hostile(&t, sid, 0);
+			agent_hostile(&t, sid);
 		printf("nlfuzz: unprivileged: to the agent's port %u: %s (want EPERM)\n",
 		       agent_port, tally_str(&t.port));
 		bad |= t.port.n[EPERM] != tally_total(&t.port);
 	}
-	for (i = 0; i < count / 27 + 1; i++)
-		agent_hostile(&t, sid, 1);
-	printf("nlfuzz: unprivileged: to group %u: %s (want EPERM)\n", g.group, tally_str(&t.grp));
-	bad |= t.group <= 32 && t.grp.n[EPERM] != tally_total(&t.grp);
 	printf("nlfuzz: unprivileged: %s\n", bad || any_ok.n[0] ? "FAILED: something was not refused" :
 	       "every attempt was refused");
 	return bad || any_ok.n[0] ? 1 : 0;
@@ -716,7 +662,7 @@ static int flood(unsigned int secs, int as_nobody)
 
 		if (!g.family || n % 500 == 0) {
 			lookups++;
-			if (resolve(g.fd, CCP_GENL_NAME, NULL, &g.family, NULL)) {
+			if (resolve(g.fd, CCP_GENL_NAME, &g.family, NULL)) {
 				g.family = 0;
 				missing++;
 				usleep(1000);
@@ -793,7 +739,7 @@ static int prejoin(unsigned int secs)
 		if (r < (ssize_t)(NLMSG_HDRLEN + GENL_HDRLEN))
 			continue;
 		if (!family)
-			resolve(fd, CCP_GENL_NAME, NULL, &family, NULL);
+			resolve(fd, CCP_GENL_NAME, &family, NULL);
 		if (family && nh->nlmsg_type == family) {
 			if (((struct genlmsghdr *)(buf + NLMSG_HDRLEN))->cmd == CCP_CMD_DATAPATH_MSG)
 				ccp_data++;
@@ -803,7 +749,7 @@ static int prejoin(unsigned int secs)
 			other++;
 		}
 	}
-	printf("nlfuzz: received as nobody: %lu datapath messages, %lu other ccp messages (the registration probe), %lu of other families\n",
+	printf("nlfuzz: received as nobody: %lu datapath messages, %lu other ccp messages, %lu of other families\n",
 	       ccp_data, ccp_other, other);
 	return ccp_data ? 1 : 0;
 }
@@ -991,18 +937,20 @@ static int datapath_fuzz(unsigned int count, uint32_t live_sid)
 	memset(&t, 0, sizeof(t));
 	read_counters(&a);
 	update_cwnd(&m, max_sid);
-	tally_add(&t, send_ccp_raw(&g, m.b, m.n, CCP_CMD_AGENT_MSG, 2, CCP_ATTR_MSG));
-	tally_add(&t, send_ccp_raw(&g, m.b, m.n, CCP_CMD_AGENT_MSG, 1, 0));	/* no attribute */
-	tally_add(&t, send_ccp_raw(&g, m.b, m.n, CCP_CMD_AGENT_MSG, 1, 9));	/* unknown attribute */
-	tally_add(&t, send_ccp_raw(&g, m.b, m.n, CCP_CMD_DATAPATH_MSG, 1, CCP_ATTR_MSG));
-	tally_add(&t, send_ccp_raw(&g, m.b, m.n, 99, 1, CCP_ATTR_MSG));
+	tally_add(&t, send_ccp_raw(&g, m.b, m.n, CCP_CMD_AGENT_MSG, 1, CCP_ATTR_MSG));
+	/* a registration in version 1's framing registers nothing */
+	tally_add(&t, send_ccp_raw(&g, m.b, m.n, CCP_CMD_AGENT_HELLO, 1, CCP_ATTR_MSG));
+	tally_add(&t, send_ccp_raw(&g, m.b, m.n, CCP_CMD_AGENT_MSG, CCP_GENL_VERSION, 0));	/* no attribute */
+	tally_add(&t, send_ccp_raw(&g, m.b, m.n, CCP_CMD_AGENT_MSG, CCP_GENL_VERSION, 9));	/* unknown attribute */
+	tally_add(&t, send_ccp_raw(&g, m.b, m.n, CCP_CMD_DATAPATH_MSG, CCP_GENL_VERSION, CCP_ATTR_MSG));
+	tally_add(&t, send_ccp_raw(&g, m.b, m.n, 99, CCP_GENL_VERSION, CCP_ATTR_MSG));
 	read_counters(&b);
 	{
-		/* version 2: EPROTO; no attribute: EINVAL (both counted in
+		/* version 1: EPROTO; no attribute: EINVAL (both counted in
 		 * rej_nlmsg); an unknown attribute: the core (strict policy,
 		 * EINVAL); unknown commands: EOPNOTSUPP */
-		const char *const w[] = { "rej_nlmsg=2", "rej_total=2", "errno:EPROTO=1",
-					  "errno:EINVAL=2", "errno:EOPNOTSUPP=2", NULL };
+		const char *const w[] = { "rej_nlmsg=3", "rej_total=3", "errno:EPROTO=2",
+					  "errno:EINVAL=2", "errno:EOPNOTSUPP=2", "agent_hellos=0", NULL };
 		check("genl framing", &a, &b, &t, w);
 	}
 
@@ -1060,6 +1008,20 @@ static int datapath_fuzz(unsigned int count, uint32_t live_sid)
 		}
 	}
 
+	/* 12. a well-formed INSTALL from a privileged socket that did not
+	 * register: only the registered agent installs programs */
+	memset(&t, 0, sizeof(t));
+	read_counters(&a);
+	install(&m, 0x7100, 10, 0, 1);
+	tally_add(&t, send_ccp(&g, &m));
+	read_counters(&b);
+	{
+		const char *const w[] = { "rej_not_agent=1", "rej_total=1", "rx_install=0",
+					  "errno:EBUSY=1", NULL };
+
+		check("install not from the registered agent", &a, &b, &t, w);
+	}
+
 	printf("nlfuzz: %s\n", failures ? "FAILED" : "all checks passed");
 	return failures ? 1 : 0;
 }
@@ -1092,7 +1054,7 @@ int main(int argc, char **argv)
 		struct genl g;
 
 		genl_open(&g);
-		printf("family %u group %u\n", g.family, g.group);
+		printf("family %u\n", g.family);
 		return 0;
 	}
 	if (join_secs)

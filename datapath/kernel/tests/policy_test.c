@@ -127,15 +127,39 @@ int main(void)
 	EXPECT(ccpk_retry_ms(0xffffffffU, 255) == (0xffffffffU >> 6) << 6);
 	EXPECT(ccpk_retry_ms(250, 2) == 1000);
 
-	/* a full buffer: retried after an eighth of the timeout, without backing off */
+	/*
+	 * a full buffer: retried after an eighth of the timeout, doubling for
+	 * each busy answer in a row up to the timeout, never counted as a try
+	 */
 	{
 		bool counted;
+		u32 tmo, busy, prev;
 
-		EXPECT(ccpk_create_wait_ms(1000, 5, true, &counted) == 125 && !counted);
-		EXPECT(ccpk_create_wait_ms(100, 5, true, &counted) == 20 && !counted);
-		EXPECT(ccpk_create_wait_ms(0, 0, true, &counted) == 125 && !counted);
-		EXPECT(ccpk_create_wait_ms(1000, 5, false, &counted) == 32000 && counted);
-		EXPECT(ccpk_create_wait_ms(1000, 0, false, &counted) == 1000 && counted);
+		EXPECT(ccpk_create_wait_ms(1000, 5, 1, &counted) == 125 && !counted);
+		EXPECT(ccpk_create_wait_ms(1000, 5, 2, &counted) == 250 && !counted);
+		EXPECT(ccpk_create_wait_ms(1000, 0, 4, &counted) == 1000 && !counted);
+		EXPECT(ccpk_create_wait_ms(1000, 0, 255, &counted) == 1000 && !counted);
+		EXPECT(ccpk_create_wait_ms(100, 5, 1, &counted) == 20 && !counted);
+		EXPECT(ccpk_create_wait_ms(100, 0, 3, &counted) == 80);
+		EXPECT(ccpk_create_wait_ms(100, 0, 4, &counted) == 100);
+		EXPECT(ccpk_create_wait_ms(10, 0, 9, &counted) == 20);
+		EXPECT(ccpk_create_wait_ms(0, 0, 1, &counted) == 125 && !counted);
+		EXPECT(ccpk_create_wait_ms(1000, 5, 0, &counted) == 32000 && counted);
+		EXPECT(ccpk_create_wait_ms(1000, 0, 0, &counted) == 1000 && counted);
+		/* non-decreasing in @busy, bounded by the timeout (or 20 ms) */
+		for (tmo = 0; tmo < 70000; tmo = tmo * 3 + 7) {
+			u32 full = ccpk_retry_ms(tmo, 0);
+			u32 cap = full > CCPK_BUSY_WAIT_MIN_MS ? full : CCPK_BUSY_WAIT_MIN_MS;
+
+			prev = 0;
+			for (busy = 1; busy < 300; busy++) {
+				u32 w = ccpk_create_wait_ms(tmo, 0, busy, &counted);
+
+				EXPECT(w >= prev && w <= cap && w >= CCPK_BUSY_WAIT_MIN_MS);
+				prev = w;
+			}
+			EXPECT(prev == cap);
+		}
 	}
 
 	/* faults: the first fresh CREATE at once, then 1, 2, 4 ... 64 timeouts */

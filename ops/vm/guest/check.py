@@ -17,11 +17,9 @@ check.py decisions FLOWLOG NAME [SID]  "sid alg decisions" of the flow that requ
 check.py backoff SAMPLES NAME          sid, median cwnd backoff, #samples of NAME's busiest flow
 check.py pct FILE COL P...             percentiles of column COL (0-based) of FILE
 check.py cpustat BEFORE AFTER          busy CPU seconds between two /proc/stat copies
-check.py listen SECONDS READYFILE      listen on the datapath's genl group (ids from
-                                       /proc/net/ccp; needs root) for SECONDS (creating
-                                       READYFILE once subscribed) and print each CREATE the
-                                       kernel multicast: "sid alg src_ip src_port dst_ip
-                                       dst_port" (what an agent is told about a flow)
+check.py create_addrs FLOWLOG          per create event of an agent flow log, the addresses
+                                       the datapath's CREATE told the agent: "sid alg src_ip
+                                       src_port dst_ip dst_port"
 check.py evalrun SRV.json CLI.json SAMPLES FLOWLOG SKIP CC [key=value...]
                                        one JSON line for the eval mode (guest/eval.sh): the
                                        key=value fields, throughput, RTT, retransmissions and,
@@ -312,47 +310,18 @@ def cpustat(before, after):
     return (busy(after) - busy(before)) / 100.0
 
 
-def listen(secs, ready):
-    import socket
-    import struct
-    import time
-    ids = {}
-    with open("/proc/net/ccp") as f:
-        for line in f:
-            k, _, v = line.partition(" ")
-            ids[k] = int(v)
-    family, group = ids["genl_family_id"], ids["genl_group_id"]
-    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 16)    # NETLINK_GENERIC
-    s.bind((0, 0))
-    s.setsockopt(270, 1, group)   # SOL_NETLINK, NETLINK_ADD_MEMBERSHIP
-    open(ready, "w").close()
-    end = time.time() + secs
-    while True:
-        left = end - time.time()
-        if left <= 0:
-            break
-        s.settimeout(left)
-        try:
-            data, (port, _) = s.recvfrom(65536)
-        except socket.timeout:
-            break
-        # netlink header, genl header (cmd 2: CCP_CMD_DATAPATH_MSG), attribute 1 (the message)
-        if port != 0 or len(data) < 24:
+def create_addrs(path):
+    """Per create event of an agent flow log: what the datapath's CREATE told the
+    agent, "sid requested src_ip src_port dst_ip dst_port" (the agent writes the
+    CREATE's addresses as it read them)."""
+    for e in flowlog(path):
+        if e.get("event") != "create":
             continue
-        _, typ = struct.unpack_from("=IH", data, 0)
-        alen, atyp = struct.unpack_from("=HH", data, 20)
-        if typ != family or data[16] != 2 or atyp != 1 or alen < 4 or 20 + alen > len(data):
-            continue
-        m = data[24:20 + alen]
-        if len(m) < 96:
-            continue
-        typ, ln, sid = struct.unpack_from("<HHI", m, 0)
-        if typ != 0 or ln != 96:
-            continue
-        _, _, sip, sport, dip, dport = struct.unpack_from("<6I", m, 8)
-        name = m[32:96].split(b"\0")[0].decode(errors="replace")
-        ip = lambda v: socket.inet_ntoa(struct.pack("!I", v))
-        print(sid, name, ip(sip), sport, ip(dip), dport, flush=True)
+        ends = []
+        for k in ("src", "dst"):
+            ip, _, port = str(e.get(k) or "none:none").rpartition(":")
+            ends += [ip or "none", port or "none"]
+        print(e.get("sid"), e.get("requested"), *ends)
 
 
 # fields printed per command ("none" each when the figure cannot be measured)
@@ -376,6 +345,8 @@ def main(a):
             print(f"{gap(a[1], float(a[2]), float(a[3])):.2f}")
         else:
             print(f"{gap(a[1]):.2f}")
+    elif cmd == "create_addrs":
+        create_addrs(a[1])
     elif cmd == "creates":
         for e in flowlog(a[1]):
             if e.get("event") == "create":
@@ -396,8 +367,6 @@ def main(a):
                        for x in pct(a[1], int(a[2]), [float(p) for p in a[3:]])))
     elif cmd == "evalrun":
         print(json.dumps(evalrun(a[1], a[2], a[3], a[4], a[5], a[6], a[7:])))
-    elif cmd == "listen":
-        listen(float(a[1]), a[2])
     elif cmd == "cpustat":
         print(f"{cpustat(a[1], a[2]):.2f}")
     else:

@@ -235,71 +235,51 @@ scrape() {
 }
 mval() { awk -v n="$2" '$1==n {print $2; f=1} END {if (!f) print "none"}' $1; }
 
-# the datapath's generic netlink group scan: GS_N sockets (NETLINK_GENERIC,
-# protocol 16) are subscribed to the group "datapath" (its id is in
-# /proc/net/ccp), GS_PORT is the first one's port id (0: none).  No
-# subshell: forks are slow in a TCG guest.  /proc/net/netlink shows a
-# socket's first 32 groups only: a larger id fails loudly.  Each file is
-# read whole with mapfile first: bash's read builtin reads a seekable file
-# ahead and seeks back after every line, and a seek makes a seq_file in
-# /proc generate its text again, which has changed meanwhile (counters,
-# agent_last_msg_ms_ago, sockets), so lines came out garbled now and then
-# (under load a genl_group_id was not found).
-group_scan() {
-	local g= line
-	local -a lines f
-	GS_N=0 GS_PORT=0
+# the socket the datapath sends to: the newest registered agent
+# (CCP_CMD_AGENT_HELLO), "agent_listener" in /proc/net/ccp; 0: none, empty
+# if the module is not loaded.  No subshell: forks are slow in a TCG guest.
+# The file is read whole with mapfile first: bash's read builtin reads a
+# seekable file ahead and seeks back after every line, and a seek makes a
+# seq_file in /proc generate its text again, which has changed meanwhile
+# (counters, agent_last_msg_ms_ago), so lines came out garbled now and then.
+listener_read() {
+	local line
+	local -a lines
+	LISTENER=
 	mapfile -t lines 2>/dev/null < /proc/net/ccp
 	for line in "${lines[@]}"; do
-		[ "${line%% *}" = genl_group_id ] && { g=${line#* }; break; }
+		[ "${line%% *}" = agent_listener ] && { LISTENER=${line#* }; break; }
 	done
-	if ! [[ $g =~ ^[0-9]+$ ]] || [ "$g" -lt 1 ] || [ "$g" -gt 32 ]; then
-		log "group_scan: genl group id '${g}' not in 1..32 (module not loaded?)"
-		return 1
-	fi
-	mapfile -t lines < /proc/net/netlink
-	for line in "${lines[@]}"; do
-		f=($line)	# sk Eth Pid Groups ...: no glob characters
-		if [ "${f[1]}" = 16 ] && [[ ${f[3]} =~ ^[0-9a-f]+$ ]] && (( 0x${f[3]} & (1 << (g - 1)) )); then
-			GS_N=$((GS_N + 1))
-			[ $GS_PORT = 0 ] && GS_PORT=${f[2]}
-		fi
-	done
-	return 0
+	[[ $LISTENER =~ ^[0-9]+$ ]] || { LISTENER=; return 1; }
 }
 
 # agent_start FLOWLOG [args]: start the agent (--alg $AGENT_ALG, default
-# cubic), wait until it listens (has joined the datapath's group)
+# cubic), wait until it listens (has registered: the datapath's listener is
+# a new socket)
 agent_start() {
 	local flowlog=$1
 	shift
 	echo "---- [$(now)] agent --alg ${AGENT_ALG:-cubic} $*" >> $OUT/agent.log
+	local l0
+	listener_read; l0=$LISTENER
 	CCP_LOG=${CCP_LOG:-warn} $AGENT --ipc netlink --alg ${AGENT_ALG:-cubic} --flow-log $flowlog "$@" \
 		>> $OUT/agent.log 2>&1 &
 	AGENT_PID=$!
-	local i n0
-	group_scan; n0=$GS_N
+	local i
 	for i in $(seq 100); do
-		group_scan && [ $GS_N -gt $n0 ] && return 0
+		listener_read && [ "$LISTENER" != 0 ] && [ "$LISTENER" != "$l0" ] && return 0
 		kill -0 $AGENT_PID 2>/dev/null || { log "agent exited: $(tail -3 $OUT/agent.log)"; AGENT_PID=; return 1; }
 		nap 0.05
 	done
-	log "agent did not join the datapath's genl group"
+	log "agent did not register with the datapath (agent_listener ${LISTENER:-?}, was ${l0:-?})"
 	return 1
 }
 
-# the netlink port id of the (first) socket subscribed to the datapath's
-# group (the agent's)
+# the netlink port id the datapath sends to (the agent's); fails if none
 agent_port() {
-	group_scan
-	echo $GS_PORT
-	[ $GS_PORT != 0 ]
-}
-
-# how many sockets are subscribed to the datapath's group
-group_members() {
-	group_scan
-	echo $GS_N
+	listener_read
+	echo ${LISTENER:-0}
+	[ "${LISTENER:-0}" != 0 ]
 }
 
 agent_stop() {

@@ -1,25 +1,28 @@
 //! The agent's socket to the ccp-kernel module (`--ipc netlink`): the generic netlink
 //! family `ccp` (`datapath/kernel/ccp_genl.h`), a portus [`Ipc`].
 //!
-//! The datapath multicasts each of its messages (READY, CREATE, MEASURE) from the kernel
-//! (port id 0) to the family's group `datapath` as `CCP_CMD_DATAPATH_MSG` with the CCP
-//! message in the attribute `CCP_ATTR_MSG`; the agent sends each of its messages (INSTALL,
-//! UPDATE_FIELDS, CHANGE_PROG) to the kernel as `CCP_CMD_AGENT_MSG` the same way. Only a
-//! process with `CAP_NET_ADMIN` may join that group, send to the family, or send to another
-//! netlink socket's port id (`NETLINK_GENERIC` is not open to unprivileged senders, unlike
-//! the `NETLINK_USERSOCK` protocol this replaced, issue 26), so an unprivileged user can
-//! neither read the datapath's messages nor forge them to the agent. The socket still trusts
-//! nothing it has not checked:
+//! The agent registers its socket with `CCP_CMD_AGENT_HELLO`; the datapath then sends each of
+//! its messages (READY, CREATE, MEASURE) from the kernel (port id 0) to that socket alone
+//! (unicast, `CCP_CMD_DATAPATH_MSG`, the CCP message in the attribute `CCP_ATTR_MSG`), and
+//! takes the agent's (INSTALL, UPDATE_FIELDS, CHANGE_PROG, `CCP_CMD_AGENT_MSG` the same way)
+//! only from it. There is no multicast group: nobody else hears the datapath. Only a process
+//! with `CAP_NET_ADMIN` may register, send to the family, or send to another netlink socket's
+//! port id (`NETLINK_GENERIC` is not open to unprivileged senders, unlike the
+//! `NETLINK_USERSOCK` protocol this replaced, issue 26), so an unprivileged user can neither
+//! read the datapath's messages nor forge them to the agent. The socket still trusts nothing
+//! it has not checked:
 //!
-//! - [`KernelSocket::open`] resolves the family and group ids through the genl controller
-//!   (`CTRL_CMD_GETFAMILY`), binds to a port id the kernel chooses, joins the group and the
-//!   controller's `notify` group (to hear when the family goes away), asks for capped error
-//!   answers with their text (`NETLINK_CAP_ACK`, `NETLINK_EXT_ACK`) and times receives out
-//!   after [`RECV_TIMEOUT`] so that a stop request is seen promptly. Its errors say what to
-//!   do: the module is not loaded, or the agent lacks `CAP_NET_ADMIN`.
+//! - [`KernelSocket::open`] resolves the family id through the genl controller
+//!   (`CTRL_CMD_GETFAMILY`), binds to a port id the kernel chooses, registers (and waits for
+//!   the kernel's acknowledgement, keeping any datapath message that comes before it), joins
+//!   the controller's `notify` group (to hear when the family goes away), asks for capped
+//!   error answers with their text (`NETLINK_CAP_ACK`, `NETLINK_EXT_ACK`) and times receives
+//!   out after [`RECV_TIMEOUT`] so that a stop request is seen promptly. Its errors say what
+//!   to do: the module is not loaded or is of another version, or the agent lacks
+//!   `CAP_NET_ADMIN`.
 //! - [`classify`] looks at each datagram: one whose source port id is not 0 (the kernel) is
 //!   dropped ([`GuardStats::not_from_kernel`]); from the kernel it must be one whole netlink
-//!   message: a `ccp` message of version 1 with `CCP_CMD_DATAPATH_MSG` and well-formed
+//!   message: a `ccp` message of version 2 with `CCP_CMD_DATAPATH_MSG` and well-formed
 //!   attributes holding one non-empty `CCP_ATTR_MSG` (handed to the guard without the
 //!   headers), an error answer to something the agent sent ([`GuardStats::kernel_errors`],
 //!   logged with the kernel's text), or the controller's notice that the family was removed
@@ -28,25 +31,23 @@
 //!   Every drop is counted and logged at most every [`LOG_EVERY`] with the number held back,
 //!   so a flood cannot fill the log; nothing here panics on what a datagram holds.
 //! - A receive that finds the socket's buffer overflowed (`ENOBUFS`: datapath messages were
-//!   lost) is counted ([`GuardStats::rx_overruns`]) and logged the same way. The socket sets
-//!   `NETLINK_BROADCAST_ERROR`, so that the datapath's multicast fails with `ENOBUFS` when
-//!   this buffer is full: without it the kernel reports `ESRCH` (nobody took the message),
-//!   which the datapath must read as "no agent" and so declares the agent lost, drops every
-//!   flow to its fallback and re-announces them all once a probe gets through.
+//!   lost) is counted ([`GuardStats::rx_overruns`]) and logged the same way. The datapath,
+//!   whose send found the buffer full (`EAGAIN`), sends a CREATE again later, backing off.
 //! - Sends go to the kernel (port id 0) with `NLM_F_REQUEST` and no `NLM_F_ACK`: the kernel
 //!   answers only a refused message. The datapath's handler runs in the sending thread, so a
 //!   send never waits for a queue.
 //!
 //! The datapath, for its part, refuses messages from senders without `CAP_NET_ADMIN` (the
-//! genl core, `GENL_ADMIN_PERM`) and flow updates from any socket but the one that installed
-//! the programs (`datapath/kernel`).
+//! genl core, `GENL_ADMIN_PERM`) and programs and flow updates from any socket but the
+//! registered one (`datapath/kernel`).
 
+use std::collections::VecDeque;
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tracing::{debug, error, warn};
@@ -56,14 +57,17 @@ use crate::log_limit::LogLimit;
 
 /// The generic netlink family of the ccp-kernel module.
 pub const FAMILY: &str = "ccp";
-/// The family's version this agent speaks.
-pub const FAMILY_VERSION: u8 = 1;
-/// The family's multicast group the datapath sends to.
-pub const GROUP: &str = "datapath";
+/// The family's version this agent speaks (2: datapath messages by unicast to the registered
+/// agent; 1 multicast them to a group).
+pub const FAMILY_VERSION: u8 = 2;
 /// Agent → datapath command.
 pub const CMD_AGENT_MSG: u8 = 1;
 /// Datapath → agent command.
 pub const CMD_DATAPATH_MSG: u8 = 2;
+/// Agent → datapath: register this socket as the agent's.
+pub const CMD_AGENT_HELLO: u8 = 3;
+/// Datapath messages kept while [`KernelSocket::open`] waits for the registration's answer.
+pub const EARLY_MAX: usize = 4096;
 /// The attribute holding one CCP message.
 pub const ATTR_MSG: u16 = 1;
 /// Longest CCP message the datapath accepts (its policy; `CCP_GENL_MSG_MAX`).
@@ -83,11 +87,11 @@ pub const NLA_HDRLEN: usize = 4;
 // uapi linux/netlink.h and linux/genetlink.h
 const NLMSG_ERROR: u16 = 2;
 const NLM_F_REQUEST: u16 = 1;
+const NLM_F_ACK: u16 = 4;
 const NLM_F_ACK_TLVS: u16 = 0x200;
 const NLM_F_CAPPED: u16 = 0x100;
 const NLMSGERR_ATTR_MSG: u16 = 1;
 const NLA_TYPE_MASK: u16 = !(0x8000 | 0x4000);
-const NETLINK_BROADCAST_ERROR: libc::c_int = 4;
 const NETLINK_CAP_ACK: libc::c_int = 10;
 const NETLINK_EXT_ACK: libc::c_int = 11;
 const GENL_ID_CTRL: u16 = 0x10;
@@ -224,8 +228,6 @@ pub fn only_attr(
 pub struct Ids {
     /// The `ccp` family's id (the `nlmsg_type` of its messages).
     pub family: u16,
-    /// Its group `datapath`.
-    pub group: u32,
 }
 
 /// What a datagram from the kernel was.
@@ -380,6 +382,19 @@ pub fn agent_msg(family: u16, seq: u32, msg: &[u8]) -> Vec<u8> {
     genl_request(family, CMD_AGENT_MSG, FAMILY_VERSION, seq, ATTR_MSG, msg)
 }
 
+/// The registration (`CCP_CMD_AGENT_HELLO`, no attribute), asking for an acknowledgement.
+pub fn hello_msg(family: u16, seq: u32) -> Vec<u8> {
+    let len = NLMSG_HDRLEN + GENL_HDRLEN;
+    let mut b = Vec::with_capacity(len);
+    b.extend_from_slice(&(len as u32).to_ne_bytes());
+    b.extend_from_slice(&family.to_ne_bytes());
+    b.extend_from_slice(&(NLM_F_REQUEST | NLM_F_ACK).to_ne_bytes());
+    b.extend_from_slice(&seq.to_ne_bytes());
+    b.extend_from_slice(&0u32.to_ne_bytes());
+    b.extend_from_slice(&[CMD_AGENT_HELLO, FAMILY_VERSION, 0, 0]);
+    b
+}
+
 /// What the controller says about a family.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FamilyInfo {
@@ -459,11 +474,10 @@ pub enum OpenError {
     FamilyMissing,
     #[error("{what} needs CAP_NET_ADMIN: run ccp-agent as root (or give it CAP_NET_ADMIN)")]
     Permission { what: &'static str },
-    #[error("the {FAMILY} family has no multicast group '{GROUP}' or is older than version {FAMILY_VERSION} (version {version}; groups {groups:?}): not the ccp-kernel module this agent speaks to")]
-    Incompatible {
-        version: u32,
-        groups: Vec<(String, u32)>,
-    },
+    #[error("the {FAMILY} family is version {version}, this agent speaks version {FAMILY_VERSION}: build and load ccp-kernel.ko from the same tree as the agent (make -C datapath/kernel; rmmod ccp_kernel; insmod datapath/kernel/ccp-kernel.ko)")]
+    Incompatible { version: u32 },
+    #[error("the datapath refused the agent's registration: {why}")]
+    Refused { why: String },
     #[error("{what}: {err}")]
     Io { what: &'static str, err: io::Error },
     #[error("looking up the {family} family: {why}")]
@@ -489,6 +503,8 @@ pub struct KernelSocket {
     ids: Ids,
     seq: AtomicU32,
     stats: Arc<GuardStats>,
+    /// Datapath messages that came before the registration's answer, oldest first.
+    early: Mutex<VecDeque<Vec<u8>>>,
 }
 
 fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, val: &T) -> io::Result<()> {
@@ -652,9 +668,101 @@ fn resolve(fd: &OwnedFd, name: &'static str, seq: u32) -> Result<FamilyInfo, Ope
     Err(fail("no answer from the controller".into()))
 }
 
+/// Register `fd` as the agent's socket (`CCP_CMD_AGENT_HELLO` with sequence number `seq`) and
+/// wait for the kernel's answer. The datapath may send to the socket before that answer is
+/// queued (its READY probe runs at once on another CPU): such messages are returned, in
+/// order, for the agent to read first (at most [`EARLY_MAX`]; more are counted as overruns
+/// and the datapath sends its CREATEs again).
+fn register(
+    fd: &OwnedFd,
+    ids: Ids,
+    seq: u32,
+    stats: &GuardStats,
+) -> Result<VecDeque<Vec<u8>>, OpenError> {
+    let fail = |err: io::Error| OpenError::Io {
+        what: "registering with the datapath",
+        err,
+    };
+    send_to_kernel(fd, &hello_msg(ids.family, seq)).map_err(|err| {
+        if err.raw_os_error() == Some(libc::EPERM) {
+            OpenError::Permission {
+                what: "registering with the datapath",
+            }
+        } else {
+            fail(err)
+        }
+    })?;
+    let mut early = VecDeque::new();
+    let deadline = Instant::now() + RESOLVE_TIMEOUT;
+    let mut buf = vec![0u8; 64 * 1024];
+    while Instant::now() < deadline {
+        let (len, src) = match recv_from(fd, &mut buf) {
+            Ok(x) => x,
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted =>
+            {
+                continue
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                stats.rx_overruns.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            Err(e) => return Err(fail(e)),
+        };
+        match classify(src, &buf, len, ids) {
+            Ok(Inbound::Ccp(r)) => {
+                if early.len() < EARLY_MAX {
+                    early.push_back(buf[r].to_vec());
+                } else {
+                    stats.rx_overruns.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(Inbound::KernelError { errno, seq: s, why }) if s == seq => {
+                let text = why.map(|r| String::from_utf8_lossy(&buf[r]).into_owned());
+                return Err(match errno {
+                    libc::EPERM => OpenError::Permission {
+                        what: "registering with the datapath",
+                    },
+                    _ => OpenError::Refused {
+                        why: format!(
+                            "{} ({})",
+                            io::Error::from_raw_os_error(errno),
+                            text.unwrap_or_default()
+                        ),
+                    },
+                });
+            }
+            Ok(Inbound::Ignored) if is_ack(&buf[..len.min(buf.len())], seq) => return Ok(early),
+            Ok(Inbound::FamilyGone) => {
+                return Err(OpenError::Refused {
+                    why: "the module was unloaded meanwhile".into(),
+                })
+            }
+            _ => {}
+        }
+    }
+    Err(OpenError::Refused {
+        why: "no answer from the kernel".into(),
+    })
+}
+
+/// Is `buf` the kernel's acknowledgement (an error answer with errno 0) of request `seq`?
+fn is_ack(buf: &[u8], seq: u32) -> bool {
+    let Ok(m) = first_nlmsg(buf) else {
+        return false;
+    };
+    let p = m.payload.start;
+    m.ty == NLMSG_ERROR
+        && m.payload.len() >= 4 + NLMSG_HDRLEN
+        && ne32(buf, p) == Some(0)
+        && ne32(buf, p + 4 + 8) == Some(seq)
+}
+
 impl KernelSocket {
-    /// Open the socket: resolve the `ccp` family, join its group (needs `CAP_NET_ADMIN`) and
-    /// the controller's notifications. Drops and errors are counted in `stats`.
+    /// Open the socket: resolve the `ccp` family, register as its agent (needs
+    /// `CAP_NET_ADMIN`) and join the controller's notifications. Drops and errors are counted
+    /// in `stats`.
     pub fn open(stats: Arc<GuardStats>) -> Result<Self, OpenError> {
         let fd = genl_socket()?;
         // error answers: without the offending message, with the kernel's text (best effort:
@@ -667,33 +775,13 @@ impl KernelSocket {
             debug!(error = %e, "NETLINK_EXT_ACK");
         }
         let ccp = resolve(&fd, FAMILY, 1)?;
-        let group = match ccp.group(GROUP) {
-            Some(g) if ccp.version >= u32::from(FAMILY_VERSION) => g,
-            _ => {
-                return Err(OpenError::Incompatible {
-                    version: ccp.version,
-                    groups: ccp.groups,
-                })
-            }
-        };
-        let gid = group as libc::c_int;
-        if let Err(err) = setsockopt(&fd, libc::SOL_NETLINK, libc::NETLINK_ADD_MEMBERSHIP, &gid) {
-            return Err(if err.raw_os_error() == Some(libc::EPERM) {
-                OpenError::Permission {
-                    what: "joining the datapath's multicast group",
-                }
-            } else {
-                OpenError::Io {
-                    what: "joining the datapath's multicast group",
-                    err,
-                }
+        if ccp.version != u32::from(FAMILY_VERSION) {
+            return Err(OpenError::Incompatible {
+                version: ccp.version,
             });
         }
-        // a full receive buffer must read as such to the datapath (-ENOBUFS: it sends again
-        // soon), not as "no listener" (-ESRCH: it declares the agent lost)
-        if let Err(e) = setsockopt(&fd, libc::SOL_NETLINK, NETLINK_BROADCAST_ERROR, &one) {
-            warn!(error = %e, "NETLINK_BROADCAST_ERROR: when this socket's buffer is full the datapath will take the agent for gone");
-        }
+        let ids = Ids { family: ccp.id };
+        let early = register(&fd, ids, 2, &stats)?;
         // the controller's notifications tell us when the family goes away (rmmod): without
         // them the socket would silently hear nothing more
         match resolve(&fd, CTRL_FAMILY, 2).map(|c| c.group(CTRL_GROUP)) {
@@ -711,16 +799,14 @@ impl KernelSocket {
         }
         Ok(Self {
             fd,
-            ids: Ids {
-                family: ccp.id,
-                group,
-            },
-            seq: AtomicU32::new(3),
+            ids,
+            seq: AtomicU32::new(4),
             stats,
+            early: Mutex::new(early),
         })
     }
 
-    /// The family and group ids in use.
+    /// The family id in use.
     pub fn ids(&self) -> Ids {
         self.ids
     }
@@ -800,6 +886,13 @@ impl portus::ipc::Ipc for KernelSocket {
     }
 
     fn recv(&self, msg: &mut [u8]) -> portus::Result<(usize, Self::Addr)> {
+        if let Some(m) = self.early.lock().ok().and_then(|mut q| q.pop_front()) {
+            if m.len() > msg.len() {
+                return Err(portus::Error(String::from("datagram dropped")));
+            }
+            msg[..m.len()].copy_from_slice(&m);
+            return Ok((m.len(), ()));
+        }
         let (len, src) = match recv_from(&self.fd, msg) {
             Ok(x) => x,
             Err(e) => {
@@ -851,10 +944,7 @@ impl portus::ipc::Ipc for KernelSocket {
 mod tests {
     use super::*;
 
-    const IDS: Ids = Ids {
-        family: 0x1f,
-        group: 9,
-    };
+    const IDS: Ids = Ids { family: 0x1f };
 
     /// A netlink message: header (length, type, flags, seq, port 0) and payload.
     fn nl(ty: u16, flags: u16, seq: u32, payload: &[u8]) -> Vec<u8> {
@@ -877,7 +967,7 @@ mod tests {
         a
     }
 
-    /// What the datapath multicasts: genl header (cmd, version) and attributes.
+    /// What the datapath sends: genl header (cmd, version) and attributes.
     fn dp(cmd: u8, version: u8, attrs: &[u8]) -> Vec<u8> {
         let mut p = vec![cmd, version, 0, 0];
         p.extend_from_slice(attrs);
@@ -888,23 +978,35 @@ mod tests {
 
     #[test]
     fn datapath_messages_pass_without_their_headers() {
-        let m = dp(CMD_DATAPATH_MSG, 1, &attr(ATTR_MSG, &CCP_READY));
+        let m = dp(
+            CMD_DATAPATH_MSG,
+            FAMILY_VERSION,
+            &attr(ATTR_MSG, &CCP_READY),
+        );
         assert_eq!(classify(0, &m, m.len(), IDS), Ok(Inbound::Ccp(24..36)));
         assert_eq!(&m[24..36], &CCP_READY);
         // an odd length: the attribute's own length counts, not its padding
-        let m = dp(CMD_DATAPATH_MSG, 1, &attr(ATTR_MSG, &CCP_READY[..9]));
+        let m = dp(
+            CMD_DATAPATH_MSG,
+            FAMILY_VERSION,
+            &attr(ATTR_MSG, &CCP_READY[..9]),
+        );
         assert_eq!(classify(0, &m, m.len(), IDS), Ok(Inbound::Ccp(24..33)));
         // unknown attributes beside it are ignored; bytes after the message too
         let mut a = attr(7, b"xyz");
         a.extend_from_slice(&attr(ATTR_MSG, &CCP_READY));
-        let mut m = dp(CMD_DATAPATH_MSG, 1, &a);
+        let mut m = dp(CMD_DATAPATH_MSG, FAMILY_VERSION, &a);
         m.extend_from_slice(&[0u8; 5]);
         assert_eq!(classify(0, &m, m.len(), IDS), Ok(Inbound::Ccp(32..44)));
     }
 
     #[test]
     fn only_the_kernel_is_heard() {
-        let m = dp(CMD_DATAPATH_MSG, 1, &attr(ATTR_MSG, &CCP_READY));
+        let m = dp(
+            CMD_DATAPATH_MSG,
+            FAMILY_VERSION,
+            &attr(ATTR_MSG, &CCP_READY),
+        );
         for port in [1, 4242, u32::MAX] {
             assert_eq!(
                 classify(port, &m, m.len(), IDS),
@@ -915,7 +1017,11 @@ mod tests {
 
     #[test]
     fn broken_framing_is_dropped() {
-        let good = dp(CMD_DATAPATH_MSG, 1, &attr(ATTR_MSG, &CCP_READY));
+        let good = dp(
+            CMD_DATAPATH_MSG,
+            FAMILY_VERSION,
+            &attr(ATTR_MSG, &CCP_READY),
+        );
         let bad =
             |b: &[u8], n: usize| matches!(classify(0, b, n, IDS), Err(Dropped::BadNetlink { .. }));
         // every prefix of a good message
@@ -938,25 +1044,28 @@ mod tests {
         }
         // wrong command, version, family; no attribute, an empty one, two of them
         assert!(bad(
-            &dp(CMD_AGENT_MSG, 1, &attr(ATTR_MSG, &CCP_READY)),
+            &dp(CMD_AGENT_MSG, FAMILY_VERSION, &attr(ATTR_MSG, &CCP_READY)),
             good.len()
         ));
-        assert!(bad(&dp(0, 1, &[]), 20));
+        assert!(bad(&dp(0, FAMILY_VERSION, &[]), 20));
         assert!(bad(
-            &dp(CMD_DATAPATH_MSG, 2, &attr(ATTR_MSG, &CCP_READY)),
+            &dp(CMD_DATAPATH_MSG, 1, &attr(ATTR_MSG, &CCP_READY)),
             good.len()
         ));
         let mut other = good.clone();
         other[4..6].copy_from_slice(&0x20u16.to_ne_bytes());
         assert!(bad(&other, other.len()));
-        assert!(bad(&dp(CMD_DATAPATH_MSG, 1, &[]), 20));
-        assert!(bad(&dp(CMD_DATAPATH_MSG, 1, &attr(ATTR_MSG, &[])), 24));
+        assert!(bad(&dp(CMD_DATAPATH_MSG, FAMILY_VERSION, &[]), 20));
+        assert!(bad(
+            &dp(CMD_DATAPATH_MSG, FAMILY_VERSION, &attr(ATTR_MSG, &[])),
+            24
+        ));
         let mut two = attr(ATTR_MSG, &CCP_READY);
         two.extend_from_slice(&attr(ATTR_MSG, &CCP_READY));
-        let m = dp(CMD_DATAPATH_MSG, 1, &two);
+        let m = dp(CMD_DATAPATH_MSG, FAMILY_VERSION, &two);
         assert!(bad(&m, m.len()));
         // a genl header cut short
-        let m = nl(IDS.family, 0, 0, &[CMD_DATAPATH_MSG, 1]);
+        let m = nl(IDS.family, 0, 0, &[CMD_DATAPATH_MSG, FAMILY_VERSION]);
         assert!(bad(&m, m.len()));
         // other netlink types
         for ty in [1u16, 3, 4, 0xffff] {
@@ -975,7 +1084,11 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let good = dp(CMD_DATAPATH_MSG, 1, &attr(ATTR_MSG, &CCP_READY));
+        let good = dp(
+            CMD_DATAPATH_MSG,
+            FAMILY_VERSION,
+            &attr(ATTR_MSG, &CCP_READY),
+        );
         for _ in 0..20_000 {
             let n = (next() % 80) as usize;
             let mut b: Vec<u8> = (0..n).map(|_| next() as u8).collect();
@@ -1103,7 +1216,7 @@ mod tests {
     fn family_answers_are_parsed() {
         let m = family_answer(b"ccp\0", 0x1f, 1, &[(b"datapath\0", 9)]);
         let f = parse_family(&m, FAMILY).expect("parsed");
-        assert_eq!((f.id, f.version, f.group(GROUP)), (0x1f, 1, Some(9)));
+        assert_eq!((f.id, f.version, f.group("datapath")), (0x1f, 1, Some(9)));
         let m = family_answer(b"nlctrl\0", 0x10, 2, &[(b"notify\0", 16)]);
         assert_eq!(
             parse_family(&m, "nlctrl").map(|f| f.group("notify")),
@@ -1148,6 +1261,66 @@ mod tests {
         assert!(b[20 + NLA_HDRLEN + msg.len()..].iter().all(|&c| c == 0));
     }
 
+    #[test]
+    fn the_registration_is_framed_and_its_answer_recognised() {
+        let b = hello_msg(0x1f, 7);
+        let m = first_nlmsg(&b).expect("framed");
+        assert_eq!(
+            (m.ty, m.flags, m.seq, m.port, b.len()),
+            (0x1f, NLM_F_REQUEST | NLM_F_ACK, 7, 0, 20)
+        );
+        assert_eq!(&b[16..20], &[CMD_AGENT_HELLO, FAMILY_VERSION, 0, 0]);
+        // the kernel's acknowledgement: errno 0, the request's header echoed (capped)
+        let ack = |errno: i32, seq: u32| {
+            let mut p = errno.to_ne_bytes().to_vec();
+            p.extend_from_slice(&b[..NLMSG_HDRLEN]);
+            p[4 + 8..4 + 12].copy_from_slice(&seq.to_ne_bytes());
+            nl(NLMSG_ERROR, NLM_F_CAPPED, seq, &p)
+        };
+        assert!(is_ack(&ack(0, 7), 7));
+        assert!(!is_ack(&ack(0, 8), 7), "another request's answer");
+        assert!(!is_ack(&ack(-libc::EPERM, 7), 7), "a refusal");
+        assert!(!is_ack(&ack(0, 7)[..20], 7), "cut short");
+        assert!(matches!(
+            classify(0, &ack(-libc::EPERM, 7), 36, IDS),
+            Ok(Inbound::KernelError {
+                errno: libc::EPERM,
+                seq: 7,
+                ..
+            })
+        ));
+    }
+
+    /// Datapath messages that came before the registration's answer are read first, in order.
+    #[test]
+    fn messages_kept_from_the_registration_come_first() {
+        let fd = match genl_socket() {
+            Ok(fd) => fd,
+            Err(e) => {
+                crate::skip_test!("no generic netlink socket here: {e}");
+                return;
+            }
+        };
+        let sock = KernelSocket {
+            fd,
+            ids: IDS,
+            seq: AtomicU32::new(1),
+            stats: Arc::new(GuardStats::default()),
+            early: Mutex::new(VecDeque::from([CCP_READY.to_vec(), vec![1, 2, 3]])),
+        };
+        use portus::ipc::Ipc;
+        let mut buf = vec![0u8; 64];
+        assert_eq!(sock.recv(&mut buf).map(|r| r.0).ok(), Some(CCP_READY.len()));
+        assert_eq!(&buf[..CCP_READY.len()], &CCP_READY);
+        let mut small = [0u8; 2];
+        assert!(
+            sock.recv(&mut small).is_err(),
+            "too long for the buffer: dropped"
+        );
+        // then the socket itself (nothing there: the receive times out)
+        assert!(sock.early.lock().expect("lock").is_empty());
+    }
+
     /// The genl controller answers on this machine (no module needed): the lookup code works
     /// against a real kernel, and a missing family is reported as such.
     #[test]
@@ -1187,6 +1360,7 @@ mod tests {
             ids: IDS,
             seq: AtomicU32::new(1),
             stats: stats.clone(),
+            early: Mutex::new(VecDeque::new()),
         };
         let port = sock.port_id().expect("getsockname");
         assert_ne!(port, 0);
@@ -1194,7 +1368,11 @@ mod tests {
         let mut to: libc::sockaddr_nl = unsafe { zeroed() };
         to.nl_family = libc::AF_NETLINK as libc::sa_family_t;
         to.nl_pid = port;
-        let forged = dp(CMD_DATAPATH_MSG, 1, &attr(ATTR_MSG, &CCP_READY));
+        let forged = dp(
+            CMD_DATAPATH_MSG,
+            FAMILY_VERSION,
+            &attr(ATTR_MSG, &CCP_READY),
+        );
         // SAFETY: live buffers of the sizes given.
         let r = unsafe {
             libc::sendto(
