@@ -945,8 +945,19 @@ mod tests {
 
     /// Wait (at most 5 s) until `f` holds.
     fn until(what: &str, mut f: impl FnMut() -> bool) {
+        until_at(what, |_| f());
+    }
+
+    /// Wait (at most 5 s) until `f(now)` holds; that `now`. Reading the source again "at"
+    /// it (`latest_at`) sees what `f` saw however long the host takes to get there: a
+    /// sample that was fresh then does not go stale between two reads on a loaded machine.
+    fn until_at(what: &str, mut f: impl FnMut(Instant) -> bool) -> Instant {
         let t0 = Instant::now();
-        while !f() {
+        loop {
+            let now = Instant::now();
+            if f(now) {
+                return now;
+            }
             assert!(t0.elapsed() < Duration::from_secs(5), "timed out: {what}");
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -1159,19 +1170,19 @@ mod tests {
         let srv = Server::start(ok_json(&good(1, 3.0, 0.5)));
         let p = NetStatsPoller::spawn(srv.url(), &cfg(300)).unwrap();
         let s = p.source();
-        until("a first sample", || s.latest(&DEFAULT).is_some());
-        let a = s.latest(&DEFAULT).unwrap();
+        let t = until_at("a first sample", |t| s.latest_at(&DEFAULT, t).is_some());
+        let a = s.latest_at(&DEFAULT, t).unwrap();
         assert_eq!((a.pnc_pkts(), a.pna(), a.known_share()), (3.0, 0.5, 1.0));
-        let b = s.latest(&dst([10, 0, 2, 2])).unwrap();
+        let b = s.latest_at(&dst([10, 0, 2, 2]), t).unwrap();
         assert_eq!((b.pnc_pkts(), b.pna(), b.known_share()), (7.0, 0.25, 0.5));
-        assert_eq!(s.latest(&dst([10, 0, 3, 2])).unwrap().pnc_pkts(), 3.0);
+        assert_eq!(s.latest_at(&dst([10, 0, 3, 2]), t).unwrap().pnc_pkts(), 3.0);
 
         // the source keeps serving sample 1: it is not news, and goes stale
         until("sample 1 stale", || s.latest(&DEFAULT).is_none());
         assert!(srv.requests.load(Ordering::SeqCst) >= 4);
         srv.set(ok_json(&good(2, 4.0, 0.5)));
-        until("sample 2", || s.latest(&DEFAULT).is_some());
-        let seq2 = s.latest(&DEFAULT).unwrap().seq();
+        let t = until_at("sample 2", |t| s.latest_at(&DEFAULT, t).is_some());
+        let seq2 = s.latest_at(&DEFAULT, t).unwrap().seq();
         assert!(seq2 > a.seq());
 
         // garbage: counted, withdrawn at once
