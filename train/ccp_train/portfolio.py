@@ -168,17 +168,16 @@ def table(records: list[dict], *, matrix_dir: Path = DEFAULT_DIR, source: dict |
 
 
 def choose(tab: dict, w: list[float], cls: str | None = None) -> tuple[str, float]:
-    """The table's choice for ``w`` (for reports and tests; the agent has its own, checked
-    against this one by ``test_portfolio.py``)."""
-    entries = tab["classes"][cls or tab["default_class"]]
-    best: dict[str, tuple[float, float]] = {}  # alg -> (distance, score) of its nearest entry
-    for e in entries:
-        d = 0.0 if e["w"] is None else sum(abs(a - b) for a, b in zip(e["w"], w, strict=True))
-        u = sum(a * b for a, b in zip(w, e["o"], strict=True))
-        if e["alg"] not in best or d < best[e["alg"]][0]:
-            best[e["alg"]] = (d, u)
-    alg = max(sorted(best), key=lambda a: best[a][1])
-    return alg, best[alg][1]
+    """The table's choice for ``w`` on path class ``cls`` (None: the default class) and its
+    score ``w . o``: the agent's own rule, through the bindings (one implementation, in
+    ``portus-agent/runtime/src/flows/portfolio.rs``). A table the agent would refuse raises
+    ``PortfolioError``."""
+    from ccp_train import _native
+
+    try:
+        return _native.portfolio_choose(json.dumps(tab), [float(x) for x in w], cls)
+    except ValueError as e:
+        raise PortfolioError(f"the agent would refuse this table: {e}") from e
 
 
 def compare(records: list[dict]) -> str:

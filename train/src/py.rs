@@ -323,6 +323,23 @@ fn trace_mean_mbps(path: &str) -> PyResult<f64> {
     Ok(cap.mean_bps() / 1e6)
 }
 
+/// `portfolio_choose(table_json, w, cls=None)`: the `ccp_auto` table's choice for a flow of
+/// preference `w` on path class `cls` (None: the default class), as `(alg, score)` with
+/// `score = w · o` of the chosen entry — the agent's own rule
+/// (`ccp_runtime::flows::portfolio`), so reports and the table builder see exactly what a
+/// flow gets. A table the agent would refuse raises `ValueError` with its reason.
+#[pyfunction]
+#[pyo3(signature = (table_json, w, cls = None))]
+fn portfolio_choose(table_json: &str, w: [f64; 3], cls: Option<&str>) -> PyResult<(String, f64)> {
+    let table = ccp_runtime::flows::portfolio::Portfolio::parse(table_json, "<table>")
+        .map_err(value_err)?;
+    let w = Preference::new(w[0], w[1], w[2]).map_err(value_err)?;
+    table
+        .choose(&w, cls, |_| true)
+        .map(|c| (c.alg, c.score))
+        .ok_or_else(|| value_err("the table has no entry for that class"))
+}
+
 /// `sim_limits()`: the simulator's packet size (bytes) and largest buffer (packets), so a
 /// scenario generator can stay inside what `Scenario::validate` accepts.
 #[pyfunction]
@@ -345,6 +362,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dynamics, m)?)?;
     m.add_function(wrap_pyfunction!(trace_mean_mbps, m)?)?;
     m.add_function(wrap_pyfunction!(sim_limits, m)?)?;
+    m.add_function(wrap_pyfunction!(portfolio_choose, m)?)?;
     m.add_function(wrap_pyfunction!(defaults, m)?)?;
     m.add_function(wrap_pyfunction!(learned_algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;

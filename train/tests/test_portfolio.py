@@ -115,6 +115,17 @@ def test_choices_score_w_against_the_nearest_landmark() -> None:
     assert choose(t, [0.1, 0.8, 0.1], "cellular")[0] == "mocc"
 
 
+def test_choices_are_the_agents_own_rule() -> None:
+    """One implementation: the choice comes from the agent's code through the bindings, so a
+    table the agent would refuse is refused here too, with its reason."""
+    t = hand_table()
+    assert choose(t, [0.1, 0.8, 0.1])[0] == "mocc"
+    with pytest.raises(PortfolioError, match="version 2"):
+        choose(dict(t, version=2), [0.1, 0.8, 0.1])
+    with pytest.raises(PortfolioError, match="entries"):
+        choose(dict(t, classes={"all": []}), [0.1, 0.8, 0.1])
+
+
 def test_the_table_refuses_eval_incomplete_auto_and_failed_runs() -> None:
     with pytest.raises(PortfolioError, match="tune runs only"):
         table(records() + [rec("bbr", "35M-120ms-2bdp", 1, [1, 1, 1], split="eval")])
