@@ -960,8 +960,11 @@ static u32 ccpk_listener_top(void)
 }
 
 /*
- * The netlink socket with @portid was released (lock held): it leaves the
- * list; if it was the agent, the agent is gone and its programs with it.
+ * The netlink socket with @portid was released (lock held; from the
+ * notifier, or from a send that found no socket with that port id, which
+ * comes first when the release is still on its way to the notifier): it
+ * leaves the list; if it was the agent, the agent is gone and its programs
+ * with it.  The second word of the same release finds nothing to do.
  */
 void ccpk_agent_closed(u32 portid)
 {
@@ -1003,9 +1006,9 @@ static void ccpk_probe_fn(struct work_struct *work)
 	ret = write_ready_msg(msg, sizeof(msg), ccpk->id);
 	if (ret >= 0)
 		ret = ccpk_nl_send(msg, READY_MSG_SIZE);
-	if (ret == -ECONNREFUSED && ccpk_listener_remove(to)) {
+	if (ret == -ECONNREFUSED && ccpk_is_listener(to)) {
 		/* released before the notifier said so: the one before, if any */
-		ccpk_listener_set(ccpk_listener_top(), false, CCPK_LOST_NOLISTENER);
+		ccpk_agent_closed(to);
 		again = ccpk->listener != 0;
 		goto out;
 	}
@@ -1115,9 +1118,13 @@ static void ccpk_event_fn(struct work_struct *work)
 	if (test_and_clear_bit(CCPK_EV_NOLISTENER, &ccpk->events)) {
 		u32 gone = READ_ONCE(ccpk->refused_port);
 
-		/* a socket released without the notifier's word (yet) */
-		if (gone && ccpk_listener_remove(gone))
-			ccpk_listener_set(ccpk_listener_top(), true, CCPK_LOST_NOLISTENER);
+		/*
+		 * no socket has that port id: it was released, and the
+		 * notifier's word is still on its way (netlink_release() frees
+		 * the port id first): the same news, handled the same way
+		 */
+		if (gone && ccpk_is_listener(gone))
+			ccpk_agent_closed(gone);
 		else if (READ_ONCE(ccpk->nolistener_gen) == ccpk->gen)
 			ccpk_agent_lost(CCPK_LOST_NOLISTENER);
 	}
@@ -1599,6 +1606,57 @@ static struct tcp_congestion_ops ccpk_ops[] __read_mostly = {
 	CCPK_ALGORITHMS(CCPK_OPS_ENTRY)
 };
 
+/* ccpk_ops[0 .. ccpk_nregistered) are registered with the stack */
+static unsigned int ccpk_nregistered;
+
+/*
+ * Register every name of ccpk_ops, or none (module init, last step).
+ * Returns 0 when all are registered; -errno when none is and the module
+ * may be freed; 1 when none is but the module must stay loaded.
+ *
+ * A name another module holds (-EEXIST) fails the k-th registration after
+ * the first k-1 went live.  A socket may select one of those meanwhile
+ * (setsockopt, or the sysctl default): it takes a reference to this module
+ * and points at ccpk_ops, and a failed init frees the module whatever its
+ * reference count.  The kernel exports no way to look a name up first
+ * (tcp_ca_find() is not exported).  So the earlier names are unregistered
+ * (each waits for an RCU grace period: every lookup that found it, and the
+ * try_module_get() that follows it in the same read-side section, is over)
+ * and the module's reference count, compared with its count before the
+ * first registration, says whether any socket got in.  If one did, failing
+ * would free the code it runs: the module stays loaded with no name
+ * registered (sockets that hold it keep working), says so, and can be
+ * removed once they have closed.
+ */
+static int ccpk_register_all(void)
+{
+	int base = module_refcount(THIS_MODULE), held;
+	int i, ret = 0;
+
+	for (i = 0; i < ARRAY_SIZE(ccpk_ops); i++) {
+		ret = tcp_register_congestion_control(&ccpk_ops[i]);
+		if (ret)
+			break;
+	}
+	if (!ret) {
+		ccpk_nregistered = ARRAY_SIZE(ccpk_ops);
+		return 0;
+	}
+	pr_err("cannot register %s: %d%s\n", ccpk_ops[i].name, ret,
+	       ret == -EEXIST ?
+	       " (another module has that name: see /proc/sys/net/ipv4/tcp_available_congestion_control)" : "");
+	while (--i >= 0)
+		tcp_unregister_congestion_control(&ccpk_ops[i]);
+	ccpk_nregistered = 0;
+	held = module_refcount(THIS_MODULE) - base;
+	if (held > 0) {
+		pr_err("%d sockets selected a ccp name while the names were being registered: staying loaded with no name registered; rmmod ccp_kernel once they have closed\n",
+		       held);
+		return 1;
+	}
+	return ret;
+}
+
 
 /* ---- module ------------------------------------------------------------- */
 
@@ -1633,7 +1691,7 @@ static void ccpk_stop_work(void)
 
 static int __init ccpk_module_init(void)
 {
-	int i, ret;
+	int ret;
 	u32 s;
 
 	BUILD_BUG_ON(sizeof(struct ccpk_ca) > ICSK_CA_PRIV_SIZE);
@@ -1717,15 +1775,11 @@ static int __init ccpk_module_init(void)
 	if (ret)
 		goto err_nl;
 
-	for (i = 0; i < ARRAY_SIZE(ccpk_ops); i++) {
-		ret = tcp_register_congestion_control(&ccpk_ops[i]);
-		if (ret) {
-			pr_err("cannot register %s: %d\n", ccpk_ops[i].name, ret);
-			while (--i >= 0)
-				tcp_unregister_congestion_control(&ccpk_ops[i]);
-			goto err_proc;
-		}
-	}
+	ret = ccpk_register_all();
+	if (ret < 0)
+		goto err_proc;
+	if (ret > 0)
+		return 0;	/* loaded, no name registered (see above) */
 	pr_info("datapath %s loaded: %u flow slots (%u per other namespace, %u in all), %u program slots, agent %s\n",
 		CCPK_VERSION, max_flows, netns_quota, netns_total, max_programs,
 		ccpk->agent_up ? "listening" : "not running (in-kernel Reno until it is)");
@@ -1750,7 +1804,7 @@ static void __exit ccpk_module_exit(void)
 	int i;
 
 	/* no socket uses us (module refcount), so no ACK path runs */
-	for (i = ARRAY_SIZE(ccpk_ops) - 1; i >= 0; i--)
+	for (i = (int)ccpk_nregistered - 1; i >= 0; i--)
 		tcp_unregister_congestion_control(&ccpk_ops[i]);
 	/*
 	 * First the work items (shutting_down: none is queued again), so

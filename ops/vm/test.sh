@@ -172,6 +172,14 @@ build_module() { # KV
 		w=$(grep -ciE "warning" "$log")
 		mkdir -p "$WORK/ko/$kv"
 		cp "$REPO/datapath/kernel/ccp-kernel.ko" "$WORK/ko/$kv/"
+		# the name_clash test's module, holding one of ccp-kernel's names
+		make -C "$REPO/ops/vm/clash" KVER="$kv" clean > /dev/null 2>&1
+		if make -C "$REPO/ops/vm/clash" KVER="$kv" >> "$log" 2>&1; then
+			cp "$REPO/ops/vm/clash/ccp_clash.ko" "$WORK/ko/$kv/"
+			make -C "$REPO/ops/vm/clash" KVER="$kv" clean > /dev/null 2>&1
+		else
+			hres FAIL "build_clash_$kv" "ops/vm/clash did not build, see $log"
+		fi
 		if [ "$w" = 0 ]; then
 			hres PASS "build_$kv" "ccp-kernel.ko, 0 warnings"
 		else
