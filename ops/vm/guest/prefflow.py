@@ -150,6 +150,10 @@ def created(path, local):
 
 
 def choose(table, w):
+    # The guest test's own reading of the table's rule (the "all" class, nearest landmark
+    # per algorithm, arg max of w . o): an independent oracle for what the agent under test
+    # must pick. Everything else (reports, the table builder) uses the agent's own rule,
+    # train/ccp_train/portfolio.choose through the bindings.
     best = {}
     for e in json.load(open(table))["classes"]["all"]:
         d = 0.0 if e["w"] is None else sum(abs(a - b) for a, b in zip(e["w"], w))
