@@ -400,18 +400,16 @@ out:
 }
 
 /*
- * CCP_CMD_AGENT_MSG: runs in the sender's process context, inside
- * genl_rcv(), which holds the genl core's cb_lock for reading (see
- * ccpk_nl_exit()).  The core has checked GENL_ADMIN_PERM and the policy.
+ * What every command checks first: not unloading, the sender's
+ * CAP_NET_ADMIN (the core's GENL_ADMIN_PERM check again: it must never
+ * fire), the family's version.  0 or the errno to answer.
  */
-static int ccpk_genl_agent_msg(struct sk_buff *skb, struct genl_info *info)
+static int ccpk_genl_admit(struct sk_buff *skb, struct genl_info *info)
 {
-	const struct nlattr *a = info->attrs[CCP_ATTR_MSG];
 	u32 portid = info->snd_portid;
 
 	if (READ_ONCE(ccpk->shutting_down))
 		return -ESHUTDOWN;
-	/* the core's GENL_ADMIN_PERM check again: it must never fire */
 	if (!netlink_capable(skb, CAP_NET_ADMIN)) {
 		ccpk_reject_unlocked(CCPK_CTR_rej_perm, "sender lacks CAP_NET_ADMIN",
 				     NULL, portid);
@@ -423,6 +421,22 @@ static int ccpk_genl_agent_msg(struct sk_buff *skb, struct genl_info *info)
 		GENL_SET_ERR_MSG(info, "ccp family version 2 expected (an agent built for another ccp-kernel?)");
 		return -EPROTO;
 	}
+	return 0;
+}
+
+/*
+ * CCP_CMD_AGENT_MSG: runs in the sender's process context, inside
+ * genl_rcv(), which holds the genl core's cb_lock for reading (see
+ * ccpk_nl_exit()).  The core has checked GENL_ADMIN_PERM and the policy.
+ */
+static int ccpk_genl_agent_msg(struct sk_buff *skb, struct genl_info *info)
+{
+	const struct nlattr *a = info->attrs[CCP_ATTR_MSG];
+	u32 portid = info->snd_portid;
+	int ret = ccpk_genl_admit(skb, info);
+
+	if (ret)
+		return ret;
 	if (!a) {
 		ccpk_reject_unlocked(CCPK_CTR_rej_nlmsg, "no CCP_ATTR_MSG", NULL,
 				     portid);
@@ -442,20 +456,10 @@ static int ccpk_genl_agent_msg(struct sk_buff *skb, struct genl_info *info)
 static int ccpk_genl_hello(struct sk_buff *skb, struct genl_info *info)
 {
 	u32 portid = info->snd_portid;
+	int ret = ccpk_genl_admit(skb, info);
 
-	if (READ_ONCE(ccpk->shutting_down))
-		return -ESHUTDOWN;
-	if (!netlink_capable(skb, CAP_NET_ADMIN)) {
-		ccpk_reject_unlocked(CCPK_CTR_rej_perm, "sender lacks CAP_NET_ADMIN",
-				     NULL, portid);
-		return -EPERM;
-	}
-	if (info->genlhdr->version != CCP_GENL_VERSION) {
-		ccpk_reject_unlocked(CCPK_CTR_rej_nlmsg, "genl version is not 2",
-				     NULL, portid);
-		GENL_SET_ERR_MSG(info, "ccp family version 2 expected (an agent built for another ccp-kernel?)");
-		return -EPROTO;
-	}
+	if (ret)
+		return ret;
 	if (!portid) {	/* a kernel socket: never an agent */
 		GENL_SET_ERR_MSG(info, "port id 0 cannot register");
 		return -EINVAL;

@@ -25,6 +25,26 @@ fi
 #     BUG, no warning.
 #  3. Without the other module, ccp-kernel loads with all its names.
 CKO=$(dirname $KO)/ccp_clash.ko
+# hammer_start: a process that selects ccp_reno on new sockets until
+# $T/hammer.stop exists, keeping those that got it (then prints "tries
+# held" to $T/hammer.out and closes them); its pid in $hp
+hammer_start() {
+	rm -f $T/hammer.stop
+	$PY - $T/hammer.stop >> $T/hammer.out 2>&1 <<'PYEOF' &
+import os, socket, sys
+held, tries = [], 0
+while not os.path.exists(sys.argv[1]):
+    s = socket.socket()
+    tries += 1
+    try:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"ccp_reno")
+        held.append(s)
+    except OSError:
+        s.close()
+print(tries, len(held), flush=True)
+PYEOF
+	hp=$!
+}
 NAMES=$(grep -c '^[[:space:]]*X("ccp' $REPO/datapath/kernel/ccp_algs.h)
 ccp_names() { tr ' ' '\n' < /proc/sys/net/ipv4/tcp_available_congestion_control | grep '^ccp' | grep -vx ccp_auto | tr '\n' ' '; }
 dmc0=$(dmesg | wc -l)
@@ -44,20 +64,7 @@ else
 	[ $ploaded = yes ] && rmmod ccp_kernel
 	# 2. the same while sockets select ccp_reno
 	rm -f $T/hammer.stop $T/hammer.out
-	$PY - $T/hammer.stop > $T/hammer.out 2>&1 <<'PYEOF' &
-import os, socket, sys
-held, tries = [], 0
-while not os.path.exists(sys.argv[1]):
-    s = socket.socket()
-    tries += 1
-    try:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"ccp_reno")
-        held.append(s)
-    except OSError:
-        s.close()
-print(tries, len(held), flush=True)
-PYEOF
-	hp=$!
+	hammer_start
 	nap 1
 	refused=0 stayed=0 odd= loads=0
 	for i in $(seq 12); do
@@ -74,21 +81,7 @@ PYEOF
 			wait $hp
 			for j in $(seq 50); do rmmod ccp_kernel 2>/dev/null && break; nap 0.1; done
 			[ -d /sys/module/ccp_kernel ] && { odd="$odd load$i:rmmod-failed"; break; }
-			rm -f $T/hammer.stop
-			$PY - $T/hammer.stop >> $T/hammer.out 2>&1 <<'PYEOF' &
-import os, socket, sys
-held, tries = [], 0
-while not os.path.exists(sys.argv[1]):
-    s = socket.socket()
-    tries += 1
-    try:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"ccp_reno")
-        held.append(s)
-    except OSError:
-        s.close()
-print(tries, len(held), flush=True)
-PYEOF
-			hp=$!
+			hammer_start
 			nap 0.5
 		else
 			refused=$((refused + 1))
