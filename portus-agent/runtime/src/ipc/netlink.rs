@@ -615,6 +615,24 @@ fn recv_from(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<(usize, u32)> {
     Ok((r as usize, src))
 }
 
+/// The next datagram on `fd` before `deadline` (a receive timeout or an interrupted call is
+/// tried again): its length and sender, an error, or None once the deadline has passed.
+fn recv_before(
+    fd: &OwnedFd,
+    buf: &mut [u8],
+    deadline: Instant,
+) -> Option<io::Result<(usize, u32)>> {
+    while Instant::now() < deadline {
+        match recv_from(fd, buf) {
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted => {}
+            r => return Some(r),
+        }
+    }
+    None
+}
+
 /// Ask the controller about family `name` on `fd` (nothing else may arrive there yet but
 /// answers from the kernel; anything from elsewhere or for another request is skipped).
 fn resolve(fd: &OwnedFd, name: &'static str, seq: u32) -> Result<FamilyInfo, OpenError> {
@@ -632,17 +650,8 @@ fn resolve(fd: &OwnedFd, name: &'static str, seq: u32) -> Result<FamilyInfo, Ope
     send_to_kernel(fd, &req).map_err(|e| fail(format!("send: {e}")))?;
     let deadline = Instant::now() + RESOLVE_TIMEOUT;
     let mut buf = vec![0u8; 64 * 1024];
-    while Instant::now() < deadline {
-        let (len, src) = match recv_from(fd, &mut buf) {
-            Ok(x) => x,
-            Err(e)
-                if e.kind() == io::ErrorKind::WouldBlock
-                    || e.kind() == io::ErrorKind::Interrupted =>
-            {
-                continue
-            }
-            Err(e) => return Err(fail(format!("recv: {e}"))),
-        };
+    while let Some(r) = recv_before(fd, &mut buf, deadline) {
+        let (len, src) = r.map_err(|e| fail(format!("recv: {e}")))?;
         if src != 0 || len > buf.len() {
             continue;
         }
@@ -695,15 +704,9 @@ fn register(
     let mut early = VecDeque::new();
     let deadline = Instant::now() + RESOLVE_TIMEOUT;
     let mut buf = vec![0u8; 64 * 1024];
-    while Instant::now() < deadline {
-        let (len, src) = match recv_from(fd, &mut buf) {
+    while let Some(r) = recv_before(fd, &mut buf, deadline) {
+        let (len, src) = match r {
             Ok(x) => x,
-            Err(e)
-                if e.kind() == io::ErrorKind::WouldBlock
-                    || e.kind() == io::ErrorKind::Interrupted =>
-            {
-                continue
-            }
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                 stats.rx_overruns.fetch_add(1, Ordering::Relaxed);
                 continue;
