@@ -41,14 +41,21 @@ fi
 req=train/requirements.txt
 key=$( (cat "$req"; python3 --version) | sha256sum | cut -c1-16)
 cache=${CCP_VENV_CACHE:-$HOME/.cache/ccp-portfolio}/venv-$key
-if [ ! -f "$cache/.complete" ]; then
+# Built under a lock, so setups run at once (two checkouts, CI beside a session) never remove
+# or use each other's half-built environment: the second waits, then finds it complete. pip
+# keeps no cache of its own (--no-cache-dir: the wheels would double the ~5 GB on disk).
+mkdir -p "$(dirname "$cache")"
+exec 9>"$cache.lock"
+flock 9
+if [ ! -f "$cache/.complete" ] || ! "$cache/bin/python" -c "" 2>/dev/null; then
     echo "setup: building the Python virtualenv in $cache (first time: a few minutes)"
     rm -rf "$cache"
     python3 -m venv "$cache"
-    "$cache/bin/python" -m pip install --quiet --upgrade pip
-    "$cache/bin/python" -m pip install --quiet -r "$req"
+    "$cache/bin/python" -m pip install --quiet --no-cache-dir --upgrade pip
+    "$cache/bin/python" -m pip install --quiet --no-cache-dir -r "$req"
     touch "$cache/.complete"
 fi
+flock -u 9
 if [ "$(readlink .venv 2>/dev/null)" != "$cache" ]; then
     rm -rf .venv
     ln -s "$cache" .venv

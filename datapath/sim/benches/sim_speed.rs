@@ -23,6 +23,18 @@ alg = "cubic"
 rtt_ms = 40
 "#;
 
+/// Issue 45's case: the figure the simulator's speed is judged by.
+const ONE_FLOW_200: &str = r#"
+duration_s = 120
+seed = 1
+[link]
+rate_mbps = 200
+buffer_bdp = 1.0
+[[flow]]
+alg = "cubic"
+rtt_ms = 40
+"#;
+
 const THREE_FLOWS: &str = r#"
 duration_s = 30
 seed = 1
@@ -89,6 +101,7 @@ fn main() {
     // `cargo test --benches` runs this with --bench absent: keep that quick
     let quick = !std::env::args().any(|a| a == "--bench");
     let reps = if quick { 1 } else { 5 };
+    bench("200 Mbit/s, 1 Cubic flow, 40 ms, 120 s", ONE_FLOW_200, reps.min(3));
     bench("50 Mbit/s, 1 Cubic flow, 40 ms, 30 s", ONE_FLOW, reps);
     bench("100 Mbit/s, 3 Cubic flows, 40 ms, 30 s", THREE_FLOWS, reps);
     bench(
