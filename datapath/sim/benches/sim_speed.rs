@@ -101,7 +101,11 @@ fn main() {
     // `cargo test --benches` runs this with --bench absent: keep that quick
     let quick = !std::env::args().any(|a| a == "--bench");
     let reps = if quick { 1 } else { 5 };
-    bench("200 Mbit/s, 1 Cubic flow, 40 ms, 120 s", ONE_FLOW_200, reps.min(3));
+    bench(
+        "200 Mbit/s, 1 Cubic flow, 40 ms, 120 s",
+        ONE_FLOW_200,
+        reps.min(3),
+    );
     bench("50 Mbit/s, 1 Cubic flow, 40 ms, 30 s", ONE_FLOW, reps);
     bench("100 Mbit/s, 3 Cubic flows, 40 ms, 30 s", THREE_FLOWS, reps);
     bench(

@@ -139,7 +139,7 @@ fn run_with_agent(
         IpcKind::Chan => {
             let (to_agent, agent_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
             let (agent_tx, from_agent) = crossbeam_channel::unbounded::<Vec<u8>>();
-            let sock = portus::ipc::chan::Socket::<portus::ipc::Blocking>::new(agent_tx, agent_rx);
+            let sock = crate::ipc::chan::ChanSocket::new(agent_tx, agent_rx);
             let running = agent.spawn(sock)?;
             let mut ipc = ChanIpc::new(to_agent.clone(), from_agent);
             let res = sim.run(&mut ipc);

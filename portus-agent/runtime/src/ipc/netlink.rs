@@ -17,7 +17,8 @@
 //!   the kernel's acknowledgement, keeping any datapath message that comes before it), joins
 //!   the controller's `notify` group (to hear when the family goes away), asks for capped
 //!   error answers with their text (`NETLINK_CAP_ACK`, `NETLINK_EXT_ACK`) and times receives
-//!   out after [`RECV_TIMEOUT`] so that a stop request is seen promptly. Its errors say what
+//!   out after [`RECV_TIMEOUT`] so that a stop request is seen promptly (before blocking, a
+//!   receive spins while reports keep coming: [`crate::ipc::spin`]). Its errors say what
 //!   to do: the module is not loaded or is of another version, or the agent lacks
 //!   `CAP_NET_ADMIN`.
 //! - [`classify`] looks at each datagram: one whose source port id is not 0 (the kernel) is
@@ -53,6 +54,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, error, warn};
 
 use crate::ipc::guard::{GuardStats, LOG_EVERY};
+use crate::ipc::spin::Spin;
 use crate::log_limit::LogLimit;
 
 /// The generic netlink family of the ccp-kernel module.
@@ -505,6 +507,8 @@ pub struct KernelSocket {
     stats: Arc<GuardStats>,
     /// Datapath messages that came before the registration's answer, oldest first.
     early: Mutex<VecDeque<Vec<u8>>>,
+    /// Spinning before a receive blocks.
+    spin: Spin,
 }
 
 fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, val: &T) -> io::Result<()> {
@@ -589,6 +593,11 @@ fn send_to_kernel(fd: &OwnedFd, buf: &[u8]) -> io::Result<()> {
 /// Receive one datagram: (its length, even if longer than `buf`; the sender's port id, or
 /// `u32::MAX` when the kernel gave no address).
 fn recv_from(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<(usize, u32)> {
+    recv_from_flags(fd, buf, 0)
+}
+
+/// [`recv_from`] with extra `recvfrom` flags (`MSG_DONTWAIT`: do not block).
+fn recv_from_flags(fd: &OwnedFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<(usize, u32)> {
     // SAFETY: an all-zero sockaddr_nl is valid; recvfrom writes at most `alen` bytes.
     let mut from: libc::sockaddr_nl = unsafe { zeroed() };
     let mut alen = size_of::<libc::sockaddr_nl>() as libc::socklen_t;
@@ -599,7 +608,7 @@ fn recv_from(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<(usize, u32)> {
             fd.as_raw_fd(),
             buf.as_mut_ptr().cast(),
             buf.len(),
-            libc::MSG_TRUNC,
+            libc::MSG_TRUNC | flags,
             (&mut from as *mut libc::sockaddr_nl).cast(),
             &mut alen,
         )
@@ -806,7 +815,19 @@ impl KernelSocket {
             seq: AtomicU32::new(4),
             stats,
             early: Mutex::new(early),
+            spin: Spin::new(crate::ipc::spin::DEFAULT_MAX).unwrap_or_else(|_| Spin::off()),
         })
+    }
+
+    /// Spin as `spin` says before a receive blocks (the default: up to
+    /// [`crate::ipc::spin::DEFAULT_MAX`] while reports keep coming).
+    pub fn set_spin(&mut self, spin: Spin) {
+        self.spin = spin;
+    }
+
+    /// The spin's statistics (CPU spent spinning, hits, misses).
+    pub fn spin_stats(&self) -> Arc<crate::ipc::spin::SpinStats> {
+        self.spin.stats()
     }
 
     /// The family id in use.
@@ -896,7 +917,26 @@ impl portus::ipc::Ipc for KernelSocket {
             msg[..m.len()].copy_from_slice(&m);
             return Ok((m.len(), ()));
         }
-        let (len, src) = match recv_from(&self.fd, msg) {
+        // a datagram queued is taken at once; else spin while reports keep coming, then block
+        let started = Instant::now();
+        let first = match recv_from_flags(&self.fd, msg, libc::MSG_DONTWAIT) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.spin.spin(started, || {
+                match recv_from_flags(&self.fd, msg, libc::MSG_DONTWAIT) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+                    r => Some(r),
+                }
+            }),
+            r => {
+                self.spin.record(Duration::ZERO);
+                Some(r)
+            }
+        };
+        let got = first.unwrap_or_else(|| {
+            let r = recv_from(&self.fd, msg);
+            self.spin.record(started.elapsed());
+            r
+        });
+        let (len, src) = match got {
             Ok(x) => x,
             Err(e) => {
                 if e.raw_os_error() == Some(libc::ENOBUFS) {
@@ -1310,6 +1350,7 @@ mod tests {
             seq: AtomicU32::new(1),
             stats: Arc::new(GuardStats::default()),
             early: Mutex::new(VecDeque::from([CCP_READY.to_vec(), vec![1, 2, 3]])),
+            spin: Spin::off(),
         };
         use portus::ipc::Ipc;
         let mut buf = vec![0u8; 64];
@@ -1364,6 +1405,7 @@ mod tests {
             seq: AtomicU32::new(1),
             stats: stats.clone(),
             early: Mutex::new(VecDeque::new()),
+            spin: Spin::new(crate::ipc::spin::DEFAULT_MAX).expect("in range"),
         };
         let port = sock.port_id().expect("getsockname");
         assert_ne!(port, 0);

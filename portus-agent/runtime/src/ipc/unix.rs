@@ -21,6 +21,8 @@
 //! - **Liveness** ([`peer_gone`]): whether a datapath's socket is still there, asked without
 //!   sending to it (the guard asks every [`crate::ipc::guard::LIVENESS_EVERY`]).
 //! - Receives time out after [`RECV_TIMEOUT`], so a stop request is seen promptly.
+//! - Before a receive blocks it spins while reports keep coming ([`crate::ipc::spin`]:
+//!   200 µs at most by default, [`UnixSocket::set_spin`]).
 //! - The socket file is removed when the agent closes the socket (if it is still ours).
 
 use std::collections::{HashMap, VecDeque};
@@ -31,6 +33,8 @@ use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use super::spin::Spin;
 
 /// Where portus's unix backend (and so every CCP unix datapath) puts its sockets.
 pub const SOCKET_DIR: &str = "/tmp/ccp";
@@ -110,6 +114,8 @@ pub struct UnixSocket {
     out: Mutex<HashMap<PathBuf, PeerOut>>,
     /// When the outboxes were last flushed while datagrams kept coming.
     last_flush: Mutex<Instant>,
+    /// Spinning before a receive blocks.
+    spin: Spin,
 }
 
 /// Answers to one datapath: a socket connected to it (non-blocking) and what waits.
@@ -256,7 +262,19 @@ impl UnixSocket {
             ino,
             out: Mutex::new(HashMap::new()),
             last_flush: Mutex::new(Instant::now()),
+            spin: Spin::new(super::spin::DEFAULT_MAX).unwrap_or_else(|_| Spin::off()),
         })
+    }
+
+    /// Spin as `spin` says before a receive blocks (the default: up to
+    /// [`super::spin::DEFAULT_MAX`] while reports keep coming).
+    pub fn set_spin(&mut self, spin: Spin) {
+        self.spin = spin;
+    }
+
+    /// The spin's statistics (CPU spent spinning, hits, misses).
+    pub fn spin_stats(&self) -> std::sync::Arc<super::spin::SpinStats> {
+        self.spin.stats()
     }
 
     /// Datapaths with answers waiting (tests, the soak).
@@ -432,16 +450,33 @@ impl portus::ipc::Ipc for UnixSocket {
             due
         };
         let got = match (flush_due, self.sock.recv_from(msg)) {
-            (false, Ok(r)) => Ok(r),
+            (false, Ok(r)) => {
+                self.spin.record(Duration::ZERO);
+                Ok(r)
+            }
             (true, Ok(r)) => {
+                self.spin.record(Duration::ZERO);
                 self.wait_readable(Duration::ZERO);
                 Ok(r)
             }
             (_, Err(e)) if e.kind() == io::ErrorKind::WouldBlock => {
-                if !self.wait_readable(RECV_TIMEOUT) {
-                    return Err(portus::Error(String::from("no datagram (receive timeout)")));
+                let spun = self.spin.spin(now, || match self.sock.recv_from(msg) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+                    r => Some(r),
+                });
+                match spun {
+                    Some(r) => r,
+                    None => {
+                        let readable = self.wait_readable(RECV_TIMEOUT);
+                        self.spin.record(now.elapsed());
+                        if !readable {
+                            return Err(portus::Error(String::from(
+                                "no datagram (receive timeout)",
+                            )));
+                        }
+                        self.sock.recv_from(msg)
+                    }
                 }
-                self.sock.recv_from(msg)
             }
             (_, Err(e)) => Err(e),
         };
