@@ -1,5 +1,8 @@
-//! Compiles libccp's C sources from the `libccp` 1.2 crate's package directory, unchanged, and
-//! generates Rust bindings for `ccp.h`.
+//! Compiles libccp's C sources from the `libccp` 1.2 crate's package directory, with the
+//! project's patch (`datapath/libccp/libccp-1.2.0.patch`, the one the kernel module's build
+//! applies too: the same fold-program machine in both datapaths), and generates Rust
+//! bindings for `ccp.h`. The sources are copied into `OUT_DIR/libccp` and patched there with
+//! `patch(1)`; a patch that does not apply stops the build.
 //!
 //! Why not link the `libccp` crate itself: its Rust wrapper hard-wires the datapath clock to
 //! the wall clock, mallocs (does not zero) the connection table and reports every send as a
@@ -47,10 +50,27 @@ fn main() {
     for f in C_FILES.iter().chain(H_FILES.iter()) {
         println!("cargo:rerun-if-changed={}", dir.join(f).display());
     }
+    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let patch = manifest_dir.join("../libccp/libccp-1.2.0.patch");
+    println!("cargo:rerun-if-changed={}", patch.display());
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let patched = match patched_copy(&dir, &patch, &out) {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!(
+                "error: ccp-sim could not patch libccp's sources from {}: {why}\n\
+                 fix: install patch(1) (Debian: apt-get install patch); if the sources are \
+                 not libccp 1.2.0's, point CCP_SIM_LIBCCP_DIR at libccp 1.2.0",
+                dir.display()
+            );
+            std::process::exit(1);
+        }
+    };
     // where the C came from, for `ccp_sim::LIBCCP_SOURCE_DIR` and its test
     println!("cargo:rustc-env=CCP_SIM_LIBCCP_DIR_USED={}", dir.display());
     println!("cargo:rustc-env=CCP_SIM_LIBCCP_FOUND_BY={how}");
 
+    let dir = patched;
     let mut build = cc::Build::new();
     build
         .include(&dir)
@@ -68,7 +88,6 @@ fn main() {
     }
     build.compile("ccpsim_libccp");
 
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let bindings = bindgen::Builder::default()
         .header(dir.join("ccp.h").to_string_lossy())
         .clang_arg(format!("-I{}", dir.display()))
@@ -92,6 +111,34 @@ fn main() {
     bindings
         .write_to_file(out.join("libccp_bindings.rs"))
         .expect("writing bindings into OUT_DIR");
+}
+
+/// Copy libccp's sources from `src` into `out/libccp` and apply `patch` there (`patch -p1`
+/// from `out`: the patch's paths are `libccp/<file>`); the patched folder.
+fn patched_copy(src: &Path, patch: &Path, out: &Path) -> Result<PathBuf, String> {
+    let dst = out.join("libccp");
+    let _ = std::fs::remove_dir_all(&dst);
+    std::fs::create_dir_all(&dst).map_err(|e| format!("{}: {e}", dst.display()))?;
+    for f in C_FILES.iter().chain(H_FILES.iter()) {
+        std::fs::copy(src.join(f), dst.join(f)).map_err(|e| format!("copying {f}: {e}"))?;
+    }
+    let input = std::fs::File::open(patch).map_err(|e| format!("{}: {e}", patch.display()))?;
+    let r = Command::new("patch")
+        .args(["-p1", "--forward", "--batch", "--no-backup-if-mismatch", "-d"])
+        .arg(out)
+        .stdin(input)
+        .output()
+        .map_err(|e| format!("could not run patch: {e}"))?;
+    if !r.status.success() {
+        return Err(format!(
+            "{} does not apply ({}): {}{}",
+            patch.display(),
+            r.status,
+            String::from_utf8_lossy(&r.stdout).trim(),
+            String::from_utf8_lossy(&r.stderr).trim()
+        ));
+    }
+    Ok(dst)
 }
 
 fn has_sources(d: &Path) -> bool {
