@@ -124,7 +124,13 @@ fn patched_copy(src: &Path, patch: &Path, out: &Path) -> Result<PathBuf, String>
     }
     let input = std::fs::File::open(patch).map_err(|e| format!("{}: {e}", patch.display()))?;
     let r = Command::new("patch")
-        .args(["-p1", "--forward", "--batch", "--no-backup-if-mismatch", "-d"])
+        .args([
+            "-p1",
+            "--forward",
+            "--batch",
+            "--no-backup-if-mismatch",
+            "-d",
+        ])
         .arg(out)
         .stdin(input)
         .output()
