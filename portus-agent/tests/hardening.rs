@@ -567,3 +567,54 @@ fn per_create_warnings_are_rate_limited() {
         &log[..log.len().min(2000)]
     );
 }
+
+/// Issue 45: the receive spin (`--spin-max-us`) runs while reports keep coming and stops
+/// when they stop; its cost is in the SIGUSR1 line. A bad value is a usage error.
+#[test]
+fn the_receive_spin_runs_only_while_reports_come() {
+    let (code, e) = agent_cmd(&["--ipc", "unix", "--spin-max-us", "2001"]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(e.contains("--spin-max-us 2001"), "{e}");
+
+    let name = unique("spin");
+    let agent = AgentProc::start(&name, &["--alg", "reno", "--spin-max-us", "2000"], &[]);
+    let mut p = Peer::bind(&unique("dp"), &name);
+    p.send(&wire::ready(1)).unwrap();
+    p.roundtrip(1, T);
+    let cp_uid = {
+        p.send(&wire::create(2, "ccp_reno", 14480, 1448)).unwrap();
+        let cp = p.expect(CHANGE_PROG, 2, T);
+        wire::change_prog_uid(&cp).expect("uid")
+    };
+    // a report every 200 µs (the answers are read afterwards): the agent waits about that
+    // long for each, far less than 2 ms, so it spins and the next report ends the spin
+    let report = wire::measure(2, cp_uid, &reno_report());
+    let start = Instant::now();
+    for i in 1..=500u32 {
+        p.send(&report).unwrap();
+        while start.elapsed() < Duration::from_micros(200) * i {
+            std::hint::spin_loop();
+        }
+    }
+    for _ in 0..500 {
+        p.expect(UPDATE_FIELDS, 2, T);
+    }
+    let busy = agent.stats(T).expect("stats line");
+    let num = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k}: {v}"));
+    assert!(num(&busy, "spin_hits") > 0.0, "{busy}");
+    // no reports: the spin stops (at most a few windows of 2 ms spent after the last one)
+    std::thread::sleep(Duration::from_millis(600));
+    let idle0 = agent.stats(T).expect("stats line");
+    std::thread::sleep(Duration::from_millis(1500));
+    let idle1 = agent.stats(T).expect("stats line");
+    let spun = num(&idle1, "spin_ms") - num(&idle0, "spin_ms");
+    assert!(
+        spun < 5.0,
+        "spun {spun} ms in 1.5 s without reports: {idle0} -> {idle1}"
+    );
+    assert_eq!(
+        num(&idle1, "spin_hits"),
+        num(&idle0, "spin_hits"),
+        "{idle1}"
+    );
+}

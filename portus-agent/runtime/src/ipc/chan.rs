@@ -64,10 +64,7 @@ impl portus::ipc::Ipc for ChanSocket {
     fn recv(&self, msg: &mut [u8]) -> portus::Result<(usize, Self::Addr)> {
         let started = Instant::now();
         let got = match self.from_datapath.try_recv() {
-            Ok(m) => {
-                self.spin.record(Duration::ZERO);
-                m
-            }
+            Ok(m) => m,
             Err(TryRecvError::Disconnected) => {
                 return Err(portus::Error(String::from(
                     "the datapath's channel is closed",

@@ -926,10 +926,7 @@ impl portus::ipc::Ipc for KernelSocket {
                     r => Some(r),
                 }
             }),
-            r => {
-                self.spin.record(Duration::ZERO);
-                Some(r)
-            }
+            r => Some(r),
         };
         let got = first.unwrap_or_else(|| {
             let r = recv_from(&self.fd, msg);

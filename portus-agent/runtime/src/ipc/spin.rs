@@ -6,11 +6,13 @@
 //! agent with no flows. The rule here spins only when the recent past says a datagram will
 //! come within the spin:
 //!
-//! - `wait` is how long each receive waited for its datagram (0 when one was already queued),
-//!   clamped to [`WAIT_CLAMP`]; `est` is its exponentially weighted mean,
-//!   `est ← est + (wait − est) / 4`.
+//! - `wait` is how long a receive that found nothing queued waited for its datagram, clamped
+//!   to [`WAIT_CLAMP`] (4 ms); `est` is its exponentially weighted mean,
+//!   `est ← est + (wait − est) / 4`. A receive that finds a datagram queued waits for nothing
+//!   and is not counted: a backlog would pull `est` to 0, and the spin, sized on it, would
+//!   end just before the datagram that comes once the backlog is gone.
 //! - Before blocking, the receive polls without blocking for
-//!   `window = clamp(2·est, SPIN_FLOOR, max)` when `est ≤ max`, and not at all otherwise
+//!   `window = clamp(2·est, SPIN_FLOOR, max)` when `est < max`, and not at all otherwise
 //!   (`max` is the configured [`Spin::max`], 200 µs by default, 0 = never spin).
 //! - A datagram within the window is a hit; otherwise the receive blocks as before and the
 //!   time it then waited (window included) enters `est`.
@@ -38,9 +40,10 @@ pub const DEFAULT_MAX: Duration = Duration::from_micros(200);
 pub const MAX_MAX: Duration = Duration::from_millis(2);
 /// The shortest spin once spinning: a datapath's turnaround is rarely shorter.
 pub const SPIN_FLOOR: Duration = Duration::from_micros(20);
-/// Longest wait one sample counts as (so that one idle second is forgotten in a few
-/// receives once reports flow again).
-pub const WAIT_CLAMP: Duration = Duration::from_millis(2);
+/// Longest wait one sample counts as (so that one idle second is forgotten in a dozen
+/// receives once reports flow again). Above [`MAX_MAX`]: an idle receiver's mean is past
+/// any max, so it never spins.
+pub const WAIT_CLAMP: Duration = Duration::from_millis(4);
 
 /// CPU spent spinning and what it bought; shared with the agent's statistics.
 #[derive(Debug, Default)]
@@ -113,14 +116,15 @@ impl Spin {
     /// How long the next receive should spin before it blocks (zero: block at once).
     pub fn window(&self) -> Duration {
         let est = self.est_ns.load(Ordering::Relaxed);
-        if self.max_ns == 0 || est > self.max_ns {
+        if self.max_ns == 0 || est >= self.max_ns {
             return Duration::ZERO;
         }
         let floor = (SPIN_FLOOR.as_nanos() as u64).min(self.max_ns);
         Duration::from_nanos(est.saturating_mul(2).clamp(floor, self.max_ns))
     }
 
-    /// Record that a receive waited `wait` for its datagram (zero: one was queued).
+    /// Record that a receive that found nothing queued waited `wait` for its datagram (or
+    /// for its timeout).
     pub fn record(&self, wait: Duration) {
         let w = wait.min(WAIT_CLAMP).as_nanos() as i64;
         let est = self.est_ns.load(Ordering::Relaxed) as i64;
@@ -181,9 +185,9 @@ mod tests {
             w >= Duration::from_micros(59) && w <= Duration::from_micros(62),
             "{w:?}"
         );
-        // queued datagrams: the floor
+        // datapaths that answer within a few µs: the floor
         for _ in 0..40 {
-            s.record(Duration::ZERO);
+            s.record(Duration::from_micros(2));
         }
         assert_eq!(s.window(), SPIN_FLOOR);
         // one idle second: spinning stops at once (est jumps past the max)...
@@ -194,16 +198,24 @@ mod tests {
         while s.window().is_zero() {
             s.record(Duration::from_micros(80));
             n += 1;
-            assert!(n < 10, "spinning never resumed");
+            assert!(n <= 16, "spinning never resumed");
         }
         assert!(s.window() <= DEFAULT_MAX);
+    }
+
+    #[test]
+    fn an_idle_receiver_never_spins_even_at_the_largest_max() {
+        let s = Spin::new(MAX_MAX).unwrap();
+        assert_eq!(s.window(), Duration::ZERO);
+        s.record(Duration::from_millis(250));
+        assert_eq!(s.window(), Duration::ZERO);
     }
 
     #[test]
     fn off_never_spins_and_the_max_is_bounded() {
         let s = Spin::off();
         for _ in 0..20 {
-            s.record(Duration::ZERO);
+            s.record(Duration::from_micros(1));
         }
         assert_eq!(s.window(), Duration::ZERO);
         assert!(s.spin(Instant::now(), || Some(())).is_none());

@@ -450,12 +450,8 @@ impl portus::ipc::Ipc for UnixSocket {
             due
         };
         let got = match (flush_due, self.sock.recv_from(msg)) {
-            (false, Ok(r)) => {
-                self.spin.record(Duration::ZERO);
-                Ok(r)
-            }
+            (false, Ok(r)) => Ok(r),
             (true, Ok(r)) => {
-                self.spin.record(Duration::ZERO);
                 self.wait_readable(Duration::ZERO);
                 Ok(r)
             }
