@@ -1,0 +1,162 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The BPF datapath (datapath/bpf, issue 47) in the QEMU guest, without
+# ccp-kernel.ko: loaded by ccp-bpf, the ccp* names registered as BPF
+# struct_ops.  Not part of the default suite yet:
+#   make -C datapath/bpf && bash ops/vm/test.sh --guest ops/vm/guest/bpf.sh [KERNEL-RELEASE]
+# Prints "RESULT PASS|FAIL name detail" lines (out/results.txt).
+set -u
+. "$REPO/ops/vm/guest/lib.sh"
+
+RATE=50mbit
+RTT_MS=40
+BDP=250000		# 1 BDP of queue, as the suite's link
+SECS=10
+CCPB=$REPO/datapath/bpf/build/ccp-bpf
+NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
+log "bpf tests on $(uname -r)"
+
+plan bpf_no_module bpf_load bpf_pins_root_only bpf_baseline_cubic \
+	bpf_fallback_ccp_reno bpf_fallback_ccp_cubic bpf_reports bpf_decision_applied \
+	bpf_kill_no_gap bpf_kill_fallback bpf_unpriv bpf_unload bpf_kernel_log_clean
+
+# bpf_stat NAME: one counter of ccp-bpf stats
+bpf_stat() { $CCPB stats 2>/dev/null | awk -v k="$1" '$1==k{print $2}'; }
+# rx_bytes SRV.json: bytes the receiver got
+rx_bytes() {
+	$PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["end"]["sum_received"]["bytes"])' "$1" 2>/dev/null || echo none
+}
+
+dmesg -C 2>/dev/null
+check bpf_no_module '! grep -q "^ccp_kernel " /proc/modules' "ccp_kernel not loaded"
+
+mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+if [ ! -x "$CCPB" ]; then
+	fail bpf_load "no $CCPB: make -C datapath/bpf on the host first"
+	exit 0
+fi
+$CCPB load > $OUT/bpf-load.log 2>&1
+rc=$?
+avail=$(sysctl -n net.ipv4.tcp_available_congestion_control)
+missing=
+names=$(sed -n 's/^[[:space:]]*X("\([a-z0-9_]*\)").*/\1/p' $REPO/datapath/kernel/ccp_algs.h)
+[ -n "$names" ] || missing=" (no names in datapath/kernel/ccp_algs.h)"
+for a in $names; do
+	[[ " $avail " == *" $a "* ]] || missing="$missing $a"
+done
+check bpf_load '[ $rc = 0 ] && [ -z "$missing" ]' \
+	"ccp-bpf load rc $rc ($(tail -1 $OUT/bpf-load.log)); available: $avail${missing:+; missing:$missing}"
+[ $rc = 0 ] || { cat $OUT/bpf-load.log; exit 0; }
+
+modes=$(stat -c '%n %a %U' /sys/fs/bpf/ccp /sys/fs/bpf/ccp/ops /sys/fs/bpf/ccp/reports \
+	/sys/fs/bpf/ccp/decisions /sys/fs/bpf/ccp/stats /sys/fs/bpf/ccp/ops/ccp_cubic 2>&1)
+bad=$(echo "$modes" | awk '!(($2=="700" || $2=="600") && $3=="root")')
+check bpf_pins_root_only '[ -z "$bad" ]' "$(echo $modes)"
+
+setup_link $RATE $RTT_MS $BDP
+
+iperf_run 5201 cubic $SECS $T/bpf-cubic.json
+BASE=$($CHECK thr $T/bpf-cubic.json)
+check bpf_baseline_cubic 'fge "$BASE" 30' "native cubic $BASE Mbit/s over $RATE/${RTT_MS}ms/1BDP"
+
+# ---------------------------------------------------------------- no agent
+# nothing answers: every ACK runs the in-BPF Reno
+for cc in ccp_reno ccp_cubic; do
+	fa0=$(bpf_stat fallback_acks) cr0=$(bpf_stat creates) ap0=$(bpf_stat decisions_applied)
+	iperf_run 5201 $cc $SECS $T/bpf-noagent-$cc.json
+	X=$($CHECK thr $T/bpf-noagent-$cc.json)
+	R=$(calc "$X / $BASE")
+	dfa=$(( $(bpf_stat fallback_acks) - fa0 )) dcr=$(( $(bpf_stat creates) - cr0 ))
+	dap=$(( $(bpf_stat decisions_applied) - ap0 ))
+	check bpf_fallback_$cc 'fge "$R" 0.9 && [ $dcr -ge 1 ] && [ $dfa -ge 1000 ] && [ $dap = 0 ]' \
+		"$cc, no agent: $X Mbit/s = ${R}x native cubic; creates +$dcr, fallback ACKs +$dfa, agent ACKs +$dap"
+done
+
+# ---------------------------------------------------------------- reports
+# a listener prints every record; a ccp_cubic flow's reports carry what it
+# sent: the sum of their bytes_acked against the receiver's byte count
+$CCPB listen > $T/bpf-listen.out 2> $T/bpf-listen.err &
+lp=$!
+nap 1
+iperf_run 5201 ccp_cubic $SECS $T/bpf-reports.json
+nap 1
+kill -TERM $lp
+wait $lp
+cp $T/bpf-listen.out $OUT/bpf-listen.out
+# the transfer's data connection: of the ccp_cubic flows to port 5201 (the
+# control connection is one too), the one with the most reports
+flow=$(awk '$1=="create" && $3=="alg=ccp_cubic" && $7 ~ /:5201$/ {c[$2]=0}
+	$1=="report" && ($2 in c) {c[$2]++}
+	END {for (f in c) if (c[f] > n) {n=c[f]; b=f}; sub("flow=","",b); print b}' $T/bpf-listen.out)
+nrep=$(awk -v f="flow=$flow" '$1=="report" && $2==f' $T/bpf-listen.out | wc -l)
+acked=$(awk -v f="flow=$flow" '$1=="report" && $2==f {for (i=3;i<=NF;i++) if ($i ~ /^bytes_acked=/) {sub("bytes_acked=","",$i); s+=$i}} END{print s+0}' $T/bpf-listen.out)
+rttok=$(awk -v f="flow=$flow" '$1=="report" && $2==f {for (i=3;i<=NF;i++) if ($i ~ /^rtt_min=/) {sub("rtt_min=","",$i); if ($i+0 >= 40000 && $i+0 < 1000000) n++}} END{print n+0}' $T/bpf-listen.out)
+closed=$(awk -v f="flow=$flow" '$1=="close" && $2==f' $T/bpf-listen.out | wc -l)
+rx=$(rx_bytes $T/bpf-reports.json)
+share=$(calc "$acked / $rx")
+# one report per RTT (>= 40 ms): at most 25 a second, and most intervals
+# carry an RTT sample of at least the path's 40 ms
+check bpf_reports '[ -n "$flow" ] && [ $nrep -ge $((SECS * 10)) ] && [ $nrep -le $((SECS * 30)) ] && fge "$share" 0.9 && fle "$share" 1.01 && [ $rttok -ge $((nrep / 2)) ] && [ $closed = 1 ]' \
+	"flow ${flow:-none}: $nrep reports in ${SECS}s ($rttok with an RTT sample >= 40 ms), bytes_acked $acked of $rx received (${share}), close records $closed"
+
+# ---------------------------------------------------------------- decisions
+# the listener answers every report with a 10-packet window: a 50 Mbit/s,
+# 40 ms path then carries about 10 x 1448 x 8 / 0.041 = 2.8 Mbit/s.  7 s
+# into the 16 s transfer it is killed (-9): the decisions go stale within
+# CCPB_STALE_REPORTS reports and the in-BPF Reno takes the flow from there,
+# without a gap
+KSECS=16
+TKILL=7
+$CCPB listen -c 10 -q > $T/bpf-cap.out 2>&1 &
+lp=$!
+nap 1
+sf0=$(bpf_stat stale_fallbacks) ap0=$(bpf_stat decisions_applied)
+iperf_srv 5201 $T/bpf-kill.json
+t0=$(now)
+$NS_SND iperf3 -c $RCV_IP -p 5201 -t $KSECS -C ccp_cubic -J > $T/bpf-kill.cli 2>&1 &
+pc=$!
+nap $TKILL
+kill -9 $lp
+tk=$(now)
+wait $lp 2>/dev/null
+wait $pc
+iperf_srv_wait
+rel_k=$(calc "$tk - $t0")
+capped=$($CHECK window $T/bpf-kill.json 2 $(calc "$rel_k - 0.5"))
+after=$($CHECK window $T/bpf-kill.json $(calc "$rel_k + 4") $KSECS)
+g=$($CHECK gap $T/bpf-kill.json 0.5 $KSECS)
+dsf=$(( $(bpf_stat stale_fallbacks) - sf0 )) dap=$(( $(bpf_stat decisions_applied) - ap0 ))
+check bpf_decision_applied 'fle "$capped" 4 && fge "$capped" 1.5 && [ $dap -ge 100 ]' \
+	"under a 10-packet decision: $capped Mbit/s (expect about 2.8; native cubic $BASE); agent ACKs +$dap"
+check bpf_kill_no_gap 'fle "$g" 1.0' "kill -9 of the listener at ${rel_k}s: longest stretch without delivered data ${g}s"
+check bpf_kill_fallback 'fge "$after" $(calc "0.5 * $BASE") && [ $dsf -ge 1 ]' \
+	"from 4 s after the kill to the end: $after Mbit/s (native cubic $BASE); stale fallbacks +$dsf"
+
+# ---------------------------------------------------------------- nobody
+# an unprivileged user can neither read, feed, unload nor load
+u_listen=$($NOBODY $CCPB listen -t 1 -c 1000 > /dev/null 2>&1; echo $?)
+u_stats=$($NOBODY $CCPB stats > /dev/null 2>&1; echo $?)
+u_unload=$($NOBODY $CCPB unload > /dev/null 2>&1; echo $?)
+u_load=$($NOBODY $CCPB load > /dev/null 2>&1; echo $?)
+u_ls=$($NOBODY ls /sys/fs/bpf/ccp > /dev/null 2>&1; echo $?)
+still=$(sysctl -n net.ipv4.tcp_available_congestion_control)
+abi=$(bpf_stat abi)
+check bpf_unpriv '[ $u_listen != 0 ] && [ $u_stats != 0 ] && [ $u_unload != 0 ] && [ $u_load != 0 ] && [ $u_ls != 0 ] && [[ " $still " == *" ccp_cubic "* ]] && [ "$abi" = 1 ]' \
+	"as nobody: listen rc $u_listen, stats rc $u_stats, unload rc $u_unload, load rc $u_load, ls of the pins rc $u_ls; still registered: $still"
+
+# ---------------------------------------------------------------- unload
+$CCPB unload > $OUT/bpf-unload.log 2>&1
+urc=$?
+left=$(sysctl -n net.ipv4.tcp_available_congestion_control | tr ' ' '\n' | grep -c '^ccp')
+pins=$(ls /sys/fs/bpf/ccp 2>/dev/null | wc -l)
+$CCPB load > $OUT/bpf-reload.log 2>&1
+rrc=$?
+$CCPB unload >> $OUT/bpf-reload.log 2>&1
+check bpf_unload '[ $urc = 0 ] && [ $left = 0 ] && [ $pins = 0 ] && [ $rrc = 0 ]' \
+	"unload rc $urc, ccp names left $left, pins left $pins; load again rc $rrc"
+
+dmesg > $OUT/bpf-dmesg.txt 2>&1
+bad=$(grep -cE 'BUG:|WARNING:|Oops|Call Trace|lockup' $OUT/bpf-dmesg.txt)
+check bpf_kernel_log_clean '[ "$bad" = 0 ]' "$bad suspicious kernel log lines"
+cp $T/bpf-*.json $T/bpf-*.out $OUT/ 2>/dev/null
+log "bpf tests done"
