@@ -4,6 +4,8 @@
 #   bash ops/setup.sh --serve   # only what serving needs (ops/run.sh): no training stack
 # Both:
 #   - libclang-dev: bindgen (datapath/sim/build.rs) generates the libccp FFI with it
+#   - clang, libbpf-dev, libelf-dev, zlib1g-dev: the BPF datapath (datapath/bpf: its BPF
+#     objects are compiled with clang's BPF target, its loader ccp-bpf links libbpf)
 #   - the Rust crates (cargo fetch), so builds and the kernel module find libccp's C sources
 # --serve: onnxruntime's shared library alone (ops/onnxruntime.sh; a ~20 MB wheel)
 # otherwise: the Python virtualenv at .venv with the training stack (torch, SB3, Ray, ...:
@@ -18,7 +20,7 @@ case ${1:-} in
 esac
 
 missing=()
-for pkg in libclang-dev pkg-config; do
+for pkg in libclang-dev pkg-config clang libbpf-dev libelf-dev zlib1g-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -373,14 +373,10 @@ static int on_record(void *ctx, void *data, size_t size)
 			       r.flow, alg_name(r.alg), r.mss, r.init_cwnd, ip4(r.src_ip, s),
 			       r.src_port, ip4(r.dst_ip, d), r.dst_port);
 		break;
-	case CCPB_CLOSE:
-		if (!l->quiet)
-			printf("close flow=%u alg=%s seq=%u lost_reports=%u\n", r.flow,
-			       alg_name(r.alg), r.seq, r.lost_reports);
-		break;
 	default:
 		if (!l->quiet)
-			printf("report flow=%u alg=%s seq=%u mode=%s interval_us=%llu acks=%u bytes_acked=%llu pkts_acked=%u misordered=%u lost=%u ecn=%u timeouts=%u rtt_min=%u rtt_max=%u rtt_last=%u rtt_n=%u rate_out=%llu rate_in=%llu delivered=%llu cwnd=%u inflight=%u pending=%u snd_rate=%llu lost_reports=%u\n",
+			printf("%s flow=%u alg=%s seq=%u mode=%s interval_us=%llu acks=%u bytes_acked=%llu pkts_acked=%u misordered=%u lost=%u ecn=%u timeouts=%u rtt_min=%u rtt_max=%u rtt_last=%u rtt_n=%u rate_out=%llu rate_in=%llu delivered=%llu cwnd=%u inflight=%u pending=%u snd_rate=%llu lost_reports=%u\n",
+			       r.kind == CCPB_CLOSE ? "close" : "report",
 			       r.flow, alg_name(r.alg), r.seq,
 			       r.mode == CCPB_MODE_AGENT ? "agent" : "fallback",
 			       (unsigned long long)r.interval_us, r.acks,
@@ -392,7 +388,7 @@ static int on_record(void *ctx, void *data, size_t size)
 			       (unsigned long long)r.delivered_bytes, r.snd_cwnd,
 			       r.bytes_in_flight, r.bytes_pending,
 			       (unsigned long long)r.snd_rate, r.lost_reports);
-		if (l->cwnd_pkts || l->rate) {
+		if (r.kind == CCPB_REPORT && (l->cwnd_pkts || l->rate)) {
 			__u64 cwnd = (__u64)l->cwnd_pkts * r.mss;
 			struct ccpb_decision dec = {
 				.seq = r.seq,

@@ -35,6 +35,7 @@
 #include "ccp_vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "ccp_bpf.h"
 
 #ifndef CCPB_CC_NARGS
@@ -153,15 +154,16 @@ static __always_inline __u32 pkts_bytes(__u32 pkts, __u32 mss)
 	return b > 0xffffffffULL ? 0xffffffffU : (__u32)b;
 }
 
-/* tcp_is_cwnd_limited() without the bitfield: the most packets in flight
- * of the last window reached the window (or half of it in slow start) */
+/* tcp_is_cwnd_limited() */
 static __always_inline bool cwnd_limited(const struct tcp_sock *tp)
 {
-	__u32 cwnd = tp->snd_cwnd, most = tp->max_packets_out;
+	__u32 cwnd = tp->snd_cwnd;
 
-	if (cwnd < tp->snd_ssthresh)
-		return cwnd < 2 * most;
-	return most >= cwnd;
+	if (BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited))
+		return true;
+	if (cwnd < tp->snd_ssthresh)	/* slow start */
+		return cwnd < 2 * tp->max_packets_out;
+	return false;
 }
 
 /* What the stack's tcp_update_pacing_rate() would set (TSO sizing). */
@@ -263,17 +265,19 @@ static __always_inline void reno(struct tcp_sock *tp, struct ccpb_flow *fl,
 	tp->snd_cwnd = min(cwnd, clamp);
 }
 
-/* The interval's measurements to the agent; accumulators restart. */
+/* The interval's measurements to the agent; accumulators restart.
+ * CCPB_CLOSE: the last, partial interval of a flow that ends. */
 static __always_inline void emit_report(struct tcp_sock *tp, struct ccpb_flow *fl,
-					__u64 now, __u32 mss)
+					__u64 now, __u32 mss, __u32 kind)
 {
 	struct ccpb_report r;
 	__u32 inflight = in_flight(tp);
 	__u32 wseq = tp->write_seq, nxt = tp->snd_nxt;
 
 	__builtin_memset(&r, 0, sizeof(r));
-	fl->seq++;
-	r.kind = CCPB_REPORT;
+	if (kind == CCPB_REPORT)
+		fl->seq++;
+	r.kind = kind;
 	r.flow = fl->id;
 	r.seq = fl->seq;
 	r.alg = fl->alg;
@@ -305,7 +309,7 @@ static __always_inline void emit_report(struct tcp_sock *tp, struct ccpb_flow *f
 	if (bpf_ringbuf_output(&reports, &r, sizeof(r), 0)) {
 		fl->lost_reports++;
 		STAT_INC(ring_full);
-	} else {
+	} else if (kind == CCPB_REPORT) {
 		STAT_INC(reports);
 	}
 	fl->i_start_ns = now;
@@ -441,7 +445,7 @@ static __always_inline void on_ack(struct sock *sk, const struct rate_sample *rs
 	now = bpf_ktime_get_ns();
 	interval = max(tp->srtt_us >> 3, (__u32)CCPB_MIN_INTERVAL_US);
 	if (now - fl->i_start_ns >= (__u64)interval * NSEC_PER_USEC || fl->i_timeouts)
-		emit_report(tp, fl, now, mss);
+		emit_report(tp, fl, now, mss, CCPB_REPORT);
 
 	d = fresh_decision(fl);
 	if (d) {
@@ -521,7 +525,6 @@ SEC("struct_ops/ccpb_release")
 void BPF_PROG(ccpb_release, struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct ccpb_report r;
 	struct ccpb_flow *fl;
 	__u32 id;
 
@@ -531,15 +534,7 @@ void BPF_PROG(ccpb_release, struct sock *sk)
 	id = fl->id;
 	if (fl->rate_set)
 		drop_agent_rate(tp, fl);
-	__builtin_memset(&r, 0, sizeof(r));
-	r.kind = CCPB_CLOSE;
-	r.flow = id;
-	r.seq = fl->seq;
-	r.alg = fl->alg;
-	r.now_ns = bpf_ktime_get_ns();
-	r.lost_reports = fl->lost_reports;
-	if (bpf_ringbuf_output(&reports, &r, sizeof(r), 0))
-		STAT_INC(ring_full);
+	emit_report(tp, fl, bpf_ktime_get_ns(), mss_of(tp), CCPB_CLOSE);
 	bpf_map_delete_elem(&decisions, &id);
 	bpf_sk_storage_delete(&flows, sk);
 	STAT_INC(flows_closed);

@@ -32,7 +32,9 @@
 /* report kinds */
 #define CCPB_CREATE		1	/* a flow started (init) */
 #define CCPB_REPORT		2	/* one measurement interval ended */
-#define CCPB_CLOSE		3	/* the flow ended or left ccp_* (release) */
+#define CCPB_CLOSE		3	/* the flow ended or left ccp_* (release):
+					 * a REPORT's fields for the last, partial
+					 * interval; seq is the last REPORT's */
 
 /* flow modes, in a report */
 #define CCPB_MODE_FALLBACK	0	/* the in-BPF Reno: no fresh decision */

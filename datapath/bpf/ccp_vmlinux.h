@@ -11,7 +11,8 @@
  *
  * Types used: sock_common, sock, inet_sock, inet_connection_sock,
  * tcp_sock, rate_sample, tcp_congestion_ops (the struct_ops type: libbpf
- * matches its members by name).
+ * matches its members by name).  A bitfield is declared as one here and
+ * read with BPF_CORE_READ_BITFIELD (relocated byte offset, size, shifts).
  */
 #ifndef CCP_VMLINUX_H
 #define CCP_VMLINUX_H
@@ -109,6 +110,7 @@ struct tcp_sock {
 	__u32 write_seq;
 	__u32 snd_nxt;
 	__u64 bytes_acked;
+	__u8 is_cwnd_limited:1;	/* a bitfield: read with BPF_CORE_READ_BITFIELD */
 } __attribute__((preserve_access_index));
 
 struct rate_sample {
