@@ -116,4 +116,9 @@ struct ccpb_stats {
 	__u64 abi;		/* CCPB_ABI of the loaded object */
 };
 
+/* the layout user space parses by offset (datapath/bpf/bridge/src/record.rs) */
+_Static_assert(sizeof(struct ccpb_report) == 168, "struct ccpb_report changed: bump CCPB_ABI");
+_Static_assert(sizeof(struct ccpb_decision) == 16, "struct ccpb_decision changed: bump CCPB_ABI");
+_Static_assert(sizeof(struct ccpb_stats) == 88, "struct ccpb_stats changed: bump CCPB_ABI");
+
 #endif /* CCP_BPF_H */

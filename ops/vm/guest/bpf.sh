@@ -78,6 +78,7 @@ done
 $CCPB listen > $T/bpf-listen.out 2> $T/bpf-listen.err &
 lp=$!
 nap 1
+( nap $((SECS - 1)); $NS_SND ss -tinH dport = :5201 > $OUT/bpf-reports-ss.txt 2>&1 ) &
 iperf_run 5201 ccp_cubic $SECS $T/bpf-reports.json
 nap 1
 kill -TERM $lp
@@ -89,10 +90,12 @@ flow=$(awk '$1=="create" && $3=="alg=ccp_cubic" && $7 ~ /:5201$/ {c[$2]=0}
 	$1=="report" && ($2 in c) {c[$2]++}
 	END {for (f in c) if (c[f] > n) {n=c[f]; b=f}; sub("flow=","",b); print b}' $T/bpf-listen.out)
 nrep=$(awk -v f="flow=$flow" '$1=="report" && $2==f' $T/bpf-listen.out | wc -l)
-acked=$(awk -v f="flow=$flow" '$1=="report" && $2==f {for (i=3;i<=NF;i++) if ($i ~ /^bytes_acked=/) {sub("bytes_acked=","",$i); s+=$i}} END{print s+0}' $T/bpf-listen.out)
+acked=$(awk -v f="flow=$flow" '($1=="report" || $1=="close") && $2==f {for (i=3;i<=NF;i++) if ($i ~ /^bytes_acked=/) {sub("bytes_acked=","",$i); s+=$i}} END{print s+0}' $T/bpf-listen.out)
 rttok=$(awk -v f="flow=$flow" '$1=="report" && $2==f {for (i=3;i<=NF;i++) if ($i ~ /^rtt_min=/) {sub("rtt_min=","",$i); if ($i+0 >= 40000 && $i+0 < 1000000) n++}} END{print n+0}' $T/bpf-listen.out)
 closed=$(awk -v f="flow=$flow" '$1=="close" && $2==f' $T/bpf-listen.out | wc -l)
 rx=$(rx_bytes $T/bpf-reports.json)
+cp $T/bpf-reports.json.cli $OUT/ 2>/dev/null
+log "reports: flow $flow, bytes_acked in its records $acked, receiver $rx"
 share=$(calc "$acked / $rx")
 # one report per RTT (>= 40 ms): at most 25 a second, and most intervals
 # carry an RTT sample of at least the path's 40 ms
