@@ -3,7 +3,8 @@
 # The BPF datapath (datapath/bpf, issue 47) in the QEMU guest, without
 # ccp-kernel.ko: loaded by ccp-bpf, the ccp* names registered as BPF
 # struct_ops.  Not part of the default suite yet:
-#   make -C datapath/bpf && bash ops/vm/test.sh --guest ops/vm/guest/bpf.sh [KERNEL-RELEASE]
+#   make -C datapath/bpf && cargo build --release -p ccp-agent -p ccp-bpf-bridge &&
+#     bash ops/vm/test.sh --guest ops/vm/guest/bpf.sh [KERNEL-RELEASE]
 # Prints "RESULT PASS|FAIL name detail" lines (out/results.txt).
 set -u
 . "$REPO/ops/vm/guest/lib.sh"
@@ -18,7 +19,8 @@ log "bpf tests on $(uname -r)"
 
 plan bpf_no_module bpf_load bpf_pins_root_only bpf_baseline_cubic \
 	bpf_fallback_ccp_reno bpf_fallback_ccp_cubic bpf_reports bpf_decision_applied \
-	bpf_kill_no_gap bpf_kill_fallback bpf_unpriv bpf_unload bpf_kernel_log_clean
+	bpf_kill_no_gap bpf_kill_fallback bpf_agent_start bpf_agent_ccp_cubic bpf_agent_ccp_mocc \
+	bpf_agent_kill_no_gap bpf_agent_kill_fallback bpf_unpriv bpf_unload bpf_kernel_log_clean
 
 # bpf_stat NAME: one counter of ccp-bpf stats
 bpf_stat() { $CCPB stats 2>/dev/null | awk -v k="$1" '$1==k{print $2}'; }
@@ -98,8 +100,10 @@ cp $T/bpf-reports.json.cli $OUT/ 2>/dev/null
 log "reports: flow $flow, bytes_acked in its records $acked, receiver $rx"
 share=$(calc "$acked / $rx")
 # one report per RTT (>= 40 ms): at most 25 a second, and most intervals
-# carry an RTT sample of at least the path's 40 ms
-check bpf_reports '[ -n "$flow" ] && [ $nrep -ge $((SECS * 10)) ] && [ $nrep -le $((SECS * 30)) ] && fge "$share" 0.9 && fle "$share" 1.01 && [ $rttok -ge $((nrep / 2)) ] && [ $closed = 1 ]' \
+# carry an RTT sample of at least the path's 40 ms.  The records carry what the
+# sender saw acked: when the transfer ends the receiver may have data whose
+# ACKs never reach the sender (0.976 in one run here; 1.000 in two)
+check bpf_reports '[ -n "$flow" ] && [ $nrep -ge $((SECS * 10)) ] && [ $nrep -le $((SECS * 30)) ] && fge "$share" 0.95 && fle "$share" 1.01 && [ $rttok -ge $((nrep / 2)) ] && [ $closed = 1 ]' \
 	"flow ${flow:-none}: $nrep reports in ${SECS}s ($rttok with an RTT sample >= 40 ms), bytes_acked $acked of $rx received (${share}), close records $closed"
 
 # ---------------------------------------------------------------- decisions
@@ -134,6 +138,92 @@ check bpf_decision_applied 'fle "$capped" 4 && fge "$capped" 1.5 && [ $dap -ge 1
 check bpf_kill_no_gap 'fle "$g" 1.0' "kill -9 of the listener at ${rel_k}s: longest stretch without delivered data ${g}s"
 check bpf_kill_fallback 'fge "$after" $(calc "0.5 * $BASE") && [ $dsf -ge 1 ]' \
 	"from 4 s after the kill to the end: $after Mbit/s (native cubic $BASE); stale fallbacks +$dsf"
+
+# ---------------------------------------------------------------- agent
+# the agent (--ipc unix) and ccp-bpf-bridge between it and the datapath: the
+# bridge hosts libccp for the BPF flows and writes the agent's decisions
+BRIDGE=$REPO/target/release/ccp-bpf-bridge
+ASECS=15
+BRIDGE_PID=
+# bpf_agent_start FLOWLOG: agent, then bridge; 0 once the bridge runs
+bpf_agent_start() {
+	rm -f /tmp/ccp/portus
+	echo "---- [$(now)] agent --ipc unix" >> $OUT/bpf-agent.log
+	CCP_LOG=${CCP_LOG:-warn} $AGENT --ipc unix --unix-name portus --alg cubic \
+		--models $REPO/models --flow-log $1 >> $OUT/bpf-agent.log 2>&1 &
+	AGENT_PID=$!
+	local i
+	for i in $(seq 200); do
+		[ -S /tmp/ccp/portus ] && break
+		kill -0 $AGENT_PID 2>/dev/null || { log "agent exited: $(tail -3 $OUT/bpf-agent.log)"; return 1; }
+		nap 0.05
+	done
+	[ -S /tmp/ccp/portus ] || return 1
+	if [ -z "$BRIDGE_PID" ] || ! kill -0 $BRIDGE_PID 2>/dev/null; then
+		$BRIDGE --agent portus >> $OUT/bpf-bridge.log 2>&1 &
+		BRIDGE_PID=$!
+	fi
+	for i in $(seq 200); do
+		grep -q "bridging the BPF datapath" $OUT/bpf-bridge.log 2>/dev/null && return 0
+		kill -0 $BRIDGE_PID 2>/dev/null || { log "bridge exited: $(tail -3 $OUT/bpf-bridge.log)"; return 1; }
+		nap 0.05
+	done
+	return 1
+}
+# agent_share: of the ACKs since the counters A0/F0, the share under a decision
+agent_share() {
+	local da=$(( $(bpf_stat decisions_applied) - A0 )) df=$(( $(bpf_stat fallback_acks) - F0 ))
+	calc "$da / max($da + $df, 1)"
+}
+FLB=$T/bpf-flows.jsonl
+if [ -x "$AGENT" ] && [ -x "$BRIDGE" ] && bpf_agent_start $FLB; then
+	pass bpf_agent_start "agent $AGENT_PID (--ipc unix), bridge $BRIDGE_PID"
+	for alg in cubic mocc; do
+		iperf_run 5201 cubic $ASECS $T/bpf-native-$alg.json
+		N=$($CHECK thr $T/bpf-native-$alg.json)
+		A0=$(bpf_stat decisions_applied) F0=$(bpf_stat fallback_acks)
+		iperf_run 5201 ccp_$alg $ASECS $T/bpf-agent-$alg.json
+		X=$($CHECK thr $T/bpf-agent-$alg.json)
+		share=$(agent_share)
+		R=$(calc "$X / $N")
+		made=$($CHECK creates $FLB | awk -v r=ccp_$alg -v a=$alg '$2==r && $3==a' | wc -l)
+		# the issue's bar: ccp_cubic and a learned algorithm >= 0.9x native cubic
+		check bpf_agent_ccp_$alg 'fge "$R" 0.9 && fge "$share" 0.8 && [ $made -ge 1 ]' \
+			"ccp_$alg under the agent: $X Mbit/s = ${R}x native cubic ($N, run just before); ACKs under the agent's decisions $share; created as $alg: $made"
+	done
+	# kill -9 of the agent during a ccp_cubic transfer: decisions stop, the flow
+	# falls back to the in-BPF Reno without a gap
+	sf0=$(bpf_stat stale_fallbacks)
+	iperf_srv 5201 $T/bpf-akill.json
+	t0=$(now)
+	$NS_SND iperf3 -c $RCV_IP -p 5201 -t $KSECS -C ccp_cubic -J > $T/bpf-akill.cli 2>&1 &
+	pc=$!
+	nap $TKILL
+	A0=$(bpf_stat decisions_applied) F0=$(bpf_stat fallback_acks)
+	kill -9 $AGENT_PID
+	tk=$(now)
+	wait $AGENT_PID 2>/dev/null
+	AGENT_PID=
+	wait $pc
+	iperf_srv_wait
+	rel_k=$(calc "$tk - $t0")
+	before=$($CHECK window $T/bpf-akill.json $(calc "$rel_k - 5") $rel_k)
+	after=$($CHECK window $T/bpf-akill.json $rel_k $(calc "$rel_k + 5"))
+	g=$($CHECK gap $T/bpf-akill.json 0.5 $KSECS)
+	ratio=$(calc "$after / max($before, 0.001)")
+	dsf=$(( $(bpf_stat stale_fallbacks) - sf0 )) share=$(agent_share)
+	check bpf_agent_kill_no_gap 'fle "$g" 1.0' "kill -9 of the agent at ${rel_k}s into a ccp_cubic transfer: longest stretch without delivered data ${g}s"
+	check bpf_agent_kill_fallback 'fge "$before" 5 && fge "$ratio" 0.5 && [ $dsf -ge 1 ] && fle "$share" 0.2' \
+		"5 s before: $before Mbit/s, 5 s after: $after Mbit/s (${ratio}x); stale fallbacks +$dsf; ACKs under decisions after the kill $share"
+	kill -TERM $BRIDGE_PID 2>/dev/null
+	wait $BRIDGE_PID 2>/dev/null
+	cp $FLB $OUT/ 2>/dev/null
+else
+	fail bpf_agent_start "agent $AGENT or bridge $BRIDGE missing or not started (cargo build --release -p ccp-agent -p ccp-bpf-bridge); see bpf-agent.log, bpf-bridge.log"
+	for t in bpf_agent_ccp_cubic bpf_agent_ccp_mocc bpf_agent_kill_no_gap bpf_agent_kill_fallback; do
+		fail $t "no agent"
+	done
+fi
 
 # ---------------------------------------------------------------- nobody
 # an unprivileged user can neither read, feed, unload nor load
