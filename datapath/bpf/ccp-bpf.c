@@ -375,10 +375,11 @@ static int on_record(void *ctx, void *data, size_t size)
 		break;
 	default:
 		if (!l->quiet)
-			printf("%s flow=%u alg=%s seq=%u mode=%s interval_us=%llu acks=%u bytes_acked=%llu pkts_acked=%u misordered=%u lost=%u ecn=%u timeouts=%u rtt_min=%u rtt_max=%u rtt_last=%u rtt_n=%u rate_out=%llu rate_in=%llu delivered=%llu cwnd=%u inflight=%u pending=%u snd_rate=%llu lost_reports=%u\n",
+			printf("%s flow=%u alg=%s seq=%u mode=%s now_ns=%llu interval_us=%llu acks=%u bytes_acked=%llu pkts_acked=%u misordered=%u lost=%u ecn=%u timeouts=%u rtt_min=%u rtt_max=%u rtt_last=%u rtt_n=%u rate_out=%llu rate_in=%llu delivered=%llu cwnd=%u inflight=%u pending=%u snd_rate=%llu lost_reports=%u\n",
 			       r.kind == CCPB_CLOSE ? "close" : "report",
 			       r.flow, alg_name(r.alg), r.seq,
 			       r.mode == CCPB_MODE_AGENT ? "agent" : "fallback",
+			       (unsigned long long)r.now_ns,
 			       (unsigned long long)r.interval_us, r.acks,
 			       (unsigned long long)r.bytes_acked, r.packets_acked,
 			       r.packets_misordered, r.lost_pkts, r.ecn_packets, r.timeouts,

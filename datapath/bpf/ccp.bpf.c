@@ -18,10 +18,12 @@
  *    over the ring buffer "reports" and the accumulators restart;
  *  - the window and pacing rate come from the flow's entry in
  *    "decisions" (written by the agent) while it is fresh: it answers
- *    one of the flow's last CCPB_STALE_REPORTS reports.  Otherwise (no
- *    agent, agent dead or hung, a decision out of range) the in-BPF Reno
- *    runs the flow: slow start, AIMD, proportional rate reduction towards
- *    ssthresh in CWR/Recovery.  cong_control replaces the stack's window
+ *    one of the flow's last CCPB_STALE_REPORTS reports, or one sent less
+ *    than CCPB_STALE_MIN_NS ago.  Otherwise (no
+ *    agent, agent dead or hung, a decision out of range) the in-BPF fallback
+ *    runs the flow: slow start (with HyStart's delay exit), then Cubic (Reno
+ *    for ccp_reno); proportional rate reduction towards ssthresh in
+ *    CWR/Recovery.  cong_control replaces the stack's window
  *    logic, so this fallback is complete: a flow never stalls.
  *
  * Bounded: no loops; every map access checked; every agent value range
@@ -82,6 +84,15 @@ struct ccpb_flow {
 	__u64 rate_in;
 	/* fallback and control state */
 	__u32 prr_delivered;	/* the stack's is not ours to write */
+	/* the Cubic fallback (every name but ccp_reno) */
+	__u64 epoch_us;		/* start of the current growth epoch; 0: none */
+	__u32 w_max;		/* window before the last reduction (packets) */
+	__u32 origin;		/* the cubic's plateau for this epoch */
+	__u32 k_ms;		/* time to reach it from the epoch's start */
+	__u32 ack_cnt;		/* packets acked in the epoch (Reno estimate) */
+	__u32 reno_cwnd;	/* the window Reno would have (TCP friendliness) */
+	__u32 base_rtt;		/* least RTT sample of the flow (us) */
+	__u64 rep_ns[CCPB_STALE_RING];	/* when report seq went out, at seq % ring */
 	__u8 ca_state;		/* as told by set_state */
 	__u8 mode;		/* CCPB_MODE_* */
 	__u8 rate_set;		/* a decision set sk_pacing_rate */
@@ -221,12 +232,116 @@ static __always_inline void reno_reduce(struct tcp_sock *tp, struct ccpb_flow *f
 	tp->snd_cwnd = max(inflight + (__u32)sndcnt, 2U);
 }
 
-/* The in-BPF fallback: Reno (slow start, AIMD, PRR). */
-static __always_inline void reno(struct tcp_sock *tp, struct ccpb_flow *fl,
-				 const struct rate_sample *rs)
+/* cwnd += acked / w, one packet per w packets acked (tcp_cong_avoid_ai) */
+static __always_inline void add_ai(struct tcp_sock *tp, __u32 cwnd, __u32 w, __u32 acked)
+{
+	__u32 cnt = tp->snd_cwnd_cnt;
+
+	if (!w)
+		w = 1;
+	if (cnt >= w) {
+		cnt = 0;
+		cwnd++;
+	}
+	cnt += acked;
+	if (cnt >= w) {
+		__u32 delta = cnt / w;
+
+		cnt -= delta * w;
+		cwnd += delta;
+	}
+	tp->snd_cwnd_cnt = cnt;
+	tp->snd_cwnd = min(cwnd, tp->snd_cwnd_clamp);
+}
+
+/* floor(cbrt(x)) for x < 2^63, bit by bit (21 steps, unrolled) */
+static __always_inline __u32 icbrt(__u64 x)
+{
+	__u64 r = 0;
+	int b;
+
+#pragma unroll
+	for (b = 20; b >= 0; b--) {
+		__u64 c = r | (1ULL << b);
+
+		if (c * c * c <= x)
+			r = c;
+	}
+	return (__u32)r;
+}
+
+#define CUBIC_BETA	717	/* /1024: the window after a loss, 0.7 */
+#define CUBIC_K_SCALE	2500000000ULL	/* K = cbrt(dW / C) s, C = 0.4: in ms, cbrt(dW * 2.5e9) */
+#define CUBIC_MAX_DT_MS	100000ULL	/* beyond 100 s into an epoch the curve is flat out */
+
+/* Cubic's window growth in congestion avoidance (RFC 9438: W(t) = C (t - K)^3 +
+ * W_max, with the Reno-friendly estimate as a floor); how many acked packets per
+ * window increment. */
+static __always_inline __u32 cubic_cnt(struct tcp_sock *tp, struct ccpb_flow *fl,
+				       __u32 cwnd, __u32 acked)
+{
+	__u64 now_us = bpf_ktime_get_ns() / NSEC_PER_USEC, t_ms, d, dt, target;
+	__u32 cnt, srtt_us = tp->srtt_us >> 3;
+
+	fl->ack_cnt += acked;
+	if (!fl->epoch_us) {
+		fl->epoch_us = now_us;
+		fl->ack_cnt = acked;
+		fl->reno_cwnd = cwnd;
+		if (fl->w_max <= cwnd) {
+			fl->k_ms = 0;
+			fl->origin = cwnd;
+		} else {
+			d = fl->w_max - cwnd;
+			if (d > (1ULL << 31))	/* keeps d x 2.5e9 below 2^63 */
+				d = 1ULL << 31;
+			fl->k_ms = icbrt(d * CUBIC_K_SCALE);
+			fl->origin = fl->w_max;
+		}
+	}
+	/* where the curve is one RTT from now */
+	t_ms = (now_us - fl->epoch_us + srtt_us) / 1000;
+	dt = t_ms > fl->k_ms ? t_ms - fl->k_ms : fl->k_ms - t_ms;
+	if (dt > CUBIC_MAX_DT_MS)
+		dt = CUBIC_MAX_DT_MS;
+	d = dt * dt * dt * 4 / 10000000000ULL;	/* 0.4 (dt/1000)^3 packets */
+	if (t_ms > fl->k_ms)
+		target = fl->origin + d;
+	else
+		target = fl->origin > d ? fl->origin - d : 0;
+	if (target > cwnd)
+		cnt = (__u32)(cwnd / (target - cwnd));
+	else
+		cnt = 100 * cwnd;	/* flat: barely grow */
+	if (!fl->w_max && cnt > 20)
+		cnt = 20;		/* no loss yet: at least 5 % a window */
+	/* TCP friendliness: Reno's window grows 3(1-b)/(1+b) packets per window */
+	{
+		__u32 per = (cwnd * 15) >> 3;	/* acked packets per Reno increment */
+
+		if (per && fl->ack_cnt >= per) {
+			__u32 n = fl->ack_cnt / per;
+
+			fl->ack_cnt -= n * per;
+			fl->reno_cwnd += n;
+		}
+		if (fl->reno_cwnd > cwnd) {
+			__u32 m = cwnd / (fl->reno_cwnd - cwnd);
+
+			if (cnt > m)
+				cnt = m;
+		}
+	}
+	return max(cnt, 2U);
+}
+
+/* The in-BPF fallback: slow start, then Reno's AIMD (ccp_reno) or Cubic (every other
+ * name); proportional rate reduction in CWR/Recovery. */
+static __always_inline void fallback(struct tcp_sock *tp, struct ccpb_flow *fl,
+				     const struct rate_sample *rs)
 {
 	__u32 acked = rs->acked_sacked;
-	__u32 cwnd, ssthresh, clamp, cnt;
+	__u32 cwnd, ssthresh, clamp;
 
 	if (fl && (fl->ca_state == TCP_CA_CWR || fl->ca_state == TCP_CA_Recovery)) {
 		reno_reduce(tp, fl, acked);
@@ -246,23 +361,27 @@ static __always_inline void reno(struct tcp_sock *tp, struct ccpb_flow *fl,
 		if (!acked)
 			return;
 	}
-	/* additive increase: one packet per window of acked packets */
-	cnt = tp->snd_cwnd_cnt;
-	if (!cwnd)
-		cwnd = 1;
-	if (cnt >= cwnd) {
-		cnt = 0;
-		cwnd++;
-	}
-	cnt += acked;
-	if (cnt >= cwnd) {
-		__u32 delta = cnt / cwnd;
+	if (fl && fl->alg != CCPB_ALG_RENO)
+		add_ai(tp, cwnd, cubic_cnt(tp, fl, cwnd, acked), acked);
+	else
+		add_ai(tp, cwnd, cwnd, acked);
+}
 
-		cnt -= delta * cwnd;
-		cwnd += delta;
-	}
-	tp->snd_cwnd_cnt = cnt;
-	tp->snd_cwnd = min(cwnd, clamp);
+/* HyStart's delay exit (as Linux Cubic's, here for both fallbacks: a slow start
+ * that overshoots a shallow buffer by a window leaves Reno far below the path's
+ * BDP): in slow start, a measurement interval whose least RTT is an eighth
+ * (4..16 ms) above the flow's least ends it */
+static __always_inline void hystart(struct tcp_sock *tp, struct ccpb_flow *fl)
+{
+	__u32 base = fl->base_rtt, thresh;
+
+	if (!base || fl->i_rtt_n < 8 ||
+	    tp->snd_cwnd >= tp->snd_ssthresh || tp->snd_cwnd < 16)
+		return;
+	thresh = base >> 3;
+	thresh = thresh < 4000 ? 4000 : thresh > 16000 ? 16000 : thresh;
+	if (fl->i_rtt_min >= base + thresh)
+		tp->snd_ssthresh = tp->snd_cwnd;
 }
 
 /* The interval's measurements to the agent; accumulators restart.
@@ -275,8 +394,10 @@ static __always_inline void emit_report(struct tcp_sock *tp, struct ccpb_flow *f
 	__u32 wseq = tp->write_seq, nxt = tp->snd_nxt;
 
 	__builtin_memset(&r, 0, sizeof(r));
-	if (kind == CCPB_REPORT)
+	if (kind == CCPB_REPORT) {
 		fl->seq++;
+		fl->rep_ns[fl->seq & (CCPB_STALE_RING - 1)] = now;
+	}
 	r.kind = kind;
 	r.flow = fl->id;
 	r.seq = fl->seq;
@@ -366,6 +487,8 @@ static __always_inline void measure(struct tcp_sock *tp, struct ccpb_flow *fl,
 		fl->i_rtt_sum += sample;
 		fl->i_rtt_n++;
 		fl->i_rtt_last = sample;
+		if (!fl->base_rtt || sample < fl->base_rtt)
+			fl->base_rtt = sample;
 	} else if (!fl->i_rtt_last) {
 		fl->i_rtt_last = tp->srtt_us >> 3;
 	}
@@ -381,7 +504,8 @@ static __always_inline void measure(struct tcp_sock *tp, struct ccpb_flow *fl,
 }
 
 /* The agent's decision for the flow if it is fresh and in range. */
-static __always_inline const struct ccpb_decision *fresh_decision(struct ccpb_flow *fl)
+static __always_inline const struct ccpb_decision *fresh_decision(struct ccpb_flow *fl,
+								  __u64 now)
 {
 	const struct ccpb_decision *d;
 	__u32 id = fl->id, seq;
@@ -395,9 +519,13 @@ static __always_inline const struct ccpb_decision *fresh_decision(struct ccpb_fl
 		STAT_INC(decisions_refused);
 		return NULL;
 	}
-	if (fl->seq - seq >= CCPB_STALE_REPORTS)
-		return NULL;
-	return d;
+	if (fl->seq - seq < CCPB_STALE_REPORTS)
+		return d;
+	/* older: still fresh while its report is recent (and still in the ring) */
+	if (fl->seq - seq < CCPB_STALE_RING &&
+	    now - fl->rep_ns[seq & (CCPB_STALE_RING - 1)] < CCPB_STALE_MIN_NS)
+		return d;
+	return NULL;
 }
 
 static __always_inline void apply(struct tcp_sock *tp, struct ccpb_flow *fl,
@@ -436,7 +564,7 @@ static __always_inline void on_ack(struct sock *sk, const struct rate_sample *rs
 
 	fl = bpf_sk_storage_get(&flows, sk, 0, 0);
 	if (!fl) {			/* no state: Reno, no agent */
-		reno(tp, NULL, rs);
+		fallback(tp, NULL, rs);
 		default_pacing(tp);
 		STAT_INC(fallback_acks);
 		return;
@@ -444,10 +572,13 @@ static __always_inline void on_ack(struct sock *sk, const struct rate_sample *rs
 	measure(tp, fl, rs, mss);
 	now = bpf_ktime_get_ns();
 	interval = max(tp->srtt_us >> 3, (__u32)CCPB_MIN_INTERVAL_US);
-	if (now - fl->i_start_ns >= (__u64)interval * NSEC_PER_USEC || fl->i_timeouts)
+	if (now - fl->i_start_ns >= (__u64)interval * NSEC_PER_USEC || fl->i_timeouts) {
+		if (fl->mode == CCPB_MODE_FALLBACK)
+			hystart(tp, fl);
 		emit_report(tp, fl, now, mss, CCPB_REPORT);
+	}
 
-	d = fresh_decision(fl);
+	d = fresh_decision(fl, now);
 	if (d) {
 		apply(tp, fl, d, mss);
 		fl->mode = CCPB_MODE_AGENT;
@@ -458,7 +589,7 @@ static __always_inline void on_ack(struct sock *sk, const struct rate_sample *rs
 		fl->mode = CCPB_MODE_FALLBACK;
 		if (fl->rate_set)
 			drop_agent_rate(tp, fl);
-		reno(tp, fl, rs);
+		fallback(tp, fl, rs);
 		STAT_INC(fallback_acks);
 	}
 	if (!fl->rate_set)
@@ -558,7 +689,20 @@ void BPF_PROG(ccpb_cong_control, struct sock *sk, const struct rate_sample *rs)
 SEC("struct_ops/ccpb_ssthresh")
 __u32 BPF_PROG(ccpb_ssthresh, struct sock *sk)
 {
-	return max(tcp_sk(sk)->snd_cwnd >> 1, 2U);
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct ccpb_flow *fl;
+	__u32 cwnd = tp->snd_cwnd;
+
+	fl = bpf_sk_storage_get(&flows, sk, 0, 0);
+	if (!fl || fl->alg == CCPB_ALG_RENO)
+		return max(cwnd >> 1, 2U);
+	/* Cubic: a new epoch from 0.7 of the window; fast convergence */
+	fl->epoch_us = 0;
+	if (cwnd < fl->w_max)
+		fl->w_max = (__u32)(((__u64)cwnd * (1024 + CUBIC_BETA)) / 2048);
+	else
+		fl->w_max = cwnd;
+	return max((__u32)(((__u64)cwnd * CUBIC_BETA) >> 10), 2U);
 }
 
 SEC("struct_ops/ccpb_undo_cwnd")
@@ -581,6 +725,8 @@ void BPF_PROG(ccpb_set_state, struct sock *sk, __u8 new_state)
 		return;
 	old = fl->ca_state;
 	fl->ca_state = new_state;
+	if (new_state == TCP_CA_Loss)
+		fl->epoch_us = 0;	/* Cubic starts over after an RTO */
 	if ((new_state == TCP_CA_CWR || new_state == TCP_CA_Recovery) &&
 	    old != TCP_CA_CWR && old != TCP_CA_Recovery)
 		fl->prr_delivered = 0;	/* a reduction starts */
@@ -598,11 +744,15 @@ void BPF_PROG(ccpb_cwnd_event, struct sock *sk, int ev)
 {
 	struct ccpb_flow *fl;
 
-	if (ev != CA_EVENT_LOSS)
+	if (ev != CA_EVENT_LOSS && ev != CA_EVENT_TX_START)
 		return;
 	fl = bpf_sk_storage_get(&flows, sk, 0, 0);
-	if (fl)
+	if (!fl)
+		return;
+	if (ev == CA_EVENT_LOSS)
 		fl->timeout = 1;
+	else
+		fl->epoch_us = 0;	/* after idle: no growth for the idle time */
 }
 
 #define CCPB_OPS(id, nm)						\

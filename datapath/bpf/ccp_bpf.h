@@ -28,6 +28,7 @@
 	X(8, ccp_nuwa)		\
 	X(9, ccp_auto)
 #define CCPB_NR_ALGS		10
+#define CCPB_ALG_RENO		1	/* the one name whose fallback is Reno */
 
 /* report kinds */
 #define CCPB_CREATE		1	/* a flow started (init) */
@@ -37,13 +38,19 @@
 					 * interval; seq is the last REPORT's */
 
 /* flow modes, in a report */
-#define CCPB_MODE_FALLBACK	0	/* the in-BPF Reno: no fresh decision */
+#define CCPB_MODE_FALLBACK	0	/* the in-BPF fallback: no fresh decision */
 #define CCPB_MODE_AGENT		1	/* the last decision is fresh and applied */
 
 /* A decision is fresh while it answers one of the flow's last
- * CCPB_STALE_REPORTS reports (one report per interval, about one RTT):
- * after that the flow runs the in-BPF Reno from its current window. */
+ * CCPB_STALE_REPORTS reports (one report per interval, about one RTT), or
+ * the report it answers is less than CCPB_STALE_MIN_NS old (an agent on a
+ * busy host may lag a few short RTTs; CCPB_STALE_RING reports back at
+ * most): after that the flow runs the in-BPF fallback from its current
+ * window. */
 #define CCPB_STALE_REPORTS	3
+#define CCPB_STALE_MIN_NS	200000000ULL
+#define CCPB_STALE_RING		8	/* report times kept per flow, a power of 2 */
+
 /* shortest measurement interval (an interval is one smoothed RTT) */
 #define CCPB_MIN_INTERVAL_US	10000
 /* largest window and rate a decision may set (bytes, bytes/s): beyond
