@@ -28,7 +28,6 @@
 	X(8, ccp_nuwa)		\
 	X(9, ccp_auto)
 #define CCPB_NR_ALGS		10
-#define CCPB_ALG_RENO		1	/* the one name whose fallback is Reno */
 
 /* report kinds */
 #define CCPB_CREATE		1	/* a flow started (init) */
