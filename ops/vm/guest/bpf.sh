@@ -57,7 +57,7 @@ BASE=$($CHECK thr $T/bpf-cubic.json)
 check bpf_baseline_cubic 'fge "$BASE" 30' "native cubic $BASE Mbit/s over $RATE/${RTT_MS}ms/1BDP"
 
 # ---------------------------------------------------------------- no agent
-# nothing answers: every ACK runs the in-BPF Reno
+# nothing answers: every ACK runs the in-BPF fallback (Cubic)
 for cc in ccp_reno ccp_cubic; do
 	fa0=$(bpf_stat fallback_acks) cr0=$(bpf_stat creates) ap0=$(bpf_stat decisions_applied)
 	iperf_run 5201 $cc $SECS $T/bpf-noagent-$cc.json
@@ -75,9 +75,15 @@ done
 $CCPB listen > $T/bpf-listen.out 2> $T/bpf-listen.err &
 lp=$!
 nap 1
-# the sender's own count (ss bytes_acked) 7 s in, between two clock readings
-( nap 7; read u0 _ < /proc/uptime; $NS_SND ss -tinH dport = :5201 > $T/bpf-reports-ss.txt 2>&1
-  read u1 _ < /proc/uptime; echo "$u0 $u1" > $T/bpf-reports-ss.up ) &
+# the sender's own count (ss bytes_acked) 7 s in, between two readings of
+# CLOCK_MONOTONIC, the reports' clock (bpf_ktime_get_ns; /proc/uptime ran
+# seconds apart from it in a 6.1 guest)
+( nap 7; $PY -c 'import subprocess, sys, time
+t0 = time.monotonic_ns()
+o = subprocess.run(sys.argv[1:], capture_output=True, text=True).stdout
+t1 = time.monotonic_ns()
+print(t0 / 1e9, t1 / 1e9)
+sys.stderr.write(o)' $NS_SND ss -tinH dport = :5201 > $T/bpf-reports-ss.up 2> $T/bpf-reports-ss.txt ) &
 iperf_run 5201 ccp_cubic $SECS $T/bpf-reports.json
 nap 1
 kill -TERM $lp
@@ -93,7 +99,7 @@ rttok=$(awk -v f="flow=$flow" '$1=="report" && $2==f {for (i=3;i<=NF;i++) if ($i
 closed=$(awk -v f="flow=$flow" '$1=="close" && $2==f' $T/bpf-listen.out | wc -l)
 cp $T/bpf-reports-ss.txt $T/bpf-reports-ss.up $OUT/ 2>/dev/null
 # the flow's records against the kernel's count of the same socket: ss read
-# bytes_acked between u0 and u1 (monotonic = uptime here); the reports sent
+# bytes_acked between u0 and u1 (CLOCK_MONOTONIC); the reports sent
 # by u0 sum to at most that, and those sent by the first report after u1 to
 # at least that (report clock: bpf_ktime_get_ns)
 read lo ss hi <<<"$($PY - "$flow" $T/bpf-listen.out $T/bpf-reports-ss.txt $T/bpf-reports-ss.up <<'PYEOF' 2>/dev/null || echo "none none none"
@@ -126,7 +132,7 @@ check bpf_reports '[ -n "$flow" ] && [ $nrep -ge $((SECS * 10)) ] && [ $nrep -le
 # the listener answers every report with a 10-packet window: a 50 Mbit/s,
 # 40 ms path then carries about 10 x 1448 x 8 / 0.041 = 2.8 Mbit/s.  7 s
 # into the 16 s transfer it is killed (-9): the decisions go stale within
-# CCPB_STALE_REPORTS reports and the in-BPF Reno takes the flow from there,
+# CCPB_STALE_REPORTS reports (200 ms) and the in-BPF Cubic takes the flow from there,
 # without a gap
 KSECS=16
 TKILL=7
@@ -221,7 +227,7 @@ if [ -x "$AGENT" ] && [ -x "$BRIDGE" ] && bpf_agent_start $FLB; then
 			"ccp_$alg under the agent: ${R}x native cubic (median of $np:$RS; Mbit/s ccp_$alg$XS, native cubic just before$NS); ACKs under the agent's decisions $share; created as $alg: $made"
 	done
 	# kill -9 of the agent during a ccp_cubic transfer: decisions stop, the flow
-	# falls back to the in-BPF Reno without a gap
+	# falls back to the in-BPF Cubic without a gap
 	sf0=$(bpf_stat stale_fallbacks)
 	iperf_srv 5201 $T/bpf-akill.json
 	t0=$(now)

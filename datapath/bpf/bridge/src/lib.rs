@@ -16,7 +16,7 @@
 //!   window and rate) becomes the flow's decision in the map, stamped with the report it
 //!   answers, while the agent is alive for that flow: it answered within
 //!   [`ANSWER_STALE_REPORTS`] reports. Otherwise nothing is written and the datapath's
-//!   in-BPF Reno takes the flow once its last decision is [`record::STALE_REPORTS`] old;
+//!   in-BPF fallback (Cubic) takes the flow once its last decision is [`record::STALE_REPORTS`] old;
 //! - a CLOSE record frees the connection (libccp's close goes to the agent) and the flow's
 //!   decision.
 //!
@@ -409,7 +409,7 @@ impl<I: DatapathIpc, S: DecisionSink> Bridge<I, S> {
             self.stats.msgs_sent += 1;
             if let Err(e) = self.ipc.send(&msg) {
                 if self.next_try.is_none() {
-                    warn!(error = %e, "agent unreachable: flows fall back to the in-BPF Reno; retrying");
+                    warn!(error = %e, "agent unreachable: flows fall back to the in-BPF Cubic; retrying");
                 }
                 self.stats.agent_lost += 1;
                 self.dp = None;

@@ -361,6 +361,33 @@ mod tests {
         .is_none());
     }
 
+    /// The names in the module's generated table (from the agent's registry), the BPF
+    /// datapath's table and this crate's, in the same order: a registry change that
+    /// regenerates `ccp_algs.h` fails here until the BPF side follows.
+    #[test]
+    fn name_tables_agree() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let module =
+            std::fs::read_to_string(dir.join("../../kernel/ccp_algs.h")).expect("ccp_algs.h");
+        let names: Vec<&str> = module
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("X(\""))
+            .filter_map(|l| l.split('"').next())
+            .collect();
+        assert_eq!(names, ALG_NAMES, "datapath/kernel/ccp_algs.h");
+        let bpf = std::fs::read_to_string(dir.join("../ccp_bpf.h")).expect("ccp_bpf.h");
+        let ids: Vec<(usize, &str)> = bpf
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("X("))
+            .filter_map(|l| {
+                let (id, rest) = l.split_once(',')?;
+                Some((id.trim().parse().ok()?, rest.split(')').next()?.trim()))
+            })
+            .collect();
+        let want: Vec<(usize, &str)> = ALG_NAMES.iter().copied().enumerate().collect();
+        assert_eq!(ids, want, "datapath/bpf/ccp_bpf.h CCPB_ALGORITHMS");
+    }
+
     #[test]
     fn stats_abi_is_the_last_field() {
         let mut v = vec![0u8; STATS_LEN];

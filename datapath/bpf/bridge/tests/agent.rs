@@ -2,7 +2,7 @@
 //! as the BPF datapath writes them: the agent creates the flow as its algorithm, decides
 //! every interval, its decisions reach the map answering the report they followed, Cubic's
 //! window grows without loss and backs off on one, and once the agent is gone the bridge
-//! stops writing (the datapath's Reno takes over).
+//! stops writing (the datapath's fallback takes over).
 
 use std::cell::RefCell;
 use std::rc::Rc;
