@@ -5,6 +5,8 @@
 # Both:
 #   - libclang-dev: bindgen (datapath/sim/build.rs) generates the libccp FFI with it
 #   - patch: both datapaths' builds apply datapath/libccp/libccp-1.2.0.patch to libccp's C
+#   - clang, libbpf-dev, libelf-dev, zlib1g-dev: the BPF datapath (datapath/bpf: its BPF
+#     objects are compiled with clang's BPF target, its loader ccp-bpf links libbpf)
 #   - the Rust crates (cargo fetch), so builds and the kernel module find libccp's C sources
 # --serve: onnxruntime's shared library alone (ops/onnxruntime.sh; a ~20 MB wheel)
 # otherwise: the Python virtualenv at .venv with the training stack (torch, SB3, Ray, ...:
@@ -19,7 +21,7 @@ case ${1:-} in
 esac
 
 missing=()
-for pkg in libclang-dev pkg-config patch; do
+for pkg in libclang-dev pkg-config patch clang libbpf-dev libelf-dev zlib1g-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

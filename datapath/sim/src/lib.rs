@@ -108,6 +108,9 @@ pub mod ipc;
 
 pub use ipc::{ChanIpc, DatapathIpc, UnixIpc};
 pub use libccp::sim_clock_ns;
+/// The libccp datapath wrapper, for other user-space datapaths that host libccp (the BPF
+/// datapath's bridge, `datapath/bpf/bridge`).
+pub use libccp::{Datapath, LibccpError, Primitives, MAX_CONNECTIONS};
 pub use link::CapacityMeter;
 pub use results::{jain, FlowResult, SimResults, TimePoint};
 pub use scenario::{

@@ -32,15 +32,16 @@ use std::os::raw::{c_char, c_int};
     dead_code,
     clippy::all
 )]
-pub(crate) mod ffi {
+#[doc(hidden)]
+pub mod ffi {
     include!(concat!(env!("OUT_DIR"), "/libccp_bindings.rs"));
 }
 
 /// Per-ACK measurement primitives (`struct ccp_primitives`).
-pub(crate) type Primitives = ffi::ccp_primitives;
+pub type Primitives = ffi::ccp_primitives;
 
 /// Connection table size.
-pub(crate) const MAX_CONNECTIONS: usize = 1024;
+pub const MAX_CONNECTIONS: usize = 1024;
 /// Program table size: libccp's off-by-one leaves 9 usable (docs/upstream-defects.md, defect 3).
 pub(crate) const MAX_PROGRAMS: usize = 10;
 /// Fallback timeout. It can never fire here: `send_msg` always succeeds, and libccp arms the
@@ -156,11 +157,11 @@ extern "C" fn ccpsim_log(
 
 /// Why a libccp call failed (a negative libccp return code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LibccpError(pub i32);
+pub struct LibccpError(pub i32);
 
 /// One libccp datapath: a program table, a connection table and an outbox of messages for
 /// the agent. `!Send`: it must stay on the thread that created it.
-pub(crate) struct Datapath {
+pub struct Datapath {
     dp: *mut ffi::ccp_datapath,
     conns: *mut [ffi::ccp_connection],
     shared: *mut Shared,

@@ -1,0 +1,290 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The BPF datapath (datapath/bpf, issue 47) in the QEMU guest, without
+# ccp-kernel.ko: loaded by ccp-bpf, the ccp* names registered as BPF
+# struct_ops.  Not part of the default suite yet:
+#   make -C datapath/bpf && cargo build --release -p ccp-agent -p ccp-bpf-bridge &&
+#     bash ops/vm/test.sh --guest ops/vm/guest/bpf.sh [KERNEL-RELEASE]
+# Prints "RESULT PASS|FAIL name detail" lines (out/results.txt).
+set -u
+. "$REPO/ops/vm/guest/lib.sh"
+
+RATE=50mbit
+RTT_MS=40
+BDP=250000		# 1 BDP of queue, as the suite's link
+SECS=10
+CCPB=$REPO/datapath/bpf/build/ccp-bpf
+NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
+log "bpf tests on $(uname -r)"
+
+plan bpf_no_module bpf_load bpf_pins_root_only bpf_baseline_cubic \
+	bpf_fallback_ccp_reno bpf_fallback_ccp_cubic bpf_reports bpf_decision_applied \
+	bpf_kill_no_gap bpf_kill_fallback bpf_agent_start bpf_agent_ccp_cubic bpf_agent_ccp_owl bpf_agent_ccp_mocc \
+	bpf_agent_kill_no_gap bpf_agent_kill_fallback bpf_unpriv bpf_unload bpf_kernel_log_clean
+
+# bpf_stat NAME: one counter of ccp-bpf stats
+bpf_stat() { $CCPB stats 2>/dev/null | awk -v k="$1" '$1==k{print $2}'; }
+dmesg -C 2>/dev/null
+check bpf_no_module '! grep -q "^ccp_kernel " /proc/modules' "ccp_kernel not loaded"
+
+mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+if [ ! -x "$CCPB" ]; then
+	fail bpf_load "no $CCPB: make -C datapath/bpf on the host first"
+	exit 0
+fi
+$CCPB load > $OUT/bpf-load.log 2>&1
+rc=$?
+avail=$(sysctl -n net.ipv4.tcp_available_congestion_control)
+missing=
+names=$(sed -n 's/^[[:space:]]*X("\([a-z0-9_]*\)").*/\1/p' $REPO/datapath/kernel/ccp_algs.h)
+[ -n "$names" ] || missing=" (no names in datapath/kernel/ccp_algs.h)"
+for a in $names; do
+	[[ " $avail " == *" $a "* ]] || missing="$missing $a"
+done
+check bpf_load '[ $rc = 0 ] && [ -z "$missing" ]' \
+	"ccp-bpf load rc $rc ($(tail -1 $OUT/bpf-load.log)); available: $avail${missing:+; missing:$missing}"
+[ $rc = 0 ] || { cat $OUT/bpf-load.log; exit 0; }
+
+modes=$(stat -c '%n %a %U' /sys/fs/bpf/ccp /sys/fs/bpf/ccp/ops /sys/fs/bpf/ccp/reports \
+	/sys/fs/bpf/ccp/decisions /sys/fs/bpf/ccp/stats /sys/fs/bpf/ccp/ops/ccp_cubic 2>&1)
+bad=$(echo "$modes" | awk '!(($2=="700" || $2=="600") && $3=="root")')
+check bpf_pins_root_only '[ -z "$bad" ]' "$(echo $modes)"
+
+setup_link $RATE $RTT_MS $BDP
+
+iperf_run 5201 cubic $SECS $T/bpf-cubic.json
+BASE=$($CHECK thr $T/bpf-cubic.json)
+check bpf_baseline_cubic 'fge "$BASE" 30' "native cubic $BASE Mbit/s over $RATE/${RTT_MS}ms/1BDP"
+
+# ---------------------------------------------------------------- no agent
+# nothing answers: every ACK runs the in-BPF fallback (Cubic)
+for cc in ccp_reno ccp_cubic; do
+	fa0=$(bpf_stat fallback_acks) cr0=$(bpf_stat creates) ap0=$(bpf_stat decisions_applied)
+	iperf_run 5201 $cc $SECS $T/bpf-noagent-$cc.json
+	X=$($CHECK thr $T/bpf-noagent-$cc.json)
+	R=$(calc "$X / $BASE")
+	dfa=$(( $(bpf_stat fallback_acks) - fa0 )) dcr=$(( $(bpf_stat creates) - cr0 ))
+	dap=$(( $(bpf_stat decisions_applied) - ap0 ))
+	check bpf_fallback_$cc 'fge "$R" 0.9 && [ $dcr -ge 1 ] && [ $dfa -ge 1000 ] && [ $dap = 0 ]' \
+		"$cc, no agent: $X Mbit/s = ${R}x native cubic; creates +$dcr, fallback ACKs +$dfa, agent ACKs +$dap"
+done
+
+# ---------------------------------------------------------------- reports
+# a listener prints every record; a ccp_cubic flow's reports carry what it
+# sent: their bytes_acked against the kernel's count of the same socket
+$CCPB listen > $T/bpf-listen.out 2> $T/bpf-listen.err &
+lp=$!
+nap 1
+# the sender's own count (ss bytes_acked) 7 s in, between two readings of
+# CLOCK_MONOTONIC, the reports' clock (bpf_ktime_get_ns; /proc/uptime ran
+# seconds apart from it in a 6.1 guest)
+( nap 7; $PY -c 'import subprocess, sys, time
+t0 = time.monotonic_ns()
+o = subprocess.run(sys.argv[1:], capture_output=True, text=True).stdout
+t1 = time.monotonic_ns()
+print(t0 / 1e9, t1 / 1e9)
+sys.stderr.write(o)' $NS_SND ss -tinH dport = :5201 > $T/bpf-reports-ss.up 2> $T/bpf-reports-ss.txt ) &
+iperf_run 5201 ccp_cubic $SECS $T/bpf-reports.json
+nap 1
+kill -TERM $lp
+wait $lp
+cp $T/bpf-listen.out $OUT/bpf-listen.out
+# the transfer's data connection: of the ccp_cubic flows to port 5201 (the
+# control connection is one too), the one with the most reports
+flow=$(awk '$1=="create" && $3=="alg=ccp_cubic" && $7 ~ /:5201$/ {c[$2]=0}
+	$1=="report" && ($2 in c) {c[$2]++}
+	END {for (f in c) if (c[f] > n) {n=c[f]; b=f}; sub("flow=","",b); print b}' $T/bpf-listen.out)
+nrep=$(awk -v f="flow=$flow" '$1=="report" && $2==f' $T/bpf-listen.out | wc -l)
+rttok=$(awk -v f="flow=$flow" '$1=="report" && $2==f {for (i=3;i<=NF;i++) if ($i ~ /^rtt_min=/) {sub("rtt_min=","",$i); if ($i+0 >= 40000 && $i+0 < 1000000) n++}} END{print n+0}' $T/bpf-listen.out)
+closed=$(awk -v f="flow=$flow" '$1=="close" && $2==f' $T/bpf-listen.out | wc -l)
+cp $T/bpf-reports-ss.txt $T/bpf-reports-ss.up $OUT/ 2>/dev/null
+# the flow's records against the kernel's count of the same socket: ss read
+# bytes_acked between u0 and u1 (CLOCK_MONOTONIC); the reports sent
+# by u0 sum to at most that, and those sent by the first report after u1 to
+# at least that (report clock: bpf_ktime_get_ns)
+read lo ss hi <<<"$($PY - "$flow" $T/bpf-listen.out $T/bpf-reports-ss.txt $T/bpf-reports-ss.up <<'PYEOF' 2>/dev/null || echo "none none none"
+import re, sys
+flow, listen, ssf, upf = sys.argv[1:5]
+u0, u1 = (float(x) * 1e9 for x in open(upf).read().split())
+ss = max(int(m) for m in re.findall(r"bytes_acked:(\d+)", open(ssf).read()))
+reps = []
+for line in open(listen):
+    w = line.split()
+    f = dict(kv.split("=", 1) for kv in w[1:] if "=" in kv)
+    if w and w[0] == "report" and f.get("flow") == flow:
+        reps.append((int(f["now_ns"]), int(f["bytes_acked"])))
+reps.sort()
+lo = sum(b for now, b in reps if now <= u0)
+hi = 0
+for now, b in reps:
+    hi += b
+    if now > u1:
+        break
+print(lo, ss, hi)
+PYEOF
+)"
+# one report per RTT (>= 40 ms): at most 25 a second, and most intervals
+# carry an RTT sample of at least the path's 40 ms
+check bpf_reports '[ -n "$flow" ] && [ $nrep -ge $((SECS * 10)) ] && [ $nrep -le $((SECS * 30)) ] && fle "$lo" "$ss" && fle "$ss" "$(calc "$hi + 1")" && [ $rttok -ge $((nrep / 2)) ] && [ $closed = 1 ]' \
+	"flow ${flow:-none}: $nrep reports in ${SECS}s ($rttok with an RTT sample >= 40 ms); the sender's bytes_acked $ss (ss, 7 s in) within the reports' sums $lo .. $hi; close records $closed"
+
+# ---------------------------------------------------------------- decisions
+# the listener answers every report with a 10-packet window: a 50 Mbit/s,
+# 40 ms path then carries about 10 x 1448 x 8 / 0.041 = 2.8 Mbit/s.  7 s
+# into the 16 s transfer it is killed (-9): the decisions go stale within
+# CCPB_STALE_REPORTS reports (200 ms) and the in-BPF Cubic takes the flow from there,
+# without a gap
+KSECS=16
+TKILL=7
+$CCPB listen -c 10 -q > $T/bpf-cap.out 2>&1 &
+lp=$!
+nap 1
+sf0=$(bpf_stat stale_fallbacks) ap0=$(bpf_stat decisions_applied)
+iperf_srv 5201 $T/bpf-kill.json
+t0=$(now)
+$NS_SND iperf3 -c $RCV_IP -p 5201 -t $KSECS -C ccp_cubic -J > $T/bpf-kill.cli 2>&1 &
+pc=$!
+nap $TKILL
+kill -9 $lp
+tk=$(now)
+wait $lp 2>/dev/null
+wait $pc
+iperf_srv_wait
+rel_k=$(calc "$tk - $t0")
+capped=$($CHECK window $T/bpf-kill.json 2 $(calc "$rel_k - 0.5"))
+after=$($CHECK window $T/bpf-kill.json $(calc "$rel_k + 4") $KSECS)
+g=$($CHECK gap $T/bpf-kill.json 0.5 $KSECS)
+dsf=$(( $(bpf_stat stale_fallbacks) - sf0 )) dap=$(( $(bpf_stat decisions_applied) - ap0 ))
+check bpf_decision_applied 'fle "$capped" 4 && fge "$capped" 1.5 && [ $dap -ge 100 ]' \
+	"under a 10-packet decision: $capped Mbit/s (expect about 2.8; native cubic $BASE); agent ACKs +$dap"
+check bpf_kill_no_gap 'fle "$g" 1.0' "kill -9 of the listener at ${rel_k}s: longest stretch without delivered data ${g}s"
+check bpf_kill_fallback 'fge "$after" $(calc "0.5 * $BASE") && [ $dsf -ge 1 ]' \
+	"from 4 s after the kill to the end: $after Mbit/s (native cubic $BASE); stale fallbacks +$dsf"
+
+# ---------------------------------------------------------------- agent
+# the agent (--ipc unix) and ccp-bpf-bridge between it and the datapath: the
+# bridge hosts libccp for the BPF flows and writes the agent's decisions
+BRIDGE=$REPO/target/release/ccp-bpf-bridge
+ASECS=15
+BRIDGE_PID=
+# bpf_agent_start FLOWLOG: agent, then bridge; 0 once the bridge runs
+bpf_agent_start() {
+	rm -f /tmp/ccp/portus
+	echo "---- [$(now)] agent --ipc unix" >> $OUT/bpf-agent.log
+	CCP_LOG=${CCP_LOG:-warn} $AGENT --ipc unix --unix-name portus --alg cubic \
+		--models $REPO/models --flow-log $1 >> $OUT/bpf-agent.log 2>&1 &
+	AGENT_PID=$!
+	local i
+	for i in $(seq 200); do
+		[ -S /tmp/ccp/portus ] && break
+		kill -0 $AGENT_PID 2>/dev/null || { log "agent exited: $(tail -3 $OUT/bpf-agent.log)"; return 1; }
+		nap 0.05
+	done
+	[ -S /tmp/ccp/portus ] || return 1
+	if [ -z "$BRIDGE_PID" ] || ! kill -0 $BRIDGE_PID 2>/dev/null; then
+		$BRIDGE --agent portus >> $OUT/bpf-bridge.log 2>&1 &
+		BRIDGE_PID=$!
+	fi
+	for i in $(seq 200); do
+		grep -q "bridging the BPF datapath" $OUT/bpf-bridge.log 2>/dev/null && return 0
+		kill -0 $BRIDGE_PID 2>/dev/null || { log "bridge exited: $(tail -3 $OUT/bpf-bridge.log)"; return 1; }
+		nap 0.05
+	done
+	return 1
+}
+# agent_share: of the ACKs since the counters A0/F0, the share under a decision
+agent_share() {
+	local da=$(( $(bpf_stat decisions_applied) - A0 )) df=$(( $(bpf_stat fallback_acks) - F0 ))
+	calc "$da / max($da + $df, 1)"
+}
+FLB=$T/bpf-flows.jsonl
+if [ -x "$AGENT" ] && [ -x "$BRIDGE" ] && bpf_agent_start $FLB; then
+	pass bpf_agent_start "agent $AGENT_PID (--ipc unix), bridge $BRIDGE_PID"
+	# per algorithm, alternating runs of native cubic and ccp_<alg> (one pair for
+	# cubic, three for the learned owl and mocc, whose runs vary more); the
+	# median of the ratios
+	for alg in cubic owl mocc; do
+		np=3; [ $alg = cubic ] && np=1
+		RS= XS= NS= A0=$(bpf_stat decisions_applied) F0=$(bpf_stat fallback_acks)
+		da=0 df=0
+		for i in $(seq $np); do
+			iperf_run 5201 cubic $ASECS $T/bpf-native-$alg-$i.json
+			N=$($CHECK thr $T/bpf-native-$alg-$i.json)
+			a0=$(bpf_stat decisions_applied) f0=$(bpf_stat fallback_acks)
+			iperf_run 5201 ccp_$alg $ASECS $T/bpf-agent-$alg-$i.json
+			X=$($CHECK thr $T/bpf-agent-$alg-$i.json)
+			da=$((da + $(bpf_stat decisions_applied) - a0)) df=$((df + $(bpf_stat fallback_acks) - f0))
+			RS="$RS $(calc "$X / $N")" XS="$XS $X" NS="$NS $N"
+		done
+		R=$(echo $RS | tr ' ' '\n' | sort -g | awk '{v[NR]=$1} END {print (NR ? v[int((NR+1)/2)] : "none")}')
+		share=$(calc "$da / max($da + $df, 1)")
+		made=$($CHECK creates $FLB | awk -v r=ccp_$alg -v a=$alg '$2==r && $3==a' | wc -l)
+		# the issue's bar: ccp_cubic and a learned algorithm (owl) >= 0.9x native
+		# cubic.  MOCC at the default preference <0.4,0.5,0.1> trades throughput
+		# for delay (0.87x Cubic in the simulator's evaluation, README): 0.75x here
+		bar=0.9; [ $alg = mocc ] && bar=0.75
+		check bpf_agent_ccp_$alg 'fge "$R" $bar && fge "$share" 0.8 && [ $made -ge 1 ]' \
+			"ccp_$alg under the agent: ${R}x native cubic (median of $np:$RS; Mbit/s ccp_$alg$XS, native cubic just before$NS); ACKs under the agent's decisions $share; created as $alg: $made"
+	done
+	# kill -9 of the agent during a ccp_cubic transfer: decisions stop, the flow
+	# falls back to the in-BPF Cubic without a gap
+	sf0=$(bpf_stat stale_fallbacks)
+	iperf_srv 5201 $T/bpf-akill.json
+	t0=$(now)
+	$NS_SND iperf3 -c $RCV_IP -p 5201 -t $KSECS -C ccp_cubic -J > $T/bpf-akill.cli 2>&1 &
+	pc=$!
+	nap $TKILL
+	A0=$(bpf_stat decisions_applied) F0=$(bpf_stat fallback_acks)
+	kill -9 $AGENT_PID
+	tk=$(now)
+	wait $AGENT_PID 2>/dev/null
+	AGENT_PID=
+	wait $pc
+	iperf_srv_wait
+	rel_k=$(calc "$tk - $t0")
+	before=$($CHECK window $T/bpf-akill.json $(calc "$rel_k - 5") $rel_k)
+	after=$($CHECK window $T/bpf-akill.json $rel_k $(calc "$rel_k + 5"))
+	g=$($CHECK gap $T/bpf-akill.json 0.5 $KSECS)
+	ratio=$(calc "$after / max($before, 0.001)")
+	dsf=$(( $(bpf_stat stale_fallbacks) - sf0 )) share=$(agent_share)
+	check bpf_agent_kill_no_gap 'fle "$g" 1.0' "kill -9 of the agent at ${rel_k}s into a ccp_cubic transfer: longest stretch without delivered data ${g}s"
+	check bpf_agent_kill_fallback 'fge "$before" 5 && fge "$ratio" 0.5 && [ $dsf -ge 1 ] && fle "$share" 0.2' \
+		"5 s before: $before Mbit/s, 5 s after: $after Mbit/s (${ratio}x); stale fallbacks +$dsf; ACKs under decisions after the kill $share"
+	kill -TERM $BRIDGE_PID 2>/dev/null
+	wait $BRIDGE_PID 2>/dev/null
+	cp $FLB $OUT/ 2>/dev/null
+else
+	fail bpf_agent_start "agent $AGENT or bridge $BRIDGE missing or not started (cargo build --release -p ccp-agent -p ccp-bpf-bridge); see bpf-agent.log, bpf-bridge.log"
+	for t in bpf_agent_ccp_cubic bpf_agent_ccp_owl bpf_agent_ccp_mocc bpf_agent_kill_no_gap bpf_agent_kill_fallback; do
+		fail $t "no agent"
+	done
+fi
+
+# ---------------------------------------------------------------- nobody
+# an unprivileged user can neither read, feed, unload nor load
+u_listen=$($NOBODY $CCPB listen -t 1 -c 1000 > /dev/null 2>&1; echo $?)
+u_stats=$($NOBODY $CCPB stats > /dev/null 2>&1; echo $?)
+u_unload=$($NOBODY $CCPB unload > /dev/null 2>&1; echo $?)
+u_load=$($NOBODY $CCPB load > /dev/null 2>&1; echo $?)
+u_ls=$($NOBODY ls /sys/fs/bpf/ccp > /dev/null 2>&1; echo $?)
+still=$(sysctl -n net.ipv4.tcp_available_congestion_control)
+abi=$(bpf_stat abi)
+check bpf_unpriv '[ $u_listen != 0 ] && [ $u_stats != 0 ] && [ $u_unload != 0 ] && [ $u_load != 0 ] && [ $u_ls != 0 ] && [[ " $still " == *" ccp_cubic "* ]] && [ "$abi" = 1 ]' \
+	"as nobody: listen rc $u_listen, stats rc $u_stats, unload rc $u_unload, load rc $u_load, ls of the pins rc $u_ls; still registered: $still"
+
+# ---------------------------------------------------------------- unload
+$CCPB unload > $OUT/bpf-unload.log 2>&1
+urc=$?
+left=$(sysctl -n net.ipv4.tcp_available_congestion_control | tr ' ' '\n' | grep -c '^ccp')
+pins=$(ls /sys/fs/bpf/ccp 2>/dev/null | wc -l)
+$CCPB load > $OUT/bpf-reload.log 2>&1
+rrc=$?
+$CCPB unload >> $OUT/bpf-reload.log 2>&1
+check bpf_unload '[ $urc = 0 ] && [ $left = 0 ] && [ $pins = 0 ] && [ $rrc = 0 ]' \
+	"unload rc $urc, ccp names left $left, pins left $pins; load again rc $rrc"
+
+dmesg > $OUT/bpf-dmesg.txt 2>&1
+bad=$(grep -cE 'BUG:|WARNING:|Oops|Call Trace|lockup' $OUT/bpf-dmesg.txt)
+check bpf_kernel_log_clean '[ "$bad" = 0 ]' "$bad suspicious kernel log lines"
+cp $T/bpf-*.json $T/bpf-*.out $OUT/ 2>/dev/null
+log "bpf tests done"
