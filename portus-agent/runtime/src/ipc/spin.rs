@@ -15,7 +15,9 @@
 //!   `window = clamp(2·est, SPIN_FLOOR, max)` when `est < max`, and not at all otherwise
 //!   (`max` is the configured [`Spin::max`], 200 µs by default, 0 = never spin).
 //! - A datagram within the window is a hit; otherwise the receive blocks as before and the
-//!   time it then waited (window included) enters `est`.
+//!   time it then waited (window included) enters `est`. After [`PURE_SPIN`] (5 µs) the spin
+//!   yields the core between polls: on a host with more runnable threads than cores, a spin
+//!   that held its core would keep the very thread it waits for from running.
 //!
 //! What it reacts to: the gaps between datagrams as the receiver sees them. Reports every few
 //! hundred µs or faster (a flow with a short RTT, many flows, a datapath answered one report at
@@ -40,6 +42,10 @@ pub const DEFAULT_MAX: Duration = Duration::from_micros(200);
 pub const MAX_MAX: Duration = Duration::from_millis(2);
 /// The shortest spin once spinning: a datapath's turnaround is rarely shorter.
 pub const SPIN_FLOOR: Duration = Duration::from_micros(20);
+/// How long a spin polls without yielding; after that it yields the core between polls
+/// (`sched_yield`), so that on a host with more runnable threads than cores the spin does not
+/// keep the thread it waits for (a datapath's) from running.
+pub const PURE_SPIN: Duration = Duration::from_micros(5);
 /// Longest wait one sample counts as (so that one idle second is forgotten in a dozen
 /// receives once reports flow again). Above [`MAX_MAX`]: an idle receiver's mean is past
 /// any max, so it never spins.
@@ -145,10 +151,16 @@ impl Spin {
             if let Some(x) = try_once() {
                 break Some(x);
             }
-            if t0.elapsed() >= window {
+            let spun = t0.elapsed();
+            if spun >= window {
                 break None;
             }
-            std::hint::spin_loop();
+            if spun < PURE_SPIN {
+                std::hint::spin_loop();
+            } else {
+                // let a thread waiting for this core (the datapath's, on a busy host) run
+                std::thread::yield_now();
+            }
         };
         let spun = t0.elapsed();
         self.stats
