@@ -432,6 +432,16 @@ static double soj_sum;
 static uint64_t in_pkts, in_bytes, drops, deliv_pkts, deliv_bytes, ack_pkts, wr_err;
 static uint64_t peak_q;
 
+/* a failed write into a TUN: counted, and the first few said on stderr */
+static void wr(int fd, const struct pkt *p, const char *dir)
+{
+	if (write(fd, p->data, p->len) >= 0)
+		return;
+	if (wr_err++ < 5)
+		fprintf(stderr, "ccplink: writing a %u-byte packet (IPv%d) %s failed: %s\n", p->len,
+			p->len ? p->data[0] >> 4 : 0, dir, strerror(errno));
+}
+
 static void bin_add(uint64_t **arr, uint64_t t, uint64_t v)
 {
 	size_t b = (size_t)(t / bin_ns);
@@ -704,14 +714,12 @@ int main(int argc, char **argv)
 		/* the delay lines */
 		while (dfwd.head && dfwd.head->due <= now) {
 			struct pkt *p = pop(&dfwd);
-			if (write(fb, p->data, p->len) < 0)
-				wr_err++;
+			wr(fb, p, "towards the receiver");
 			pkt_put(p);
 		}
 		while (drev.head && drev.head->due <= now) {
 			struct pkt *p = pop(&drev);
-			if (write(fa, p->data, p->len) < 0)
-				wr_err++;
+			wr(fa, p, "towards the sender");
 			pkt_put(p);
 		}
 		/* sleep until the next event or an arrival */

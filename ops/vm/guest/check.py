@@ -35,7 +35,8 @@ check.py linkrate TRACE LINK.json RX [TOL]
                                        from ccplink's own reading); only windows in which the link
                                        wasted < 1 % of the capacity on an empty queue count
                                        (saturated).  Prints "windows within_TOL(fraction)
-                                       total_ratio median_abs_err" (TOL default 0.10)
+                                       total_ratio median_abs_err max_abs_err" (TOL default
+                                       0.10)
 check.py tracecap TRACE SECONDS        the trace's capacity per second, "second Mbit/s"
 
 A figure that cannot be measured is "none", never empty or 0: a missing,
@@ -387,6 +388,8 @@ def linkrate(trace_path, link_path, rx_path, tol=0.10):
         ln = json.load(f)
     if not ln.get("started"):
         raise ValueError("the link's clock never started (no data reached it)")
+    if ln.get("write_errors"):
+        raise ValueError(f"the link failed {ln['write_errors']} writes (ccplink.log says which)")
     start = float(ln["start_boottime_s"])
     fwd = float(ln["fwd_ms"]) / 1e3
     bin_s = float(ln["bin_ms"]) / 1e3
@@ -419,7 +422,8 @@ def linkrate(trace_path, link_path, rx_path, tol=0.10):
     if not errs:
         raise ValueError("no saturated window of >= 1 s")
     within = sum(1 for e in errs if abs(e) <= tol) / len(errs)
-    return len(errs), within, got_all / cap_all, statistics.median(abs(e) for e in errs)
+    return (len(errs), within, got_all / cap_all, statistics.median(abs(e) for e in errs),
+            max(abs(e) for e in errs))
 
 
 def link_fields(path):
@@ -463,7 +467,7 @@ def create_addrs(path):
 
 
 # fields printed per command ("none" each when the figure cannot be measured)
-FIELDS = {"rtt": 3, "decisions": 3, "backoff": 3, "linkrate": 4}
+FIELDS = {"rtt": 3, "decisions": 3, "backoff": 3, "linkrate": 5}
 
 
 def main(a):
@@ -506,8 +510,9 @@ def main(a):
     elif cmd == "evalrun":
         print(json.dumps(evalrun(a[1], a[2], a[3], a[4], a[5], a[6], a[7:])))
     elif cmd == "linkrate":
-        n, within, ratio, med = linkrate(a[1], a[2], a[3], float(a[4]) if len(a) > 4 else 0.10)
-        print(n, f"{within:.3f}", f"{ratio:.4f}", f"{med:.4f}")
+        n, within, ratio, med, mx = linkrate(a[1], a[2], a[3],
+                                             float(a[4]) if len(a) > 4 else 0.10)
+        print(n, f"{within:.3f}", f"{ratio:.4f}", f"{med:.4f}", f"{mx:.4f}")
     elif cmd == "tracecap":
         tr = Trace(a[1])
         for k in range(int(a[2])):

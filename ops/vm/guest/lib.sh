@@ -189,8 +189,9 @@ link_ends() {
 # mean rate and RTT_MS, rounded to packets as the simulator does) or a
 # number of packets.  The trace's clock starts at the first packet of
 # 1000 bytes or more from the sender (a transfer's first full segment; the
-# packets before it pass with the base delay only).  trace_link_stop ends the link and writes its statistics
-# ($TRACE_STATS, JSON: see ccplink.c); TRACE_LINK_PID is its pid.
+# packets before it pass with the base delay only).  IPv4 only (IPv6 is
+# off on the TUNs).  trace_link_stop ends the link and writes its
+# statistics ($TRACE_STATS, JSON: see ccplink.c); TRACE_LINK_PID is its pid.
 TRACE_STATS=$T/link.json
 TRACE_LINK_PID=
 setup_trace_link() {
@@ -202,8 +203,6 @@ setup_trace_link() {
 	done
 	ip -n rtr rule add iif va lookup 101
 	ip -n rtr rule add iif vb lookup 102
-	ip -n rtr -6 rule add iif va lookup 101
-	ip -n rtr -6 rule add iif vb lookup 102
 	trace_link_start "$trace" "$rtt" "$buf" || return 1
 	link_ends "${4-cubic}" "${5-}"
 }
@@ -226,13 +225,17 @@ trace_link_start() {
 		kill -0 $TRACE_LINK_PID 2>/dev/null || { TRACE_LINK_PID=; log "ccplink exited: $(tail -2 $OUT/ccplink.log)"; return 1; }
 		nap 0.05
 	done
+	# IPv4 only: IPv6 on a TUN sends the kernel's own MLD reports across the
+	# link as it comes up, while the other TUN may still be down (a write into
+	# a down TUN fails)
+	for a in lka lkb; do
+		ip netns exec rtr sysctl -qw net.ipv6.conf.$a.disable_ipv6=1
+		ip netns exec rtr sysctl -qw net.ipv4.conf.$a.rp_filter=0
+	done
 	ip -n rtr link set lka up txqueuelen 10000
 	ip -n rtr link set lkb up txqueuelen 10000
-	for a in lka lkb; do ip netns exec rtr sysctl -qw net.ipv4.conf.$a.rp_filter=0; done
 	ip -n rtr route add default dev lka table 101 &&
-	ip -n rtr route add default dev lkb table 102 &&
-	ip -n rtr -6 route add default dev lka table 101 &&
-	ip -n rtr -6 route add default dev lkb table 102
+	ip -n rtr route add default dev lkb table 102
 }
 # trace_link_stop: end ccplink (it writes $TRACE_STATS); 0 if none ran
 trace_link_stop() {

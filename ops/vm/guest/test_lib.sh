@@ -131,24 +131,26 @@ expect_eq "check.py reports with sid none" none "$($CHECK reports "$TMP/empty.js
 # the trace link's rate check (trace_link.sh): no statistics, no samples, a link that never
 # started, a broken trace
 TRACE=$REPO/datapath/sim/scenarios/traces/TMobile-LTE-short.down
-expect_eq "check.py linkrate, no link statistics" "none none none none" "$($CHECK linkrate "$TRACE" "$TMP/missing.json" "$TMP/missing.rx" 2>/dev/null)"
+expect_eq "check.py linkrate, no link statistics" "none none none none none" "$($CHECK linkrate "$TRACE" "$TMP/missing.json" "$TMP/missing.rx" 2>/dev/null)"
 echo '{"started": false}' > "$TMP/link0.json"
-expect_eq "check.py linkrate, a link that never started" "none none none none" "$($CHECK linkrate "$TRACE" "$TMP/link0.json" "$TMP/missing.rx" 2>/dev/null)"
+expect_eq "check.py linkrate, a link that never started" "none none none none none" "$($CHECK linkrate "$TRACE" "$TMP/link0.json" "$TMP/missing.rx" 2>/dev/null)"
 echo '{"started": true, "start_boottime_s": 10, "fwd_ms": 20, "bin_ms": 100, "wasted_bytes_bins": [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]}' > "$TMP/link1.json"
 : > "$TMP/empty.rx"
-expect_eq "check.py linkrate, no rx samples" "none none none none" "$($CHECK linkrate "$TRACE" "$TMP/link1.json" "$TMP/empty.rx" 2>/dev/null)"
+expect_eq "check.py linkrate, no rx samples" "none none none none none" "$($CHECK linkrate "$TRACE" "$TMP/link1.json" "$TMP/empty.rx" 2>/dev/null)"
 printf 'x\n' > "$TMP/bad.trace"
 printf '10.5 0 0\n12.5 1000 1\n' > "$TMP/two.rx"
-expect_eq "check.py linkrate, a broken trace" "none none none none" "$($CHECK linkrate "$TMP/bad.trace" "$TMP/link1.json" "$TMP/two.rx" 2>/dev/null)"
+sed 's/"started": true/"started": true, "write_errors": 3/' "$TMP/link1.json" > "$TMP/link2.json"
+expect_eq "check.py linkrate, a link that failed writes" "none none none none none" "$($CHECK linkrate "$TRACE" "$TMP/link2.json" "$TMP/two.rx" 2>/dev/null)"
+expect_eq "check.py linkrate, a broken trace" "none none none none none" "$($CHECK linkrate "$TMP/bad.trace" "$TMP/link1.json" "$TMP/two.rx" 2>/dev/null)"
 # a link that delivered the trace's capacity exactly (the oracle's own figures) passes, one at
 # half of it does not
 read -r c0 c1 <<<"$($PY -c "
 import sys; sys.path.insert(0, '$REPO/ops/vm/guest'); import check
 t = check.Trace('$TRACE'); print(round(t.bytes_in(0.48, 1.48)), round(t.bytes_in(0.48, 2.48)))")"
 printf '10.5 0 0\n11.5 %d 0\n12.5 %d 0\n' "$c0" "$c1" > "$TMP/full.rx"
-expect_eq "check.py linkrate, exact" "2 1.000 1.0000 0.0000" "$($CHECK linkrate "$TRACE" "$TMP/link1.json" "$TMP/full.rx")"
+expect_eq "check.py linkrate, exact" "2 1.000 1.0000 0.0000 0.0000" "$($CHECK linkrate "$TRACE" "$TMP/link1.json" "$TMP/full.rx")"
 printf '10.5 0 0\n11.5 %d 0\n12.5 %d 0\n' "$((c0 / 2))" "$((c1 / 2))" > "$TMP/half.rx"
-expect_eq "check.py linkrate, half the capacity" "2 0.000 0.5000 0.5000" "$($CHECK linkrate "$TRACE" "$TMP/link1.json" "$TMP/half.rx")"
+expect_eq "check.py linkrate, half the capacity" "2 0.000 0.5000 0.5000 0.5000" "$($CHECK linkrate "$TRACE" "$TMP/link1.json" "$TMP/half.rx")"
 
 # ---------------------------------------------------------------- check with a missing measurement
 # what baseline_cubic and kill_throughput see when iperf3's JSON is missing

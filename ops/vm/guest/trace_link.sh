@@ -76,15 +76,15 @@ for spec in $TL_TRACES; do
 	trace_link_stop
 	cp $TRACE_STATS $OUT/link-$name.json 2>/dev/null
 	cp $T/rx-$name.txt $OUT/ 2>/dev/null
-	read -r n within ratio med < <($CHECK linkrate $tr $TRACE_STATS $T/rx-$name.txt 0.10)
-	log "trace link $name: $n saturated windows, $within within 10 %, delivered/trace $ratio, median |error| $med"
+	read -r n within ratio med mx < <($CHECK linkrate $tr $TRACE_STATS $T/rx-$name.txt 0.10)
+	log "trace link $name: $n saturated windows, $within within 10 %, delivered/trace $ratio, median |error| $med, max $mx"
 	NUM_ERRS=
 	if fge "$n" 10 && fge "$within" 0.9 && fge "$ratio" 0.97 && fle "$ratio" 1.03; then
 		tl_pass=$((tl_pass + 1))
 	else
 		tl_bad=$((tl_bad + 1))
 	fi
-	tl_detail="$tl_detail $name: $n windows, ${within} within 10 %, total ${ratio}x the trace, median |err| $med${NUM_ERRS:+ [$NUM_ERRS]};"
+	tl_detail="$tl_detail $name: $n windows, ${within} within 10 %, total ${ratio}x the trace, |err| median $med max $mx${NUM_ERRS:+ [$NUM_ERRS]};"
 done
 check trace_link_rate 'fge "$tl_pass" 2 && [ "$tl_bad" = 0 ]' "UDP flood through ccplink, ${TL_SECS}s per trace:$tl_detail"
 [ -n "${IN_SUITE-}" ] && setup_link $RATE $RTT_MS $BDP
