@@ -155,6 +155,9 @@ one_run() {
 			trace_link_stop
 			cp $TRACE_STATS $base.link.json 2>/dev/null
 			cp $TRACE_STATS $OUT/link-$name-$cc.json 2>/dev/null
+			# the transfer's 100 ms intervals, for a closer look at a run
+			cp $base.json $OUT/iperf-$name-$cc.json 2>/dev/null
+			cp $base.json.cli $OUT/iperf-$name-$cc.cli.json 2>/dev/null
 		fi
 	fi
 	[ -n "$ns" ] && [ ${#nsf[@]} = 0 ] && nsf=(netstats=$ns)
