@@ -392,6 +392,7 @@ def test_run_vm_on_traces_with_a_stand_in_and_a_fake_simulator(tmp_path: Path, m
     cmp = [json.loads(x) for x in (tmp_path / "o" / "vm_sim_to_real.jsonl").read_text().split("\n")
            if x]
     assert [e["verdict"] for e in cmp] == ["agree", "agree"]
+    assert len((tmp_path / "o" / "vm_sim.jsonl").read_text().splitlines()) == 2
     # the per-scenario table carries the trace link's queue columns, all rows as wide
     table = md.split(f"## {name}")[1].split("## ")[0].splitlines()
     assert {ln.count("|") for ln in table if ln.startswith("|")} == {16}

@@ -551,9 +551,9 @@ def run_vm(out: Path, scenarios: Iterable[Scenario], seconds: int, algs: list[st
     its ratios) and ``OUT/vm_report.md``. Constant links (the ``links`` suite) run on tbf +
     netem; with ``traces`` (file names), the corpus scenarios of those recordings at
     ``rtt_ms`` and ``buffer_bdp`` run on the trace-driven link (:func:`trace_scenarios`), and,
-    with ``sim``, in the simulator too: ``OUT/sim/`` holds its runs, ``OUT/vm_sim_to_real.jsonl``
-    the comparison (:func:`sim_to_real`), which the report ends with. Returns the records of
-    ``vm_results.jsonl``."""
+    with ``sim``, in the simulator too: ``OUT/sim/`` holds its runs, ``OUT/vm_sim.jsonl`` their
+    records, ``OUT/vm_sim_to_real.jsonl`` the comparison (:func:`sim_to_real`), which the
+    report ends with. Returns the records of ``vm_results.jsonl``."""
     scenarios = list(scenarios)
     const = [sc for sc in scenarios if "trace" not in sc.link]
     traced = [sc for sc in scenarios if "trace" in sc.link]
@@ -587,6 +587,9 @@ def run_vm(out: Path, scenarios: Iterable[Scenario], seconds: int, algs: list[st
     if tvms and sim:
         byname = {sc.name: sc for sc in traced}
         recs = run_sim([byname[v.name] for v in tvms], algs, seconds, out / "sim", jobs, agent)
+        with (out / "vm_sim.jsonl").open("w") as fh:
+            for r in recs:
+                fh.write(json.dumps({k: v for k, v in r.items() if k != "flows"}) + "\n")
         comparison = sim_to_real(rows, recs)
         with (out / "vm_sim_to_real.jsonl").open("w") as fh:
             for e in comparison:
