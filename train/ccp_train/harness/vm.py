@@ -377,7 +377,8 @@ def markdown(rows: list[dict], skipped: list[tuple[str, str]], meta: dict,
                        f"{r0.get('buffer_bdp'):g} BDP at its mean rate "
                        f"({r0.get('link_buffer_pkts')} packets); queue: the trace link's sojourn "
                        "of each data packet (ccplink), link util.: delivered / the trace's "
-                       "capacity over the run")
+                       "capacity over the link's life (from the transfer's first full "
+                       "segment until the link stopped, a second or two after the transfer)")
             out.append("")
         elif "rate_mbps" in r0:
             out.append(f"{r0.get('rate_mbps'):g} Mbit/s, {r0.get('rtt_ms'):g} ms, "
