@@ -31,11 +31,14 @@
  * (FWD + REV) / 1500 bytes), at least 1, as the simulator sizes buffer_bdp.
  *
  * Statistics (-s FILE, JSON, written at SIGTERM/SIGINT): packets in, dropped,
- * delivered; each delivered data packet's sojourn (arrival at the link to
+ * delivered; how late packets left the forward delay line ("late_ms": p99 to
+ * the ms, max, how many over 10 ms: the process ran behind its trace); each
+ * delivered data packet's sojourn (arrival at the link to
  * its delivery opportunity: the simulator's queue delay) as mean/p50/p95/max;
  * per -B ms bin from the trace's start: the trace's capacity, the bytes
  * delivered and the capacity wasted on an empty queue.  "start_boottime_s"
- * is the trace's time 0 on CLOCK_BOOTTIME (the clock of /proc/uptime).
+ * is the trace's time 0 on CLOCK_BOOTTIME (the clock of /proc/uptime),
+ * "start_realtime_s" on CLOCK_REALTIME (bash's $EPOCHREALTIME).
  *
  * ccplink -t TRACE -a TUNA -z TUNB -f FWD_MS -r REV_MS (-q PKTS | -b BDPS)
  *         [-s STATS] [-B BIN_MS] [-w BYTES] [-p PIDFILE]
@@ -422,7 +425,7 @@ static void on_sig(int s)
 }
 
 static struct trace tr;
-static uint64_t t0_mono, t0_boot, bin_ns = 100000000ULL, last_ns;
+static uint64_t t0_mono, t0_boot, t0_real, bin_ns = 100000000ULL, last_ns;
 static int started;
 static uint64_t *bin_deliv, *bin_waste;
 static size_t nbins;
@@ -431,6 +434,11 @@ static uint64_t soj_n, soj_max;
 static double soj_sum;
 static uint64_t in_pkts, in_bytes, drops, deliv_pkts, deliv_bytes, ack_pkts, wr_err;
 static uint64_t peak_q;
+/* how late data packets left the forward delay line (ms bins up to 10 s): a link that
+ * ran behind its trace (its process starved of CPU) shows here */
+#define LATE_BINS 10000
+static uint32_t late[LATE_BINS];
+static uint64_t late_n, late_max;
 
 /* a failed write into a TUN: counted, and the first few said on stderr */
 static void wr(int fd, const struct pkt *p, const char *dir)
@@ -489,16 +497,29 @@ static void write_stats(const char *path, double fwd_ms, double rev_ms, uint64_t
 	size_t used = started ? (size_t)(last_ns / bin_ns) + 1 : 0;
 	fprintf(f, "{\"format\": \"%s\", \"mean_mbps\": %.6f, \"period_s\": %.6f, "
 		"\"fwd_ms\": %g, \"rev_ms\": %g, \"buffer_pkts\": %llu, \"started\": %s, "
-		"\"start_boottime_s\": %.6f, \"elapsed_s\": %.6f, \"bin_ms\": %g, ",
+		"\"start_boottime_s\": %.6f, \"start_realtime_s\": %.6f, \"elapsed_s\": %.6f, "
+		"\"bin_ms\": %g, ",
 		tr.is_log ? "tput" : "mahimahi", trace_mean_mbps(&tr),
 		tr.is_log ? tr.period_ns / 1e9 : tr.period_ms / 1e3, fwd_ms, rev_ms,
 		(unsigned long long)qpkts, started ? "true" : "false", t0_boot / 1e9,
-		last_ns / 1e9, bin_ns / 1e6);
+		t0_real / 1e9, last_ns / 1e9, bin_ns / 1e6);
 	fprintf(f, "\"in_pkts\": %llu, \"in_bytes\": %llu, \"drops\": %llu, \"deliv_pkts\": %llu, "
 		"\"deliv_bytes\": %llu, \"ack_pkts\": %llu, \"write_errors\": %llu, \"peak_queue_pkts\": %llu, ",
 		(unsigned long long)in_pkts, (unsigned long long)in_bytes, (unsigned long long)drops,
 		(unsigned long long)deliv_pkts, (unsigned long long)deliv_bytes,
 		(unsigned long long)ack_pkts, (unsigned long long)wr_err, (unsigned long long)peak_q);
+	if (late_n) {
+		uint64_t acc = 0, p99 = 0, over10 = 0;
+		for (size_t i = 0; i < LATE_BINS; i++) {
+			acc += late[i];
+			if (!p99 && acc * 100 >= late_n * 99)
+				p99 = i + 1;
+			if (i >= 10)
+				over10 += late[i];
+		}
+		fprintf(f, "\"late_ms\": {\"p99\": %llu, \"max\": %.3f, \"over_10ms\": %llu}, ",
+			(unsigned long long)p99, late_max / 1e6, (unsigned long long)over10);
+	}
 	if (soj_n)
 		fprintf(f, "\"sojourn_ms\": {\"n\": %llu, \"mean\": %.4f, \"p50\": %.4f, \"p95\": %.4f, "
 			"\"max\": %.4f}, ", (unsigned long long)soj_n, soj_sum / soj_n / 1e6,
@@ -618,6 +639,7 @@ int main(int argc, char **argv)
 	if (!wait_first) {
 		t0_mono = clock_ns(CLOCK_MONOTONIC);
 		t0_boot = clock_ns(CLOCK_BOOTTIME);
+		t0_real = clock_ns(CLOCK_REALTIME);
 		started = 1;
 	}
 	while (!stop) {
@@ -640,6 +662,7 @@ int main(int argc, char **argv)
 			if (!started) {
 				t0_mono = now;
 				t0_boot = clock_ns(CLOCK_BOOTTIME);
+				t0_real = clock_ns(CLOCK_REALTIME);
 				started = 1;
 			}
 			p->arr = now - t0_mono;
@@ -714,6 +737,11 @@ int main(int argc, char **argv)
 		/* the delay lines */
 		while (dfwd.head && dfwd.head->due <= now) {
 			struct pkt *p = pop(&dfwd);
+			uint64_t l = now - p->due;
+			late[l / 1000000 < LATE_BINS ? l / 1000000 : LATE_BINS - 1]++;
+			late_n++;
+			if (l > late_max)
+				late_max = l;
 			wr(fb, p, "towards the receiver");
 			pkt_put(p);
 		}

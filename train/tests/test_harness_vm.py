@@ -365,6 +365,9 @@ def test_trace_runs_without_link_statistics_are_problems():
     assert "no queueing" in str(problem(trec("t", "cubic", 10.0, None)))
     assert "writes" in str(problem(trec("t", "cubic", 10.0, 3.0, link_write_errors=2)))
     assert problem(trec("t", "cubic", 10.0, 3.0, link_write_errors=0)) is None
+    # a link that fell behind its trace (its process starved) did not emulate the path
+    assert "behind its trace" in str(problem(trec("t", "cubic", 10.0, 3.0, link_late_p99_ms=422)))
+    assert problem(trec("t", "cubic", 10.0, 3.0, link_late_p99_ms=3)) is None
 
 
 def test_run_vm_on_traces_with_a_stand_in_and_a_fake_simulator(tmp_path: Path, monkeypatch):

@@ -27,8 +27,10 @@ check.py evalrun SRV.json CLI.json SAMPLES FLOWLOG SKIP CC [key=value...]
                                        (flow-log lines after the first SKIP)
 check.py linkrate TRACE LINK.json RX [TOL]
                                        the trace link's delivered rate against its trace
-                                       (guest/trace_link.sh): RX holds "uptime rx_bytes
-                                       rx_packets" samples of the receiver's veth; per window of
+                                       (guest/trace_link.sh): RX holds "t_before t_after
+                                       rx_bytes rx_packets" samples of the receiver's veth
+                                       (realtime; a read over 2 ms is dropped; or "uptime
+                                       rx_bytes rx_packets"); per window of
                                        >= 1 s between samples, the IP bytes received against the
                                        trace's capacity over the same window shifted back by the
                                        link's forward delay (capacity read from TRACE here, apart
@@ -382,6 +384,10 @@ class Trace:
         return (self.bits_before(b) - self.bits_before(a)) / 8.0
 
 
+#: a counter sample whose read took longer than this has no time to go with it
+READ_SLACK_S = 0.002
+
+
 def linkrate(trace_path, link_path, rx_path, tol=0.10):
     tr = Trace(trace_path)
     with open(link_path) as f:
@@ -390,16 +396,24 @@ def linkrate(trace_path, link_path, rx_path, tol=0.10):
         raise ValueError("the link's clock never started (no data reached it)")
     if ln.get("write_errors"):
         raise ValueError(f"the link failed {ln['write_errors']} writes (ccplink.log says which)")
-    start = float(ln["start_boottime_s"])
     fwd = float(ln["fwd_ms"]) / 1e3
     bin_s = float(ln["bin_ms"]) / 1e3
     waste = ln["wasted_bytes_bins"]
     smp = []
+    start = None
     with open(rx_path) as f:
         for line in f:
             p = line.split()
-            if len(p) == 3:
+            if len(p) == 3:  # uptime bytes packets (CLOCK_BOOTTIME)
+                start = float(ln["start_boottime_s"])
                 smp.append((float(p[0]), int(p[1]), int(p[2])))
+            elif len(p) == 4:  # realtime before and after the read, bytes, packets
+                start = float(ln["start_realtime_s"])
+                t0, t1 = float(p[0]), float(p[1])
+                if t1 - t0 <= READ_SLACK_S:  # else the read was interrupted: no time for it
+                    smp.append(((t0 + t1) / 2, int(p[2]), int(p[3])))
+    if start is None:
+        raise ValueError(f"{rx_path}: no samples")
     errs, got_all, cap_all = [], 0.0, 0.0
     i = 0
     while i < len(smp):
@@ -437,7 +451,9 @@ def link_fields(path):
             "link_drops": ln.get("drops"), "link_in_pkts": ln.get("in_pkts"),
             "link_buffer_pkts": ln.get("buffer_pkts"),
             "link_utilization": (round(ln["deliv_bytes"] / cap, 4) if cap else None),
-            "link_elapsed_s": ln.get("elapsed_s"), "link_write_errors": ln.get("write_errors")}
+            "link_elapsed_s": ln.get("elapsed_s"), "link_write_errors": ln.get("write_errors"),
+            "link_late_p99_ms": (ln.get("late_ms") or {}).get("p99"),
+            "link_late_max_ms": (ln.get("late_ms") or {}).get("max")}
 
 
 def cpustat(before, after):

@@ -88,6 +88,9 @@ VM_TRACES = ("TMobile-LTE-short.down", "seg16_20240419T171134.up.tput",
              "downlink-3g-no-cross-times-2")
 #: a guest ratio and the simulator's agree when guest/sim is within 1 ± this
 AGREE_TOL = 0.20
+#: a trace-link run whose packets left more than this late (p99, ms) did not follow its trace
+#: (the link's process was short of CPU): a problem. Half the scenarios' 40 ms base RTT.
+MAX_LINK_LATE_MS = 20.0
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,10 @@ def problem(rec: dict) -> str | None:
             return "the trace link measured no queueing delay (it carried no data)"
         if rec.get("link_write_errors"):
             return f"the trace link failed {rec['link_write_errors']} writes"
+        late = rec.get("link_late_p99_ms")
+        if isinstance(late, int | float) and late > MAX_LINK_LATE_MS:
+            return (f"the trace link ran behind its trace (1 % of the packets left over "
+                    f"{late:g} ms late; the guest was short of CPU)")
     if rec.get("kind") == "ccp":
         if not rec.get("attached"):
             k, n = (rec.get("attach_samples") or [0, 0])[:2]
