@@ -319,9 +319,10 @@ fi
 if [ "$MODE" = eval ]; then
 	if [ $ok612 = 0 ]; then
 		mkinitrd "$KV612"
-		# per run: the transfer, plus about 20 s of set-up in a TCG guest
+		# per run: the transfer, plus about 20 s of set-up in a TCG guest (30 s on a
+		# trace link, which is set up again for every run, on a loaded host)
 		nalgs=$(( $(tr -cd , <<<"$EVAL_ALGS" | wc -c) + 1 ))
-		boot "$KV612" eval.sh $(( EVAL_N * (nalgs + 2) * (EVAL_SECONDS + 20) + 180 ))
+		boot "$KV612" eval.sh $(( EVAL_N * (nalgs + 2) * (EVAL_SECONDS + 30) + 180 ))
 		say "eval: $EVAL_N scenarios x (native cubic, native bbr, ccp_{${EVAL_ALGS}}), ${EVAL_SECONDS}s each"
 		echo "EVAL_RESULTS $OUTD/eval.jsonl"
 	fi
