@@ -151,6 +151,12 @@ printf '10.5 0 0\n11.5 %d 0\n12.5 %d 0\n' "$c0" "$c1" > "$TMP/full.rx"
 expect_eq "check.py linkrate, exact" "2 1.000 1.0000 0.0000 0.0000" "$($CHECK linkrate "$TRACE" "$TMP/link1.json" "$TMP/full.rx")"
 printf '10.5 0 0\n11.5 %d 0\n12.5 %d 0\n' "$((c0 / 2))" "$((c1 / 2))" > "$TMP/half.rx"
 expect_eq "check.py linkrate, half the capacity" "2 0.000 0.5000 0.5000 0.5000" "$($CHECK linkrate "$TRACE" "$TMP/link1.json" "$TMP/half.rx")"
+# the sampler's form: realtime before and after each read (start_realtime_s the link's time 0);
+# a read that took over 2 ms has no time and is dropped: here the middle one, which leaves one
+# window of 2 s (its bytes at the exact capacity would otherwise make two exact windows)
+sed 's/"start_boottime_s": 10,/"start_boottime_s": 10, "start_realtime_s": 1000,/' "$TMP/link1.json" > "$TMP/link3.json"
+printf '1000.4995 1000.5005 0 0\n1001.499 1001.51 %d 0\n1002.4995 1002.5005 %d 0\n' "$c0" "$c1" > "$TMP/real.rx"
+expect_eq "check.py linkrate, realtime samples, an interrupted read dropped" "1 1.000 1.0000 0.0000 0.0000" "$($CHECK linkrate "$TRACE" "$TMP/link3.json" "$TMP/real.rx")"
 
 # ---------------------------------------------------------------- check with a missing measurement
 # what baseline_cubic and kill_throughput see when iperf3's JSON is missing
