@@ -231,9 +231,10 @@ if gcc -O2 -Wall -Wextra -Werror -o "$BIN/nlfuzz" "$HERE/nlfuzz.c" > "$WORK/nlfu
 else
 	hres FAIL nlfuzz_build "see $WORK/nlfuzz-build.log"
 fi
-# many connections at once (ccpflows.c), a fake agent whose program faults (fakeagent.c)
-for t in ccpflows fakeagent; do
-	gcc -O2 -Wall -Wextra -Werror -o "$BIN/$t" "$HERE/$t.c" > "$WORK/$t-build.log" 2>&1 ||
+# many connections at once (ccpflows.c), a fake agent whose program faults
+# (fakeagent.c), the trace-driven bottleneck (ccplink.c)
+for t in ccpflows fakeagent ccplink; do
+	gcc -O2 -Wall -Wextra -Werror -o "$BIN/$t" "$HERE/$t.c" -lm > "$WORK/$t-build.log" 2>&1 ||
 		hres FAIL ${t}_build "see $WORK/$t-build.log"
 done
 fi
@@ -261,7 +262,7 @@ mkinitrd() { # KV
 	cp /bin/busybox "$d/bin/busybox"
 	cp "$HERE/guest/init" "$d/init"
 	chmod +x "$d/init"
-	for m in virtio_pci veth sch_netem sch_tbf inet_diag tcp_diag tcp_bbr netfs 9pnet 9pnet_virtio 9p; do
+	for m in virtio_pci veth tun sch_netem sch_tbf inet_diag tcp_diag tcp_bbr netfs 9pnet 9pnet_virtio 9p; do
 		p=$(grep -oE "^[^:]*/$m\.ko(\.xz|\.zst)?:" "/lib/modules/$kv/modules.dep" | head -n1)
 		[ -n "$p" ] && add_ko "$kv" "${p%:}" "$d"
 	done
@@ -318,9 +319,10 @@ fi
 if [ "$MODE" = eval ]; then
 	if [ $ok612 = 0 ]; then
 		mkinitrd "$KV612"
-		# per run: the transfer, plus about 20 s of set-up in a TCG guest
+		# per run: the transfer, plus about 20 s of set-up in a TCG guest (30 s on a
+		# trace link, which is set up again for every run, on a loaded host)
 		nalgs=$(( $(tr -cd , <<<"$EVAL_ALGS" | wc -c) + 1 ))
-		boot "$KV612" eval.sh $(( EVAL_N * (nalgs + 2) * (EVAL_SECONDS + 20) + 180 ))
+		boot "$KV612" eval.sh $(( EVAL_N * (nalgs + 2) * (EVAL_SECONDS + 30) + 180 ))
 		say "eval: $EVAL_N scenarios x (native cubic, native bbr, ccp_{${EVAL_ALGS}}), ${EVAL_SECONDS}s each"
 		echo "EVAL_RESULTS $OUTD/eval.jsonl"
 	fi

@@ -253,3 +253,157 @@ def test_run_vm_passes_models_and_netstats_to_the_guest(tmp_path: Path):
 def test_main_rejects_a_models_folder_without_cards(tmp_path: Path, capsys):
     assert main(["--out", str(tmp_path / "o"), "--models", str(tmp_path)]) == 2
     assert "no model cards" in capsys.readouterr().err
+
+
+# --- recorded paths: the trace-driven link and the simulator beside it --------------------
+
+from ccp_train.harness import vm  # noqa: E402
+from ccp_train.harness.vm import (  # noqa: E402
+    AGREE_TOL,
+    MAX_TRACE_MEAN_MBPS,
+    VM_TRACES,
+    sim_to_real,
+    trace_mean_mbps,
+    trace_scenarios,
+)
+
+
+def tscen(name: str, trace: Path, rtt: float = 40.0, buf: float = 1.0) -> Scenario:
+    return Scenario("corpus", name, "eval", 30.0, {"trace": str(trace), "buffer_bdp": buf},
+                    [{"rtt_ms": rtt}])
+
+
+def test_trace_mean_rate_as_the_simulator_serves_it(tmp_path: Path):
+    mm = tmp_path / "t.mm"
+    # 4 opportunities of 1500 bytes in a 2 ms period: 24 Mbit/s
+    mm.write_text("0\n1\n1\n2\n")
+    assert trace_mean_mbps(mm) == pytest.approx(24.0)
+    log = tmp_path / "t.tput"
+    # 10 Mbit/s for 1 s, 0 for 1 s, 30 for the median interval (1 s): mean 40/3
+    log.write_text("0 10\n1 0\n2 30\n")
+    assert trace_mean_mbps(log) == pytest.approx(40 / 3)
+    empty = tmp_path / "e.mm"
+    empty.write_text("0\n")
+    with pytest.raises(MatrixError, match="no period"):
+        trace_mean_mbps(empty)
+
+
+def test_trace_scenarios_pick_the_named_recordings_at_one_rtt_and_buffer(tmp_path: Path):
+    slow = tmp_path / "slow.mm"
+    slow.write_text("".join(f"{t}\n" for t in range(1, 11)))  # 12 Mbit/s
+    fast = tmp_path / "fast.tput"
+    fast.write_text(f"0 {MAX_TRACE_MEAN_MBPS + 1}\n")
+    vms, skipped = trace_scenarios([
+        tscen("cell-a:slow.mm-40ms-1bdp", slow),
+        tscen("cell-a:slow.mm-100ms-1bdp", slow, rtt=100),
+        tscen("cell-a:slow.mm-40ms-2bdp", slow, buf=2.0),
+        tscen("5g-b:fast.tput-40ms-1bdp", fast),
+        scen("const", {"rate_mbps": 50}),
+    ], ["slow.mm", "fast.tput"], 40.0, 1.0)
+    assert [v.name for v in vms] == ["cell-a:slow.mm-40ms-1bdp"]
+    assert vms[0].trace == str(slow) and vms[0].rate_mbps == pytest.approx(12.0)
+    assert vms[0].line() == f"cell-a:slow.mm-40ms-1bdp trace={slow} 40 1 0"
+    assert [k for k, _ in skipped] == ["corpus/5g-b:fast.tput-40ms-1bdp"]
+    assert "above" in skipped[0][1]
+    with pytest.raises(MatrixError, match="nope.mm"):
+        trace_scenarios([tscen("x", slow)], ["slow.mm", "nope.mm"], 40.0, 1.0)
+
+
+def test_default_traces_are_eval_recordings_the_guest_runs():
+    sc = select(load_matrix(suites=["corpus"]), "eval", purpose="report")
+    vms, skipped = trace_scenarios(sc, VM_TRACES, 40.0, 1.0)
+    assert len(vms) == len(VM_TRACES) and not skipped
+    assert all(v.rate_mbps <= MAX_TRACE_MEAN_MBPS and v.trace for v in vms)
+    # none of them is a training recording
+    with pytest.raises(MatrixError):
+        trace_scenarios(select(load_matrix(suites=["corpus"]), "tune", purpose="report"),
+                        VM_TRACES[:1], 40.0, 1.0)
+
+
+def trec(scenario: str, cc: str, thr: float, q95: float | None, **kw: object) -> dict:
+    r = rec(scenario, cc, thr, 50.0, trace="/x/t.mm", link_queue_p95_ms=q95,
+            link_utilization=0.9, link_buffer_pkts=56, **kw)
+    r.pop("rate_mbps")
+    return r
+
+
+def srec(scenario: str, alg: str, thr: float, q95: float, **kw: object) -> dict:
+    return {"scenario": scenario, "alg": alg, "seed": 1,
+            "metrics": {"throughput_mbps": thr, "queue_delay_p95_ms": q95}, **kw}
+
+
+def test_sim_to_real_ratios_and_verdicts_by_hand():
+    rows = with_ratios([
+        trec("t", "cubic", 10.0, 40.0), trec("t", "bbr", 9.0, 10.0),
+        trec("t", "ccp_cubic", 10.0, 38.0), trec("t", "ccp_mocc", 4.0, 4.0),
+        trec("t", "ccp_reno", 8.0, None),
+    ])
+    sim = [srec("t", "cubic", 12.0, 50.0), srec("t", "bbr", 11.0, 12.0),
+           srec("t", "mocc", 9.0, 5.0), srec("t", "reno", 10.0, 40.0)]
+    got = {e["run"]: e for e in sim_to_real(rows, sim)}
+    assert set(got) == {"native bbr", "ccp_cubic", "ccp_mocc", "ccp_reno"}
+    b = got["native bbr"]
+    assert b["guest_thr"] == pytest.approx(0.9) and b["sim_thr"] == pytest.approx(11 / 12)
+    assert b["thr_agree"] == pytest.approx(0.9 / (11 / 12))
+    assert b["guest_q95"] == pytest.approx(0.25) and b["sim_q95"] == pytest.approx(0.24)
+    assert b["verdict"] == "agree" and b["problem"] is None
+    # ccp_cubic against the simulator's cubic itself: 1.0 on that side
+    assert got["ccp_cubic"]["sim_thr"] == pytest.approx(1.0)
+    # 0.4 in the guest against 0.75 in the simulator: beyond the tolerance
+    m = got["ccp_mocc"]
+    assert abs(m["thr_agree"] - 1) > AGREE_TOL and m["verdict"] == "differ: throughput"
+    # no queue figure in the guest: a problem, no verdict
+    assert got["ccp_reno"]["problem"] and got["ccp_reno"]["verdict"] == "–"
+    # a guest ccp run with no simulator counterpart is a problem too
+    lone = {e["run"]: e for e in sim_to_real(rows, [srec("t", "cubic", 12.0, 50.0)])}
+    assert all("no simulator run" in str(e["problem"]) for r, e in lone.items()
+               if r != "ccp_cubic")
+    assert lone["ccp_cubic"]["problem"] is None
+
+
+def test_trace_runs_without_link_statistics_are_problems():
+    assert "no queueing" in str(problem(trec("t", "cubic", 10.0, None)))
+    assert "writes" in str(problem(trec("t", "cubic", 10.0, 3.0, link_write_errors=2)))
+    assert problem(trec("t", "cubic", 10.0, 3.0, link_write_errors=0)) is None
+    # a link that fell behind its trace (its process starved) did not emulate the path
+    assert "behind its trace" in str(problem(trec("t", "cubic", 10.0, 3.0, link_late_p99_ms=422)))
+    assert problem(trec("t", "cubic", 10.0, 3.0, link_late_p99_ms=3)) is None
+
+
+def test_run_vm_on_traces_with_a_stand_in_and_a_fake_simulator(tmp_path: Path, monkeypatch):
+    tr = tmp_path / "t.mm"
+    tr.write_text("".join(f"{t}\n" for t in range(1, 11)))
+    name = "cell-c:t.mm-40ms-1bdp"
+    lines = [trec(name, "cubic", 10.0, 40.0), trec(name, "bbr", 9.0, 10.0),
+             trec(name, "ccp_bbr", 8.5, 11.0)]
+    sh = fake_test_sh(tmp_path, lines)
+    seen: dict = {}
+
+    def fake_sim(scenarios, algs, seconds, out, jobs=2, agent=None):
+        seen.update(names=[s.name for s in scenarios], algs=list(algs), seconds=seconds)
+        return [srec(name, "cubic", 12.0, 50.0), srec(name, "bbr", 11.0, 12.0)]
+
+    monkeypatch.setattr(vm, "run_sim", fake_sim)
+    rows = run_vm(tmp_path / "o", [tscen(name, tr), scen("c", {"rate_mbps": 500})], 20,
+                  ["bbr"], test_sh=sh, traces=["t.mm"], command="python -m x --suites corpus")
+    assert seen == {"names": [name], "algs": ["bbr"], "seconds": 20}
+    assert f"{name} trace={tr} 40 1 0" in (tmp_path / "seen-list.txt").read_text()
+    assert all(not r["sim_to_real_problems"] for r in rows)
+    md = (tmp_path / "o" / "vm_report.md").read_text()
+    assert "Command: `python -m x --suites corpus`" in md
+    assert "## Sim to real" in md and "| native bbr |" in md and "| ccp_bbr |" in md
+    cmp = [json.loads(x) for x in (tmp_path / "o" / "vm_sim_to_real.jsonl").read_text().split("\n")
+           if x]
+    assert [e["verdict"] for e in cmp] == ["agree", "agree"]
+    assert len((tmp_path / "o" / "vm_sim.jsonl").read_text().splitlines()) == 2
+    # the per-scenario table carries the trace link's queue columns, all rows as wide
+    table = md.split(f"## {name}")[1].split("## ")[0].splitlines()
+    assert {ln.count("|") for ln in table if ln.startswith("|")} == {16}
+
+
+def test_main_rejects_bad_suites_and_traces(tmp_path: Path, capsys):
+    assert main(["--out", str(tmp_path), "--suites", "fairness"]) == 2
+    assert main(["--out", str(tmp_path), "--suites", "corpus", "--traces", "no-such"]) == 2
+    assert main(["--out", str(tmp_path), "--suites", "corpus", "--jobs", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--suites" in err and "no-such" in err and "--jobs" in err

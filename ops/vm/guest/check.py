@@ -25,6 +25,21 @@ check.py evalrun SRV.json CLI.json SAMPLES FLOWLOG SKIP CC [key=value...]
                                        key=value fields, throughput, RTT, retransmissions and,
                                        for CC ccp_*, attach status and the agent's algorithm
                                        (flow-log lines after the first SKIP)
+check.py linkrate TRACE LINK.json RX [TOL]
+                                       the trace link's delivered rate against its trace
+                                       (guest/trace_link.sh): RX holds "t_before t_after
+                                       rx_bytes rx_packets" samples of the receiver's veth
+                                       (realtime; a read over 2 ms is dropped; or "uptime
+                                       rx_bytes rx_packets"); per window of
+                                       >= 1 s between samples, the IP bytes received against the
+                                       trace's capacity over the same window shifted back by the
+                                       link's forward delay (capacity read from TRACE here, apart
+                                       from ccplink's own reading); only windows in which the link
+                                       wasted < 1 % of the capacity on an empty queue count
+                                       (saturated).  Prints "windows within_TOL(fraction)
+                                       total_ratio median_abs_err max_abs_err" (TOL default
+                                       0.10)
+check.py tracecap TRACE SECONDS        the trace's capacity per second, "second Mbit/s"
 
 A figure that cannot be measured is "none", never empty or 0: a missing,
 empty or truncated file, a JSON without data (thr: no summary and no
@@ -32,7 +47,9 @@ intervals; window, gap: no interval in the window), any other error (the
 error goes to stderr, the exit status is 1).  Commands that print several
 fields print "none" in each (the guest tests read them with `read`).
 """
+import bisect
 import json
+import math
 import statistics
 import sys
 
@@ -263,6 +280,11 @@ def evalrun(srv, cli, samples, flowlog_path, skip, cc, fields):
                 rec[k] = v
     rec["cc"] = cc
     errs = [rec.pop("error")] if "error" in rec else []
+    if "linkstats" in rec:
+        try:
+            rec.update(link_fields(str(rec.pop("linkstats"))))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            errs.append(f"trace link statistics: {e}")
     try:
         rec["throughput_mbps"] = round(thr(srv), 3)
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -298,6 +320,142 @@ def evalrun(srv, cli, samples, flowlog_path, skip, cc, fields):
     return rec
 
 
+# ---------------------------------------------------------------- trace link
+OPP_BYTES = 1500
+
+
+class Trace:
+    """A trace's capacity as the simulator reads it (datapath/sim/src/trace.rs): a mahimahi
+    file (an opportunity of 1500 bytes per ms line, repeating with period = the last) or a
+    throughput log (time_s rate_mbps, each rate held to the next sample, the last for the
+    median interval, repeating).  Written apart from ccplink.c, as its oracle."""
+
+    def __init__(self, path):
+        rows = []
+        with open(path) as f:
+            for line in f:
+                s = line.strip()
+                if s and not s.startswith("#"):
+                    rows.append(s.split())
+        if not rows:
+            raise ValueError(f"{path}: empty trace")
+        self.log = path.endswith(".tput") or len(rows[0]) == 2
+        if self.log:
+            smp = []
+            for t, r in ((float(a), float(b)) for a, b in rows):
+                if smp and t == smp[-1][0]:
+                    smp[-1] = (t, r)
+                else:
+                    smp.append((t, r))
+            t0 = smp[0][0]
+            gaps = sorted(b[0] - a[0] for a, b in zip(smp, smp[1:]))
+            hold = gaps[len(gaps) // 2] if gaps else 1.0
+            self.starts = [t - t0 for t, _ in smp]
+            self.rates = [r * 1e6 for _, r in smp]  # bit/s
+            self.period = smp[-1][0] - t0 + hold
+            self.cum = [0.0]
+            for i, r in enumerate(self.rates):
+                end = self.starts[i + 1] if i + 1 < len(self.starts) else self.period
+                self.cum.append(self.cum[-1] + (end - self.starts[i]) * r)
+        else:
+            self.ms = [int(r[0]) for r in rows]
+            self.period_ms = self.ms[-1]
+            if self.period_ms <= 0:
+                raise ValueError(f"{path}: period 0")
+
+    def bits_before(self, t):
+        """Capacity (bits) over [0, t) seconds of the trace's clock."""
+        if t <= 0:
+            return 0.0
+        if self.log:
+            c = math.floor(t / self.period)
+            tau = t - c * self.period
+            i = max(bisect.bisect_right(self.starts, tau) - 1, 0)
+            return (c * self.cum[-1] + self.cum[i]
+                    + max(tau - self.starts[i], 0.0) * self.rates[i])
+        ms = t * 1000.0
+        c = math.floor(ms / self.period_ms)
+        tau = ms - c * self.period_ms
+        # opportunities at times < t: whole cycles, then this cycle's lines before tau
+        n = c * len(self.ms) + bisect.bisect_left(self.ms, tau)
+        return n * OPP_BYTES * 8.0
+
+    def bytes_in(self, a, b):
+        return (self.bits_before(b) - self.bits_before(a)) / 8.0
+
+
+#: a counter sample whose read took longer than this has no time to go with it
+READ_SLACK_S = 0.002
+
+
+def linkrate(trace_path, link_path, rx_path, tol=0.10):
+    tr = Trace(trace_path)
+    with open(link_path) as f:
+        ln = json.load(f)
+    if not ln.get("started"):
+        raise ValueError("the link's clock never started (no data reached it)")
+    if ln.get("write_errors"):
+        raise ValueError(f"the link failed {ln['write_errors']} writes (ccplink.log says which)")
+    fwd = float(ln["fwd_ms"]) / 1e3
+    bin_s = float(ln["bin_ms"]) / 1e3
+    waste = ln["wasted_bytes_bins"]
+    smp = []
+    start = None
+    with open(rx_path) as f:
+        for line in f:
+            p = line.split()
+            if len(p) == 3:  # uptime bytes packets (CLOCK_BOOTTIME)
+                start = float(ln["start_boottime_s"])
+                smp.append((float(p[0]), int(p[1]), int(p[2])))
+            elif len(p) == 4:  # realtime before and after the read, bytes, packets
+                start = float(ln["start_realtime_s"])
+                t0, t1 = float(p[0]), float(p[1])
+                if t1 - t0 <= READ_SLACK_S:  # else the read was interrupted: no time for it
+                    smp.append(((t0 + t1) / 2, int(p[2]), int(p[3])))
+    if start is None:
+        raise ValueError(f"{rx_path}: no samples")
+    errs, got_all, cap_all = [], 0.0, 0.0
+    i = 0
+    while i < len(smp):
+        j = next((k for k in range(i + 1, len(smp)) if smp[k][0] - smp[i][0] >= 1.0), None)
+        if j is None:
+            break
+        (u0, b0, p0), (u1, b1, p1) = smp[i], smp[j]
+        i = j
+        a, b = u0 - start - fwd, u1 - start - fwd
+        if a < 0 or b > len(waste) * bin_s:
+            continue
+        cap = tr.bytes_in(a, b)
+        wasted = sum(waste[int(a / bin_s):int(b / bin_s) + 1])
+        if cap <= 0 or wasted > 0.01 * cap:
+            continue
+        got = (b1 - b0) - 14 * (p1 - p0)  # IP bytes: less the Ethernet header
+        errs.append(got / cap - 1.0)
+        got_all += got
+        cap_all += cap
+    if not errs:
+        raise ValueError("no saturated window of >= 1 s")
+    within = sum(1 for e in errs if abs(e) <= tol) / len(errs)
+    return (len(errs), within, got_all / cap_all, statistics.median(abs(e) for e in errs),
+            max(abs(e) for e in errs))
+
+
+def link_fields(path):
+    """A ccplink statistics file's figures for an eval record (guest/eval.sh)."""
+    with open(path) as f:
+        ln = json.load(f)
+    soj = ln.get("sojourn_ms") or {}
+    cap = sum(ln.get("cap_bytes") or [])
+    return {"link_queue_p95_ms": soj.get("p95"), "link_queue_p50_ms": soj.get("p50"),
+            "link_queue_mean_ms": None if soj.get("mean") is None else round(soj["mean"], 3),
+            "link_drops": ln.get("drops"), "link_in_pkts": ln.get("in_pkts"),
+            "link_buffer_pkts": ln.get("buffer_pkts"),
+            "link_utilization": (round(ln["deliv_bytes"] / cap, 4) if cap else None),
+            "link_elapsed_s": ln.get("elapsed_s"), "link_write_errors": ln.get("write_errors"),
+            "link_late_p99_ms": (ln.get("late_ms") or {}).get("p99"),
+            "link_late_max_ms": (ln.get("late_ms") or {}).get("max")}
+
+
 def cpustat(before, after):
     def busy(path):
         with open(path) as f:
@@ -325,7 +483,7 @@ def create_addrs(path):
 
 
 # fields printed per command ("none" each when the figure cannot be measured)
-FIELDS = {"rtt": 3, "decisions": 3, "backoff": 3}
+FIELDS = {"rtt": 3, "decisions": 3, "backoff": 3, "linkrate": 5}
 
 
 def main(a):
@@ -367,6 +525,14 @@ def main(a):
                        for x in pct(a[1], int(a[2]), [float(p) for p in a[3:]])))
     elif cmd == "evalrun":
         print(json.dumps(evalrun(a[1], a[2], a[3], a[4], a[5], a[6], a[7:])))
+    elif cmd == "linkrate":
+        n, within, ratio, med, mx = linkrate(a[1], a[2], a[3],
+                                             float(a[4]) if len(a) > 4 else 0.10)
+        print(n, f"{within:.3f}", f"{ratio:.4f}", f"{med:.4f}", f"{mx:.4f}")
+    elif cmd == "tracecap":
+        tr = Trace(a[1])
+        for k in range(int(a[2])):
+            print(k, f"{tr.bytes_in(k, k + 1) * 8 / 1e6:.4f}")
     elif cmd == "cpustat":
         print(f"{cpustat(a[1], a[2]):.2f}")
     else:

@@ -5,7 +5,11 @@
 # writes LIST and reads the results).
 #
 # $WORK/eval/list.txt: one scenario a line, "name rate_mbps rtt_ms
-# buffer_bdp loss" (loss a fraction; '#' starts a comment).
+# buffer_bdp loss" (loss a fraction; '#' starts a comment); rate_mbps
+# "trace=PATH" makes a trace-driven link (setup_trace_link: ccplink with the
+# trace PATH, buffer_bdp BDPs at the trace's mean rate, restarted before
+# each run so that every transfer meets the trace from its start, and the
+# link's statistics, its queueing delay among them, in each run's line).
 # $WORK/eval/params: EVAL_SECONDS (transfer length), EVAL_ALGS (the
 # agent's algorithms, space-separated), EVAL_NETSTATS (1: in-network
 # statistics, below); $WORK/eval/models, when there, replaces
@@ -115,12 +119,16 @@ exporter_stop() {
 # last argument: with or without the exporter, EVAL_NETSTATS=1 only)
 one_run() {
 	local name=$1 rate=$2 rtt=$3 bdp=$4 loss=$5 bufb=$6 cc=$7 ns=${8:-} kind alg base
+	local linkf=(rate_mbps=$rate)
 	base=$T/run-$name-$cc${ns:+-$ns}
+	[ -n "$TRACE" ] && linkf=(trace=$TRACE linkstats=$base.link.json)
 	if [[ $cc == ccp_* ]]; then kind=ccp; alg=${cc#ccp_}; else kind=native; alg=$cc; fi
 	local skip=0 err= nsf=()
 	[ $kind = ccp ] && skip=$(wc -l < $FL 2>/dev/null || echo 0)
 	if [ $kind = ccp ] && [ $agent != yes ]; then
 		err="the agent is not running"
+	elif [ -n "$TRACE" ] && ! trace_link_start "$TRACE" $rtt ${bdp}bdp; then
+		err="the trace link did not start (see ccplink.log)"
 	elif [ "$ns" = on ] && ! exporter_start $rate; then
 		err="the exporter did not serve (see exporter.log)"
 		exporter_stop
@@ -143,10 +151,18 @@ one_run() {
 		touch $T/stop
 		wait $sp
 		exporter_stop
+		if [ -n "$TRACE" ]; then
+			trace_link_stop
+			cp $TRACE_STATS $base.link.json 2>/dev/null
+			cp $TRACE_STATS $OUT/link-$name-$cc.json 2>/dev/null
+			# the transfer's 100 ms intervals, for a closer look at a run
+			cp $base.json $OUT/iperf-$name-$cc.json 2>/dev/null
+			cp $base.json.cli $OUT/iperf-$name-$cc.cli.json 2>/dev/null
+		fi
 	fi
 	[ -n "$ns" ] && [ ${#nsf[@]} = 0 ] && nsf=(netstats=$ns)
 	$CHECK evalrun $base.json $base.json.cli $base.samples $FL "$skip" $cc \
-		scenario=$name rate_mbps=$rate rtt_ms=$rtt buffer_bdp=$bdp loss=$loss \
+		scenario=$name "${linkf[@]}" rtt_ms=$rtt buffer_bdp=$bdp loss=$loss \
 		buffer_bytes=$bufb seconds=$EVAL_SECONDS kind=$kind alg=$alg "${nsf[@]}" "error=$err" >> $RES ||
 		echo "{\"scenario\": \"$name\", \"cc\": \"$cc\", \"kind\": \"$kind\", \"alg\": \"$alg\", \"error\": \"evalrun failed\"}" >> $RES
 	log "$(tail -n1 $RES)"
@@ -155,11 +171,20 @@ one_run() {
 n=0
 while read -r name rate rtt bdp loss rest; do
 	case "$name" in ''|'#'*) continue ;; esac
-	# queue: buffer_bdp x rate x RTT, at least two full-size packets
-	bufb=$(awk -v r=$rate -v t=$rtt -v b=$bdp 'BEGIN{q = int(r * 1e6 / 8 * t / 1000 * b); print (q < 3028 ? 3028 : q)}')
 	lpct=$(awk -v l=$loss 'BEGIN{printf "%g", l * 100}')
-	log "scenario $name: ${rate} Mbit/s, ${rtt} ms, $bdp BDP = $bufb bytes, loss $lpct %"
-	setup_link ${rate}mbit $rtt $bufb cubic $lpct
+	TRACE=
+	if [[ $rate == trace=* ]]; then
+		# a trace-driven link (ccplink): its queue in packets, from the trace's mean
+		TRACE=${rate#trace=} bufb=0
+		log "scenario $name: trace $TRACE, ${rtt} ms, $bdp BDP at its mean rate, loss $lpct %"
+		fle "$lpct" 0 && lpct=
+		setup_trace_link "$TRACE" $rtt ${bdp}bdp cubic $lpct || log "the trace link did not start: each run records it"
+	else
+		# queue: buffer_bdp x rate x RTT, at least two full-size packets
+		bufb=$(awk -v r=$rate -v t=$rtt -v b=$bdp 'BEGIN{q = int(r * 1e6 / 8 * t / 1000 * b); print (q < 3028 ? 3028 : q)}')
+		log "scenario $name: ${rate} Mbit/s, ${rtt} ms, $bdp BDP = $bufb bytes, loss $lpct %"
+		setup_link ${rate}mbit $rtt $bufb cubic $lpct
+	fi
 	# socket buffers for a BDP plus a 4 BDP queue at 200 Mbit/s x 200 ms
 	$NS_SND sysctl -qw net.ipv4.tcp_wmem="4096 16384 67108864"
 	$NS_RCV sysctl -qw net.ipv4.tcp_rmem="4096 131072 67108864"
@@ -175,6 +200,7 @@ while read -r name rate rtt bdp loss rest; do
 done < "$LIST"
 
 agent_stop
+trace_link_stop
 cp $FL $OUT/ 2>/dev/null
 dmesg > $OUT/dmesg-eval.txt
 bad=$(grep -c '"error": "[^"]' $RES)

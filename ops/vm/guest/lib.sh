@@ -122,7 +122,16 @@ ctr() { awk -v k="$1" '$1==k{print $2}' /proc/net/ccp 2>/dev/null; }
 # percentage of the data packets at random (a drop there is silent: TCP
 # learns of it from the receiver, as of a loss on the wire).
 setup_link() {
+	link_topology
+	tc -n rtr qdisc add dev vb root tbf rate $1 burst 32k limit $3
+	tc -n rtr qdisc add dev va root netem delay ${2}ms limit 100000
+	link_ends "${4-cubic}" "${5-}"
+}
+# link_topology: the three namespaces and their veths, addresses, routes
+# (no shaping: setup_link and setup_trace_link add theirs)
+link_topology() {
 	local ns
+	trace_link_stop
 	for ns in snd rtr rcv; do ip netns del $ns 2>/dev/null; done
 	for ns in snd rtr rcv; do ip netns add $ns; ip -n $ns link set lo up; done
 	ip link add vs netns snd type veth peer name va netns rtr
@@ -153,18 +162,87 @@ setup_link() {
 	for nsdev in snd/vs rtr/va rtr/vb rcv/vr; do
 		ip netns exec ${nsdev%/*} sh -c "echo 1 > /sys/class/net/${nsdev#*/}/queues/rx-0/rps_cpus"
 	done
-	tc -n rtr qdisc add dev vb root tbf rate $1 burst 32k limit $3
-	tc -n rtr qdisc add dev va root netem delay ${2}ms limit 100000
-	if [ -n "${5-}" ]; then
+}
+# link_ends CC LOSS_PCT: the end namespaces' congestion control and the
+# sender's random loss (setup_link's CC and LOSS_PCT)
+link_ends() {
+	if [ -n "${2-}" ]; then
 		ip -n snd link set dev vs gso_max_segs 1
-		fle "$5" 0 || tc -n snd qdisc add dev vs root netem loss ${5}% limit 100000
+		fle "$2" 0 || tc -n snd qdisc add dev vs root netem loss ${2}% limit 100000
 	fi
-	if [ -n "${4-cubic}" ]; then
-		$NS_SND sysctl -qw net.ipv4.tcp_congestion_control=${4:-cubic}
-		$NS_RCV sysctl -qw net.ipv4.tcp_congestion_control=${4:-cubic}
+	if [ -n "${1-cubic}" ]; then
+		$NS_SND sysctl -qw net.ipv4.tcp_congestion_control=${1:-cubic}
+		$NS_RCV sysctl -qw net.ipv4.tcp_congestion_control=${1:-cubic}
 	fi
 	# keep every test's flow independent of the previous ones
 	$NS_SND sysctl -qw net.ipv4.tcp_no_metrics_save=1
+}
+
+# setup_trace_link TRACE RTT_MS BUFFER [CC [LOSS_PCT]]: the namespaces of
+# setup_link with a trace-driven bottleneck instead of tbf + netem: the
+# router hands every packet from the sender (in on va) to the TUN device
+# lka and every packet from the receiver (in on vb) to lkb (policy routing by
+# input device), where ccplink (ops/vm/ccplink.c) serves the data from a
+# drop-tail queue at the trace's delivery opportunities and delays each
+# direction by RTT_MS/2; what it writes back into lkb (data) or lka (ACKs)
+# the router forwards on as usual.  BUFFER: "NUMBERbdp" (BDPs at the trace's
+# mean rate and RTT_MS, rounded to packets as the simulator does) or a
+# number of packets.  The trace's clock starts at the first packet of
+# 1000 bytes or more from the sender (a transfer's first full segment; the
+# packets before it pass with the base delay only).  IPv4 only (IPv6 is
+# off on the TUNs).  trace_link_stop ends the link and writes its
+# statistics ($TRACE_STATS, JSON: see ccplink.c); TRACE_LINK_PID is its pid.
+TRACE_STATS=$T/link.json
+TRACE_LINK_PID=
+setup_trace_link() {
+	local trace=$1 rtt=$2 buf=$3
+	link_topology
+	local a
+	for a in all default va vb; do
+		ip netns exec rtr sysctl -qw net.ipv4.conf.$a.rp_filter=0
+	done
+	ip -n rtr rule add iif va lookup 101
+	ip -n rtr rule add iif vb lookup 102
+	trace_link_start "$trace" "$rtt" "$buf" || return 1
+	link_ends "${4-cubic}" "${5-}"
+}
+# trace_link_start TRACE RTT_MS BUFFER: (re)start ccplink on the topology
+# of setup_trace_link (a fresh queue, the trace's clock at 0 again)
+trace_link_start() {
+	local trace=$1 rtt=$2 buf=$3 half qarg i
+	trace_link_stop
+	half=$(awk -v r="$rtt" 'BEGIN{printf "%g", r / 2}')
+	case $buf in
+	*bdp) qarg="-b ${buf%bdp}" ;;
+	*) qarg="-q $buf" ;;
+	esac
+	rm -f $TRACE_STATS
+	ip netns exec rtr $BIN/ccplink -t "$trace" -a lka -z lkb -f $half -r $half $qarg \
+		-s $TRACE_STATS -w 1000 2>> $OUT/ccplink.log &
+	TRACE_LINK_PID=$!
+	for i in $(seq 100); do
+		ip -n rtr link show lkb > /dev/null 2>&1 && break
+		kill -0 $TRACE_LINK_PID 2>/dev/null || { TRACE_LINK_PID=; log "ccplink exited: $(tail -2 $OUT/ccplink.log)"; return 1; }
+		nap 0.05
+	done
+	# IPv4 only: IPv6 on a TUN sends the kernel's own MLD reports across the
+	# link as it comes up, while the other TUN may still be down (a write into
+	# a down TUN fails)
+	for a in lka lkb; do
+		ip netns exec rtr sysctl -qw net.ipv6.conf.$a.disable_ipv6=1
+		ip netns exec rtr sysctl -qw net.ipv4.conf.$a.rp_filter=0
+	done
+	ip -n rtr link set lka up txqueuelen 10000
+	ip -n rtr link set lkb up txqueuelen 10000
+	ip -n rtr route add default dev lka table 101 &&
+	ip -n rtr route add default dev lkb table 102
+}
+# trace_link_stop: end ccplink (it writes $TRACE_STATS); 0 if none ran
+trace_link_stop() {
+	[ -n "${TRACE_LINK_PID-}" ] || return 0
+	kill -TERM $TRACE_LINK_PID 2>/dev/null
+	wait $TRACE_LINK_PID 2>/dev/null
+	TRACE_LINK_PID=
 }
 RCV_IP=10.0.2.2
 RCV_IP6=fd00:2::2

@@ -128,6 +128,35 @@ expect_eq "check.py decisions, no flow log" "none none none" "$($CHECK decisions
 expect_eq "check.py backoff, no samples file" "none none none" "$($CHECK backoff "$TMP/missing.samples" ccp_reno 2>/dev/null)"
 expect_eq "check.py pct empty" "none none" "$($CHECK pct "$TMP/empty.json" 0 50 99 2>/dev/null)"
 expect_eq "check.py reports with sid none" none "$($CHECK reports "$TMP/empty.json" none 2>/dev/null)"
+# the trace link's rate check (trace_link.sh): no statistics, no samples, a link that never
+# started, a broken trace
+TRACE=$REPO/datapath/sim/scenarios/traces/TMobile-LTE-short.down
+expect_eq "check.py linkrate, no link statistics" "none none none none none" "$($CHECK linkrate "$TRACE" "$TMP/missing.json" "$TMP/missing.rx" 2>/dev/null)"
+echo '{"started": false}' > "$TMP/link0.json"
+expect_eq "check.py linkrate, a link that never started" "none none none none none" "$($CHECK linkrate "$TRACE" "$TMP/link0.json" "$TMP/missing.rx" 2>/dev/null)"
+echo '{"started": true, "start_boottime_s": 10, "fwd_ms": 20, "bin_ms": 100, "wasted_bytes_bins": [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]}' > "$TMP/link1.json"
+: > "$TMP/empty.rx"
+expect_eq "check.py linkrate, no rx samples" "none none none none none" "$($CHECK linkrate "$TRACE" "$TMP/link1.json" "$TMP/empty.rx" 2>/dev/null)"
+printf 'x\n' > "$TMP/bad.trace"
+printf '10.5 0 0\n12.5 1000 1\n' > "$TMP/two.rx"
+sed 's/"started": true/"started": true, "write_errors": 3/' "$TMP/link1.json" > "$TMP/link2.json"
+expect_eq "check.py linkrate, a link that failed writes" "none none none none none" "$($CHECK linkrate "$TRACE" "$TMP/link2.json" "$TMP/two.rx" 2>/dev/null)"
+expect_eq "check.py linkrate, a broken trace" "none none none none none" "$($CHECK linkrate "$TMP/bad.trace" "$TMP/link1.json" "$TMP/two.rx" 2>/dev/null)"
+# a link that delivered the trace's capacity exactly (the oracle's own figures) passes, one at
+# half of it does not
+read -r c0 c1 <<<"$($PY -c "
+import sys; sys.path.insert(0, '$REPO/ops/vm/guest'); import check
+t = check.Trace('$TRACE'); print(round(t.bytes_in(0.48, 1.48)), round(t.bytes_in(0.48, 2.48)))")"
+printf '10.5 0 0\n11.5 %d 0\n12.5 %d 0\n' "$c0" "$c1" > "$TMP/full.rx"
+expect_eq "check.py linkrate, exact" "2 1.000 1.0000 0.0000 0.0000" "$($CHECK linkrate "$TRACE" "$TMP/link1.json" "$TMP/full.rx")"
+printf '10.5 0 0\n11.5 %d 0\n12.5 %d 0\n' "$((c0 / 2))" "$((c1 / 2))" > "$TMP/half.rx"
+expect_eq "check.py linkrate, half the capacity" "2 0.000 0.5000 0.5000 0.5000" "$($CHECK linkrate "$TRACE" "$TMP/link1.json" "$TMP/half.rx")"
+# the sampler's form: realtime before and after each read (start_realtime_s the link's time 0);
+# a read that took over 2 ms has no time and is dropped: here the middle one, which leaves one
+# window of 2 s (its bytes at the exact capacity would otherwise make two exact windows)
+sed 's/"start_boottime_s": 10,/"start_boottime_s": 10, "start_realtime_s": 1000,/' "$TMP/link1.json" > "$TMP/link3.json"
+printf '1000.4995 1000.5005 0 0\n1001.499 1001.51 %d 0\n1002.4995 1002.5005 %d 0\n' "$c0" "$c1" > "$TMP/real.rx"
+expect_eq "check.py linkrate, realtime samples, an interrupted read dropped" "1 1.000 1.0000 0.0000 0.0000" "$($CHECK linkrate "$TRACE" "$TMP/link3.json" "$TMP/real.rx")"
 
 # ---------------------------------------------------------------- check with a missing measurement
 # what baseline_cubic and kill_throughput see when iperf3's JSON is missing
@@ -155,7 +184,7 @@ expect_eq "a healthy measurement passes" "PASS healthy x" "$(tail -1 "$OUT/resul
 kernel_log_clean() { return 0; }
 nruns() { echo $#; }
 n=0
-for script in ops/vm/guest/tests.sh ops/vm/guest/smoke.sh; do
+for script in ops/vm/guest/tests.sh ops/vm/guest/smoke.sh ops/vm/guest/trace_link.sh; do
 	while IFS= read -r line; do
 		[[ $line =~ ^[[:space:]]*check\ ([^ ]+)\ \'([^\']*)\' ]] || continue
 		name=${BASH_REMATCH[1]} cond=${BASH_REMATCH[2]}

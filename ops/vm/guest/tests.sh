@@ -19,7 +19,7 @@ plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp
 	restart_decisions_ccp_iris restart_decisions_ccp_mocc restart_decisions_ccp_owl restart_reattach agent_fuzz_ccp_mocc second_agent \
 	unpriv_forgery netns_no_slots netns_quota loopback_no_slot uid_share create_rate flow_listing_cap fault_fallback many_flows_reattach \
 	rmmod_under_flood module_unload module_reload pref_two_sockets metrics_endpoint \
-	auto_by_preference auto_switch name_clash kernel_log_clean
+	auto_by_preference auto_switch name_clash trace_link_rate kernel_log_clean
 
 # ---------------------------------------------------------------- load
 if insmod $KO $KO_PARAMS; then
@@ -1055,6 +1055,10 @@ fi
 # ---------------------------------------------------------------- name clash
 # a load that fails on a name another module holds (its own file, to run alone too)
 IN_SUITE=1 . $REPO/ops/vm/guest/name_clash.sh
+
+# ---------------------------------------------------------------- trace link
+# the trace-driven bottleneck delivers its trace's capacity (its own file)
+IN_SUITE=1 . $REPO/ops/vm/guest/trace_link.sh
 
 # ---------------------------------------------------------------- kernel log
 dmesg > $OUT/dmesg-tests.txt

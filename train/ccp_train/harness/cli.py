@@ -164,9 +164,11 @@ def parser() -> argparse.ArgumentParser:
                         "suite, as `<alg>@<w>` in the tables (default: the agent's --w)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--vm", action="store_true",
-                   help="kernel mode: the links suite's constant links in the QEMU guest, "
-                        "native cubic/bbr against ccp_<alg> (ccp_train.harness.vm; uses --out, "
-                        "--split, --quick, --algs, --seconds)")
+                   help="kernel mode: the links suite's constant links (or, with --suites "
+                        "corpus, recorded paths on a trace-driven link beside the simulator) in "
+                        "the QEMU guest, native cubic/bbr against ccp_<alg> "
+                        "(ccp_train.harness.vm; uses --out, --split, --quick, --algs, --seconds, "
+                        "--suites)")
     p.add_argument("--seconds", type=int, default=10,
                    help="with --vm: length of each transfer (default 10)")
     p.add_argument("--card", type=Path, action="append", default=[],
@@ -182,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return vm.main(["--out", str(args.out), "--split", args.split, "--seconds",
                         str(args.seconds), "--algs", ",".join(args.algs)]
-                       + (["--quick"] if args.quick else []))
+                       + (["--quick"] if args.quick else [])
+                       + (["--suites", ",".join(args.suites)] if args.suites else []))
     n = args.seeds if args.seeds is not None else (2 if args.quick else 5)
     if not 1 <= n <= 100:
         print(f"error: --seeds is {n}: use 1 to 100", file=sys.stderr)
