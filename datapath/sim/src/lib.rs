@@ -8,7 +8,9 @@
 //! agent installed runs on those primitives, and libccp's `set_cwnd`/`set_rate_abs`
 //! callbacks set the window and the pacing rate the sender enforces. The agent (portus with
 //! the portfolio's algorithms) sees the same CREATE and MEASURE messages it would see from a
-//! kernel.
+//! kernel. Both compile the same C: libccp 1.2.0 with the project's patch
+//! (`datapath/libccp/libccp-1.2.0.patch`, applied by `build.rs` here and by the kernel's
+//! Makefile there).
 //!
 //! ```text
 //!   sender ──▶ [drop-tail FIFO] ══ bottleneck (rate | rate schedule | mahimahi trace) ══▶
