@@ -223,7 +223,7 @@ fn print(label: &str, f: &Figures) {
 
 fn spin(on: bool) -> Spin {
     if on {
-        Spin::new(DEFAULT_MAX).expect("the default is in range")
+        Spin::default()
     } else {
         Spin::off()
     }

@@ -121,7 +121,7 @@ mod tests {
     fn messages_pass_and_an_oversized_one_is_refused() {
         let (to_agent, rx) = crossbeam_channel::unbounded();
         let (tx, from_agent) = crossbeam_channel::unbounded();
-        let s = ChanSocket::with_spin(tx, rx, Spin::new(super::super::spin::DEFAULT_MAX).unwrap());
+        let s = ChanSocket::with_spin(tx, rx, Spin::default());
         to_agent.send(vec![1, 2, 3]).unwrap();
         let mut buf = [0u8; 4];
         assert_eq!(s.recv(&mut buf).unwrap().0, 3);

@@ -815,7 +815,7 @@ impl KernelSocket {
             seq: AtomicU32::new(4),
             stats,
             early: Mutex::new(early),
-            spin: Spin::new(crate::ipc::spin::DEFAULT_MAX).unwrap_or_else(|_| Spin::off()),
+            spin: Spin::default(),
         })
     }
 
@@ -1402,7 +1402,7 @@ mod tests {
             seq: AtomicU32::new(1),
             stats: stats.clone(),
             early: Mutex::new(VecDeque::new()),
-            spin: Spin::new(crate::ipc::spin::DEFAULT_MAX).expect("in range"),
+            spin: Spin::default(),
         };
         let port = sock.port_id().expect("getsockname");
         assert_ne!(port, 0);

@@ -82,6 +82,13 @@ pub struct Spin {
     stats: Arc<SpinStats>,
 }
 
+/// Spin up to [`DEFAULT_MAX`] (the agent's default).
+impl Default for Spin {
+    fn default() -> Self {
+        Self::with_max(DEFAULT_MAX)
+    }
+}
+
 /// Why a `--spin-max-us` value was refused.
 #[derive(Debug, thiserror::Error)]
 #[error("--spin-max-us {got}: at most {} µs (0 never spins; the default {} µs spins only while reports arrive)", MAX_MAX.as_micros(), DEFAULT_MAX.as_micros())]
@@ -97,16 +104,20 @@ impl Spin {
                 got: max.as_micros() as u64,
             });
         }
-        Ok(Self {
-            max_ns: max.as_nanos() as u64,
-            est_ns: AtomicU64::new(WAIT_CLAMP.as_nanos() as u64),
-            stats: Arc::new(SpinStats::default()),
-        })
+        Ok(Self::with_max(max))
     }
 
     /// Never spin.
     pub fn off() -> Self {
-        Self::new(Duration::ZERO).unwrap_or_else(|_| unreachable!("0 is in range"))
+        Self::with_max(Duration::ZERO)
+    }
+
+    fn with_max(max: Duration) -> Self {
+        Self {
+            max_ns: max.as_nanos() as u64,
+            est_ns: AtomicU64::new(WAIT_CLAMP.as_nanos() as u64),
+            stats: Arc::new(SpinStats::default()),
+        }
     }
 
     /// The configured longest spin.

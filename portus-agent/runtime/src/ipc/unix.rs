@@ -262,7 +262,7 @@ impl UnixSocket {
             ino,
             out: Mutex::new(HashMap::new()),
             last_flush: Mutex::new(Instant::now()),
-            spin: Spin::new(super::spin::DEFAULT_MAX).unwrap_or_else(|_| Spin::off()),
+            spin: Spin::default(),
         })
     }
 
