@@ -9,13 +9,24 @@
  *   ccp-bpf check [-d DIR]    load and verify only: nothing registered,
  *                             nothing pinned
  *   ccp-bpf unload            unregister the names, remove the pins
- *   ccp-bpf stats             the datapath's counters
+ *   ccp-bpf policy [POLICY]   show the slot policy, change what is given
+ *   ccp-bpf stats             the datapath's counters, slots and policy
  *   ccp-bpf listen [-t SECONDS] [-c PACKETS] [-r BYTES_PER_S] [-q]
  *                             print every record of the ring "reports";
  *                             with -c/-r answer each report with that
  *                             window (PACKETS x the flow's MSS) and/or
  *                             pacing rate (a fixed decision: a test agent,
  *                             not an algorithm)
+ *
+ * POLICY (load and policy; the module's parameters of the same names and
+ * defaults): which sockets get a slot, i.e. are announced to the agent (one
+ * without runs the in-BPF fallback alone):
+ *   -m MAX_FLOWS    slots in all (1..65536, default 1024)
+ *   -n NETNS_QUOTA  slots each namespace other than the initial one may hold
+ *                   (default 0: their sockets get none)
+ *   -N NETNS_TOTAL  slots all other namespaces may hold together (512)
+ *   -l 0|1          loopback connections get a slot too (default 0)
+ * The initial namespace is PID 1's (/proc/1/ns/net).
  *
  * DIR holds ccp-cc2.bpf.o (Linux < 6.10: cong_control(sk, rs)) and
  * ccp-cc4.bpf.o (6.10+: cong_control(sk, ack, flag, rs)); default: the
@@ -48,7 +59,32 @@
 #define ALG_NAME(id, nm) #nm,
 static const char *const alg_names[CCPB_NR_ALGS] = { CCPB_ALGORITHMS(ALG_NAME) };
 
-static const char *const pinned_maps[] = { "reports", "decisions", "stats" };
+static const char *const pinned_maps[] = { "reports", "decisions", "stats", "policy", "slots" };
+
+/* a policy on the command line: each field given or not */
+struct policy_arg {
+	unsigned long long max_flows, netns_quota, netns_total, loopback;
+	bool has_max_flows, has_netns_quota, has_netns_total, has_loopback;
+};
+
+static void policy_apply(struct ccpb_policy *p, const struct policy_arg *a)
+{
+	if (a->has_max_flows)
+		p->max_flows = (__u32)a->max_flows;
+	if (a->has_netns_quota)
+		p->netns_quota = (__u32)a->netns_quota;
+	if (a->has_netns_total)
+		p->netns_total = (__u32)a->netns_total;
+	if (a->has_loopback)
+		p->loopback = (__u32)a->loopback;
+}
+
+static void policy_print(const struct ccpb_policy *p)
+{
+	printf("max_flows %u\nnetns_quota %u\nnetns_total %u\nloopback %u\ninit_netns %llu\n",
+	       p->max_flows, p->netns_quota, p->netns_total, p->loopback,
+	       (unsigned long long)p->init_netns);
+}
 
 static volatile sig_atomic_t stop;
 
@@ -192,7 +228,7 @@ static int unregister_pinned(bool verbose)
 	return failed ? -1 : 0;
 }
 
-static int cmd_load(const char *dir, bool check_only)
+static int cmd_load(const char *dir, bool check_only, const struct policy_arg *pa)
 {
 	struct bpf_object *obj;
 	struct bpf_map *map;
@@ -200,6 +236,19 @@ static int cmd_load(const char *dir, bool check_only)
 	int registered = 0, i;
 	__u32 key = 0;
 	struct ccpb_stats st = { .abi = CCPB_ABI };
+	struct ccpb_policy pol = {
+		.max_flows = CCPB_DEF_MAX_FLOWS,
+		.netns_total = CCPB_DEF_NETNS_TOTAL,
+	};
+	struct stat ns;
+
+	if (!check_only && stat("/proc/1/ns/net", &ns)) {
+		fprintf(stderr, "ccp-bpf: cannot identify the initial network namespace (/proc/1/ns/net): %s\n",
+			strerror(errno));
+		return 1;
+	}
+	pol.init_netns = check_only ? 0 : ns.st_ino;
+	policy_apply(&pol, pa);
 
 	if (!check_only) {
 		if (!is_bpffs("/sys/fs/bpf")) {
@@ -227,6 +276,12 @@ static int cmd_load(const char *dir, bool check_only)
 	map = bpf_object__find_map_by_name(obj, "stats");
 	if (!map || bpf_map_update_elem(bpf_map__fd(map), &key, &st, BPF_ANY)) {
 		fprintf(stderr, "ccp-bpf: cannot initialise stats\n");
+		goto fail;
+	}
+	/* the policy before any name is registered: no socket sees it unset */
+	map = bpf_object__find_map_by_name(obj, "policy");
+	if (!map || bpf_map_update_elem(bpf_map__fd(map), &key, &pol, BPF_ANY)) {
+		fprintf(stderr, "ccp-bpf: cannot set the policy\n");
 		goto fail;
 	}
 	/* root only: the directories 0700, the pins 0600 (bpffs default) */
@@ -315,17 +370,61 @@ static int read_stats(struct ccpb_stats *st)
 	return 0;
 }
 
+static int read_one(const char *name, void *value)
+{
+	__u32 key = 0;
+	int fd = pinned_fd(name), err;
+
+	if (fd < 0)
+		return -1;
+	err = bpf_map_lookup_elem(fd, &key, value);
+	close(fd);
+	if (err)
+		fprintf(stderr, "ccp-bpf: cannot read %s: %s\n", name, strerror(errno));
+	return err ? -1 : 0;
+}
+
 static int cmd_stats(void)
 {
 	struct ccpb_stats st;
+	struct ccpb_slots sl;
+	struct ccpb_policy pol;
 
-	if (read_stats(&st))
+	if (read_stats(&st) || read_one("slots", &sl) || read_one("policy", &pol))
 		return 1;
 #define P(f) printf("%s %llu\n", #f, (unsigned long long)st.f)
 	P(flows_started); P(flows_closed); P(no_storage); P(reports); P(creates);
 	P(ring_full); P(decisions_applied); P(decisions_refused); P(stale_fallbacks);
-	P(fallback_acks); P(abi);
+	P(fallback_acks); P(abi); P(no_slot_full); P(no_slot_netns); P(no_slot_loopback);
 #undef P
+	printf("slots_used %u\nslots_other_netns %u\n", sl.used, sl.other_netns);
+	policy_print(&pol);
+	return 0;
+}
+
+/* ccp-bpf policy: show it, or change the fields given (new flows see it) */
+static int cmd_policy(const struct policy_arg *pa)
+{
+	struct ccpb_stats st;
+	struct ccpb_policy pol;
+	__u32 key = 0;
+	int fd, err;
+
+	if (read_stats(&st) || read_one("policy", &pol))
+		return 1;
+	if (pa->has_max_flows || pa->has_netns_quota || pa->has_netns_total || pa->has_loopback) {
+		policy_apply(&pol, pa);
+		fd = pinned_fd("policy");
+		if (fd < 0)
+			return 1;
+		err = bpf_map_update_elem(fd, &key, &pol, BPF_EXIST);
+		close(fd);
+		if (err) {
+			fprintf(stderr, "ccp-bpf: cannot write the policy: %s\n", strerror(errno));
+			return 1;
+		}
+	}
+	policy_print(&pol);
 	return 0;
 }
 
@@ -452,8 +551,9 @@ static int cmd_listen(double secs, __u32 cwnd_pkts, __u64 rate, bool quiet)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: ccp-bpf load [-d DIR] | check [-d DIR] | unload | stats |\n"
-		"       listen [-t SECONDS] [-c PACKETS] [-r BYTES_PER_S] [-q]\n");
+		"usage: ccp-bpf load [-d DIR] [POLICY] | check [-d DIR] | unload | stats |\n"
+		"       policy [POLICY] | listen [-t SECONDS] [-c PACKETS] [-r BYTES_PER_S] [-q]\n"
+		"POLICY: [-m MAX_FLOWS] [-n NETNS_QUOTA] [-N NETNS_TOTAL] [-l 0|1]\n");
 }
 
 static int parse_u64(const char *s, unsigned long long maxv, unsigned long long *out)
@@ -474,6 +574,7 @@ int main(int argc, char **argv)
 	const char *cmd, *dir = NULL;
 	unsigned long long cwnd = 0, rate = 0, secs = 0;
 	bool quiet = false;
+	struct policy_arg pa = { 0 };
 	int opt;
 
 	if (argc < 2) {
@@ -482,8 +583,28 @@ int main(int argc, char **argv)
 	}
 	cmd = argv[1];
 	optind = 2;
-	while ((opt = getopt(argc, argv, "d:t:c:r:q")) != -1) {
+	while ((opt = getopt(argc, argv, "d:t:c:r:qm:n:N:l:")) != -1) {
 		switch (opt) {
+		case 'm':
+			if (parse_u64(optarg, CCPB_MAX_FLOWS, &pa.max_flows) || !pa.max_flows)
+				goto bad;
+			pa.has_max_flows = true;
+			break;
+		case 'n':
+			if (parse_u64(optarg, CCPB_MAX_FLOWS, &pa.netns_quota))
+				goto bad;
+			pa.has_netns_quota = true;
+			break;
+		case 'N':
+			if (parse_u64(optarg, CCPB_MAX_FLOWS, &pa.netns_total))
+				goto bad;
+			pa.has_netns_total = true;
+			break;
+		case 'l':
+			if (parse_u64(optarg, 1, &pa.loopback))
+				goto bad;
+			pa.has_loopback = true;
+			break;
 		case 'd':
 			dir = optarg;
 			break;
@@ -510,9 +631,11 @@ int main(int argc, char **argv)
 		goto bad;
 	libbpf_set_print(quiet_print);
 	if (!strcmp(cmd, "load"))
-		return cmd_load(dir, false);
+		return cmd_load(dir, false, &pa);
 	if (!strcmp(cmd, "check"))
-		return cmd_load(dir, true);
+		return cmd_load(dir, true, &pa);
+	if (!strcmp(cmd, "policy"))
+		return cmd_policy(&pa);
 	if (!strcmp(cmd, "unload"))
 		return unregister_pinned(true) ? 1 : 0;
 	if (!strcmp(cmd, "stats"))

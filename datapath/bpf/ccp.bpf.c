@@ -98,8 +98,14 @@ struct ccpb_flow {
 	__u8 rate_set;		/* a decision set sk_pacing_rate */
 	__u8 pacing_set;	/* ... and switched sk_pacing_status on */
 	__u8 timeout;		/* CA_EVENT_LOSS since the last ACK */
-	__u8 pad[3];
+	__u8 slot;		/* CCPB_SLOT_*: whether (and where) it holds a slot */
+	__u8 pad[2];
+	__u32 netns;		/* its namespace's inode, when it holds a slot there */
 };
+
+#define CCPB_SLOT_NONE		0	/* no slot: id 0, the fallback alone */
+#define CCPB_SLOT_INIT_NS	1
+#define CCPB_SLOT_OTHER_NS	2
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -127,6 +133,29 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ccpb_stats);
 } stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ccpb_policy);
+} policy SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ccpb_slots);
+} slots SEC(".maps");
+
+/* slots held per namespace other than the initial one (key: ns inode) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, CCPB_MAX_NETNS);
+	__type(key, __u32);
+	__type(value, __u32);
+} netns_slots SEC(".maps");
 
 __u32 next_flow_id;
 
@@ -428,7 +457,9 @@ static __always_inline void emit_report(struct tcp_sock *tp, struct ccpb_flow *f
 	r.snd_rate = fl->rate_set ? tp->inet_conn.icsk_inet.sk.sk_pacing_rate : 0;
 	r.mode = fl->mode;
 	r.lost_reports = fl->lost_reports;
-	if (bpf_ringbuf_output(&reports, &r, sizeof(r), 0)) {
+	if (!fl->id) {
+		/* no slot: the interval only ends (the fallback's HyStart) */
+	} else if (bpf_ringbuf_output(&reports, &r, sizeof(r), 0)) {
 		fl->lost_reports++;
 		STAT_INC(ring_full);
 	} else if (kind == CCPB_REPORT) {
@@ -579,7 +610,7 @@ static __always_inline void on_ack(struct sock *sk, const struct rate_sample *rs
 		emit_report(tp, fl, now, mss, CCPB_REPORT);
 	}
 
-	d = fresh_decision(fl, now);
+	d = fl->id ? fresh_decision(fl, now) : NULL;
 	if (d) {
 		apply(tp, fl, d, mss);
 		fl->mode = CCPB_MODE_AGENT;
@@ -597,6 +628,109 @@ static __always_inline void on_ack(struct sock *sk, const struct rate_sample *rs
 		default_pacing(tp);
 }
 
+/* a loopback destination: 127/8, ::1, ::ffff:127/104 (not: a route over lo) */
+static __always_inline bool is_loopback(const struct sock_common *skc)
+{
+	__be32 a0, a1, a2, a3;
+
+	if (skc->skc_family == AF_INET)
+		return (skc->skc_daddr & 0xff) == 127;	/* network order */
+	if (skc->skc_family != AF_INET6)
+		return false;
+	a0 = skc->skc_v6_daddr.in6_u.u6_addr32[0];
+	a1 = skc->skc_v6_daddr.in6_u.u6_addr32[1];
+	a2 = skc->skc_v6_daddr.in6_u.u6_addr32[2];
+	a3 = skc->skc_v6_daddr.in6_u.u6_addr32[3];
+	if (a0 || a1)
+		return false;
+	return (!a2 && a3 == __builtin_bswap32(1)) ||
+	       (a2 == __builtin_bswap32(0xffff) && (a3 & 0xff) == 127);
+}
+
+/*
+ * Take a slot for a new flow, as the module's policy (tcp_ccp.c): at most
+ * max_flows in all; a socket outside the initial namespace only while its
+ * namespace holds fewer than netns_quota and all such sockets fewer than
+ * netns_total; a loopback connection only with loopback 1.  Counters go up
+ * first and back down on a refusal, so racing inits never overshoot the
+ * totals.  One race is tolerated: a namespace's last close deleting its
+ * entry just as a new flow of that namespace counts itself in it leaves
+ * that flow uncounted there (one slot over its quota until it closes; the
+ * totals stay exact).
+ */
+static __always_inline bool take_slot(struct sock *sk, struct ccpb_flow *fl)
+{
+	struct ccpb_policy *p;
+	struct ccpb_slots *s;
+	struct net *net;
+	__u32 k0 = 0, zero = 0, ns, *cnt;
+
+	p = bpf_map_lookup_elem(&policy, &k0);
+	s = bpf_map_lookup_elem(&slots, &k0);
+	if (!p || !s)
+		return false;
+	if (!p->loopback && is_loopback(&sk->__sk_common)) {
+		STAT_INC(no_slot_loopback);
+		return false;
+	}
+	if (__sync_fetch_and_add(&s->used, 1) >= p->max_flows) {
+		__sync_fetch_and_add(&s->used, -1);
+		STAT_INC(no_slot_full);
+		return false;
+	}
+	net = sk->__sk_common.skc_net.net;
+	ns = net ? net->ns.inum : 0;
+	if (ns && ns == p->init_netns) {
+		fl->slot = CCPB_SLOT_INIT_NS;
+		return true;
+	}
+	if (!p->netns_quota)
+		goto refused_netns;
+	if (__sync_fetch_and_add(&s->other_netns, 1) >= p->netns_total) {
+		__sync_fetch_and_add(&s->other_netns, -1);
+		__sync_fetch_and_add(&s->used, -1);
+		STAT_INC(no_slot_full);
+		return false;
+	}
+	bpf_map_update_elem(&netns_slots, &ns, &zero, BPF_NOEXIST);
+	cnt = bpf_map_lookup_elem(&netns_slots, &ns);
+	if (!cnt)			/* CCPB_MAX_NETNS namespaces hold slots */
+		goto refused_other;
+	if (__sync_fetch_and_add(cnt, 1) >= p->netns_quota) {
+		__sync_fetch_and_add(cnt, -1);
+		goto refused_other;
+	}
+	fl->slot = CCPB_SLOT_OTHER_NS;
+	fl->netns = ns;
+	return true;
+refused_other:
+	__sync_fetch_and_add(&s->other_netns, -1);
+refused_netns:
+	__sync_fetch_and_add(&s->used, -1);
+	STAT_INC(no_slot_netns);
+	return false;
+}
+
+static __always_inline void put_slot(struct ccpb_flow *fl)
+{
+	struct ccpb_slots *s;
+	__u32 k0 = 0, ns = fl->netns, *cnt;
+
+	if (fl->slot == CCPB_SLOT_NONE)
+		return;
+	s = bpf_map_lookup_elem(&slots, &k0);
+	if (fl->slot == CCPB_SLOT_OTHER_NS) {
+		cnt = bpf_map_lookup_elem(&netns_slots, &ns);
+		if (cnt && __sync_fetch_and_add(cnt, -1) == 1)
+			bpf_map_delete_elem(&netns_slots, &ns);
+		if (s)
+			__sync_fetch_and_add(&s->other_netns, -1);
+	}
+	if (s)
+		__sync_fetch_and_add(&s->used, -1);
+	fl->slot = CCPB_SLOT_NONE;
+}
+
 static __always_inline void flow_init(struct sock *sk, __u32 alg)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
@@ -611,17 +745,20 @@ static __always_inline void flow_init(struct sock *sk, __u32 alg)
 		STAT_INC(no_storage);
 		return;		/* Reno without state (on_ack) */
 	}
+	put_slot(fl);		/* an init without a release in between */
 	__builtin_memset(fl, 0, sizeof(*fl));
-	id = __sync_fetch_and_add(&next_flow_id, 1) + 1;
-	if (!id)		/* wrapped: 0 is no flow */
-		id = __sync_fetch_and_add(&next_flow_id, 1) + 1;
-	fl->id = id;
-	fl->alg = alg;
 	fl->i_start_ns = bpf_ktime_get_ns();
 	fl->last_bytes_acked = tp->bytes_acked;
 	fl->last_delivered_ce = tp->delivered_ce;
 	fl->last_delivered = tp->delivered;
 	fl->mode = CCPB_MODE_FALLBACK;
+	if (!take_slot(sk, fl))
+		return;		/* id 0: the fallback alone, never announced */
+	id = __sync_fetch_and_add(&next_flow_id, 1) + 1;
+	if (!id)		/* wrapped: 0 is no flow */
+		id = __sync_fetch_and_add(&next_flow_id, 1) + 1;
+	fl->id = id;
+	fl->alg = alg;
 
 	__builtin_memset(&r, 0, sizeof(r));
 	r.kind = CCPB_CREATE;
@@ -666,8 +803,11 @@ void BPF_PROG(ccpb_release, struct sock *sk)
 	id = fl->id;
 	if (fl->rate_set)
 		drop_agent_rate(tp, fl);
-	emit_report(tp, fl, bpf_ktime_get_ns(), mss_of(tp), CCPB_CLOSE);
-	bpf_map_delete_elem(&decisions, &id);
+	if (id) {
+		emit_report(tp, fl, bpf_ktime_get_ns(), mss_of(tp), CCPB_CLOSE);
+		bpf_map_delete_elem(&decisions, &id);
+	}
+	put_slot(fl);
 	bpf_sk_storage_delete(&flows, sk);
 	STAT_INC(flows_closed);
 }

@@ -12,7 +12,7 @@
 #ifndef CCP_BPF_H
 #define CCP_BPF_H
 
-#define CCPB_ABI		1
+#define CCPB_ABI		2
 
 /* The names the datapath registers, in the order of the module's table
  * (datapath/kernel/ccp_algs.h): index = algorithm id. */
@@ -107,6 +107,30 @@ struct ccpb_decision {
 	__u64 rate;		/* pacing rate, bytes/s; 0: none */
 };
 
+/*
+ * "policy": one entry (key 0), written by ccp-bpf (load, policy).  Which
+ * sockets get a slot: only a socket with one is announced to the agent and
+ * reports; one without runs the in-BPF fallback alone.  As the module's
+ * parameters of the same names, with the same defaults.
+ */
+struct ccpb_policy {
+	__u32 max_flows;	/* slots in all, 1..CCPB_MAX_FLOWS (1024) */
+	__u32 netns_quota;	/* each namespace other than the initial one (0) */
+	__u32 netns_total;	/* all other namespaces together (512) */
+	__u32 loopback;		/* 1: loopback connections get a slot too (0) */
+	__u64 init_netns;	/* the initial namespace's inode (/proc/1/ns/net) */
+};
+
+#define CCPB_DEF_MAX_FLOWS	1024
+#define CCPB_DEF_NETNS_TOTAL	512
+#define CCPB_MAX_NETNS		4096	/* namespaces holding slots at once */
+
+/* "slots": one entry (key 0), slots held now */
+struct ccpb_slots {
+	__u32 used;		/* all */
+	__u32 other_netns;	/* by sockets outside the initial namespace */
+};
+
 /* "stats": one entry (key 0) */
 struct ccpb_stats {
 	__u64 flows_started;
@@ -119,12 +143,17 @@ struct ccpb_stats {
 	__u64 decisions_refused;	/* out-of-range or future decisions */
 	__u64 stale_fallbacks;	/* flows that left a decision gone stale */
 	__u64 fallback_acks;	/* ACKs run by the in-BPF Reno */
-	__u64 abi;		/* CCPB_ABI of the loaded object */
+	__u64 abi;		/* CCPB_ABI of the loaded object: at offset 80 in every ABI */
+	__u64 no_slot_full;	/* flows refused a slot: max_flows or netns_total reached */
+	__u64 no_slot_netns;	/* ... their namespace's netns_quota reached (or none) */
+	__u64 no_slot_loopback;	/* ... loopback connections (policy loopback 0) */
 };
 
 /* the layout user space parses by offset (datapath/bpf/bridge/src/record.rs) */
 _Static_assert(sizeof(struct ccpb_report) == 168, "struct ccpb_report changed: bump CCPB_ABI");
 _Static_assert(sizeof(struct ccpb_decision) == 16, "struct ccpb_decision changed: bump CCPB_ABI");
-_Static_assert(sizeof(struct ccpb_stats) == 88, "struct ccpb_stats changed: bump CCPB_ABI");
+_Static_assert(sizeof(struct ccpb_stats) == 112, "struct ccpb_stats changed: bump CCPB_ABI");
+_Static_assert(__builtin_offsetof(struct ccpb_stats, abi) == 80, "abi must stay at offset 80");
+_Static_assert(sizeof(struct ccpb_policy) == 24, "struct ccpb_policy changed: bump CCPB_ABI");
 
 #endif /* CCP_BPF_H */

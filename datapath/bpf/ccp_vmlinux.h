@@ -9,7 +9,8 @@
  * and 6.12 kernels.  A field missing from the running kernel makes the
  * load fail with libbpf naming it.
  *
- * Types used: sock_common, sock, inet_sock, inet_connection_sock,
+ * Types used: sock_common (with its namespace: possible_net_t, net,
+ * ns_common; in6_addr), sock, inet_sock, inet_connection_sock,
  * tcp_sock, rate_sample, tcp_congestion_ops (the struct_ops type: libbpf
  * matches its members by name).  A bitfield is declared as one here and
  * read with BPF_CORE_READ_BITFIELD (relocated byte offset, size, shifts).
@@ -41,6 +42,7 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 #define BPF_ANY			0
+#define BPF_NOEXIST		1
 #define BPF_F_NO_PREALLOC	(1U << 0)
 #define BPF_SK_STORAGE_GET_F_CREATE	(1ULL << 0)
 
@@ -66,12 +68,34 @@ enum bpf_map_type {
 
 #define TCP_CA_NAME_MAX		16
 
+/* a namespace's identity: its inode number (ls -i /proc/PID/ns/net) */
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	struct net *net;
+} __attribute__((preserve_access_index)) possible_net_t;
+
+struct in6_addr {
+	union {
+		__u8 u6_addr8[16];
+		__be32 u6_addr32[4];
+	} in6_u;
+} __attribute__((preserve_access_index));
+
 struct sock_common {
 	__be32 skc_daddr;
 	__be32 skc_rcv_saddr;
 	__be16 skc_dport;
 	__u16 skc_num;
 	unsigned short skc_family;
+	possible_net_t skc_net;
+	struct in6_addr skc_v6_daddr;
 } __attribute__((preserve_access_index));
 
 struct sock {

@@ -33,7 +33,9 @@
 #    busybox initramfs; the guest mounts this machine's / read-only over 9p,
 #    chroots into it and runs ops/vm/guest/tests.sh (the agent and tools
 #    come from the work tree), writing results to ops/vm/work/out,
-# 4. boots the 6.1 kernel for a build-and-smoke run (ops/vm/guest/smoke.sh).
+# 4. boots the 6.1 kernel for a build-and-smoke run (ops/vm/guest/smoke.sh),
+# 5. on each kernel, boots a guest without the module for the BPF datapath
+#    (make -C datapath/bpf; ops/vm/guest/bpf.sh: the agent's --ipc bpf).
 #
 # The last line of output is "N passed, M failed"; the exit status is
 # non-zero when anything failed.  Work files: ops/vm/work/ (git-ignored).
@@ -138,7 +140,8 @@ rm -rf "${OUTD:?}"/*
 
 # ------------------------------------------------------------------ packages
 PKGS="linux-image-6.12-amd64 linux-headers-6.12-amd64 linux-image-amd64 linux-headers-amd64
-      qemu-system-x86 busybox-static iperf3 iproute2 cpio kmod xz-utils make gcc libc6-dev python3"
+      qemu-system-x86 busybox-static iperf3 iproute2 cpio kmod xz-utils make gcc libc6-dev python3
+      clang libbpf-dev libelf-dev zlib1g-dev"
 missing=
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -214,6 +217,24 @@ if (cd "$REPO" && cargo build --release -p ccp-agent) > "$WORK/agent-build.log" 
 	hres PASS agent_build "target/release/ccp-agent"
 else
 	hres FAIL agent_build "see $WORK/agent-build.log: $(grep -m1 -E '^error' "$WORK/agent-build.log")"
+fi
+
+# the BPF datapath (datapath/bpf: BPF objects and the ccp-bpf loader; the
+# agent's --ipc bpf serves it), tested by ops/vm/guest/bpf.sh on both kernels
+okbpf=1
+if [ "$MODE" = test ]; then
+	say "building the BPF datapath (make -C datapath/bpf)"
+	if make -C "$REPO/datapath/bpf" > "$WORK/bpf-build.log" 2>&1; then
+		okbpf=0
+		w=$(grep -ciE "warning" "$WORK/bpf-build.log")
+		if [ "$w" = 0 ]; then
+			hres PASS bpf_build "datapath/bpf/build: the BPF objects and ccp-bpf, 0 warnings"
+		else
+			hres FAIL bpf_build "$w warnings, see $WORK/bpf-build.log"
+		fi
+	else
+		hres FAIL bpf_build "see $WORK/bpf-build.log: $(grep -m1 -iE 'error' "$WORK/bpf-build.log")"
+	fi
 fi
 
 if [ "$MODE" = eval ] && [ "$EVAL_NETSTATS" = 1 ]; then
@@ -337,8 +358,13 @@ if [ $ok612 = 0 ]; then
 	mkinitrd "$KV612"
 	boot "$KV612" tests.sh 1500
 fi
+# the BPF datapath needs no module: on both kernels whatever the module's build did
+[ $ok612 = 0 ] || mkinitrd "$KV612"
+[ $okbpf = 0 ] && boot "$KV612" bpf.sh 900
 if [ $ok61 = 0 ]; then
 	mkinitrd "$KV61"
 	boot "$KV61" smoke.sh 300
 fi
+[ $ok61 = 0 ] || mkinitrd "$KV61"
+[ $okbpf = 0 ] && boot "$KV61" bpf.sh 900
 finish

@@ -18,6 +18,8 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 use tracing::{error, info, warn};
 
+#[cfg(feature = "bpf")]
+mod bpf;
 #[cfg(feature = "sim")]
 mod plot;
 
@@ -30,6 +32,11 @@ enum IpcArg {
     Char,
     /// Unix datagram sockets under /tmp/ccp/ (a user-space datapath, e.g. `ccp-sim`).
     Unix,
+    /// The BPF datapath (datapath/bpf, loaded by `ccp-bpf load`; no kernel module): its
+    /// pinned ring buffer and decision map (--bpf-pins), libccp for its flows in this
+    /// process (feature `bpf`, on by default). Without --ipc: chosen when the ccp-kernel
+    /// module is not loaded and the pins exist.
+    Bpf,
     /// In-process channel to the portus run loop: only with --sim.
     Chan,
     /// In-process and synchronous, no portus run loop (what training uses): only with --sim.
@@ -120,8 +127,12 @@ struct Cli {
     #[arg(long, value_name = "NAME", default_value = "portus")]
     unix_name: String,
 
-    /// With --ipc netlink or unix: spin at most this many µs before a receive blocks, while
-    /// reports keep coming (an idle agent never spins); 0 never spins. At most 2000.
+    /// With --ipc bpf: where `ccp-bpf load` pinned the BPF datapath's maps.
+    #[arg(long, value_name = "DIR", default_value = "/sys/fs/bpf/ccp")]
+    bpf_pins: PathBuf,
+
+    /// With --ipc netlink, unix or bpf: spin at most this many µs before a receive blocks,
+    /// while reports keep coming (an idle agent never spins); 0 never spins. At most 2000.
     #[arg(long, value_name = "US", default_value_t = 200)]
     spin_max_us: u64,
 
@@ -639,6 +650,59 @@ fn reload(cli: &Cli, agent: &Agent) {
     }
 }
 
+/// The BPF datapath's bridge thread, when serving it (`--ipc bpf`).
+#[cfg(feature = "bpf")]
+type Bridge = Option<bpf::BpfBridge>;
+#[cfg(not(feature = "bpf"))]
+type Bridge = Option<std::convert::Infallible>;
+
+/// Whether the bridge's thread ended (it runs until stopped: an error).
+fn bridge_finished(b: &Bridge) -> bool {
+    #[cfg(feature = "bpf")]
+    return b.as_ref().is_some_and(|b| b.is_finished());
+    #[cfg(not(feature = "bpf"))]
+    return b.is_some();
+}
+
+/// Stop the agent's loop and the bridge's thread: the bridge is told first, so that it takes
+/// the agent's end closing for the stop it is.
+fn stop_all(running: ccp_runtime::RunningAgent, b: &mut Bridge) -> Result<(), Failure> {
+    #[cfg(feature = "bpf")]
+    if let Some(b) = b.as_ref() {
+        b.request_stop();
+    }
+    let r = running.stop(|| ()).map_err(Failure::Runtime);
+    stop_bridge(b)?;
+    r
+}
+
+/// Stop the bridge's thread and say how it ended.
+fn stop_bridge(b: &mut Bridge) -> Result<(), Failure> {
+    #[cfg(feature = "bpf")]
+    if let Some(b) = b.take() {
+        b.stop().map_err(|e| {
+            error!(error = %e, "BPF bridge");
+            Failure::Runtime(e)
+        })?;
+    }
+    #[cfg(not(feature = "bpf"))]
+    let _ = b;
+    Ok(())
+}
+
+/// `--ipc` not given: the kernel module over netlink, or the BPF datapath when the module is
+/// not loaded and the BPF datapath's pins are there.
+fn default_ipc(cli: &Cli) -> IpcArg {
+    #[cfg(feature = "bpf")]
+    if bpf::detected(&cli.bpf_pins) {
+        info!(pins = %cli.bpf_pins.display(), "no ccp-kernel module, a loaded BPF datapath: --ipc bpf");
+        return IpcArg::Bpf;
+    }
+    #[cfg(not(feature = "bpf"))]
+    let _ = cli;
+    IpcArg::Netlink
+}
+
 fn serve(
     cli: &Cli,
     config: &AgentConfig,
@@ -648,12 +712,13 @@ fn serve(
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1])
         .map_err(|e| Failure::Runtime(anyhow::anyhow!("cannot install signal handlers: {e}")))?;
-    let ipc = cli.ipc.unwrap_or(IpcArg::Netlink);
+    let ipc = cli.ipc.unwrap_or_else(|| default_ipc(cli));
     let spin = || {
         ccp_runtime::ipc::spin::Spin::new(std::time::Duration::from_micros(cli.spin_max_us))
             .map_err(|e| Failure::Usage(e.into()))
     };
     let mut spin_stats = None;
+    let mut bridge: Bridge = None;
     let running = match ipc {
         IpcArg::Netlink => {
             let mut s = ccp_runtime::ipc::netlink::KernelSocket::open(agent.stats.clone()).map_err(|e| {
@@ -680,6 +745,23 @@ fn serve(
             spin_stats = Some(s.spin_stats());
             agent.spawn(s)
         }
+        #[cfg(feature = "bpf")]
+        IpcArg::Bpf => {
+            let s = spin()?;
+            spin_stats = Some(s.stats());
+            let (running, b) = bpf::start(agent, &cli.bpf_pins, s).map_err(|e| {
+                Failure::Runtime(e.context("cannot serve the BPF datapath"))
+            })?;
+            bridge = Some(b);
+            Ok(running)
+        }
+        #[cfg(not(feature = "bpf"))]
+        IpcArg::Bpf => {
+            return Err(Failure::Usage(anyhow::anyhow!(
+                "--ipc bpf: this agent was built without the feature `bpf` (cargo build \
+                 --release -p ccp-agent --features bpf)"
+            )))
+        }
         IpcArg::Chan | IpcArg::Inline => {
             return Err(Failure::Usage(anyhow::anyhow!(
                 "--ipc {ipc:?} is in-process and needs --sim SCENARIO"
@@ -690,7 +772,7 @@ fn serve(
     let plane = match start_control(cli, config, agent, netstats) {
         Ok(p) => p,
         Err(e) => {
-            running.stop(|| ()).map_err(Failure::Runtime)?;
+            stop_all(running, &mut bridge)?;
             return Err(e);
         }
     };
@@ -722,7 +804,14 @@ fn serve(
         if running.is_finished() {
             let r = running.wait();
             error!(result = ?r, "agent loop ended");
+            stop_bridge(&mut bridge)?;
             return r.map_err(Failure::Runtime);
+        }
+        if bridge_finished(&bridge) {
+            stop_all(running, &mut bridge)?;
+            return Err(Failure::Runtime(anyhow::anyhow!(
+                "the BPF bridge ended: exiting; the flows run the in-BPF Cubic until an agent serves them again"
+            )));
         }
         if agent
             .stats
@@ -740,7 +829,7 @@ fn serve(
     if let Some(p) = plane {
         p.stop();
     }
-    running.stop(|| ()).map_err(Failure::Runtime)?;
+    stop_all(running, &mut bridge)?;
     let stats = &agent.stats;
     info!(
         accepted = stats.accepted.load(std::sync::atomic::Ordering::Relaxed),

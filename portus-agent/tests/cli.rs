@@ -234,6 +234,34 @@ fn netlink_without_the_module_says_to_load_it() {
     );
 }
 
+/// `--ipc bpf` without a loaded BPF datapath: exit 1, naming the pins it looked for and the
+/// command that loads the datapath.
+#[test]
+fn bpf_without_the_datapath_says_to_load_it() {
+    let pins = std::env::temp_dir().join(format!("ccp-no-pins-{}", std::process::id()));
+    let p = pins.display().to_string();
+    let o = agent(&["--ipc", "bpf", "--bpf-pins", &p, "--no-control"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("cannot serve the BPF datapath")
+            && e.contains(&format!("{p}/stats"))
+            && e.contains("ccp-bpf load"),
+        "{e}"
+    );
+    // pins of something else (a folder without the maps): the same refusal, nothing served
+    std::fs::create_dir_all(&pins).unwrap();
+    std::fs::write(pins.join("stats"), b"not a map").unwrap();
+    let o = agent(&["--ipc", "bpf", "--bpf-pins", &p, "--no-control"]);
+    let _ = std::fs::remove_dir_all(&pins);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot serve the BPF datapath"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

@@ -157,6 +157,8 @@ ELSEWHERE = {
     "bash ops/test.sh": "this is the test suite",
     "make -C datapath/kernel && sudo insmod datapath/kernel/ccp-kernel.ko"
     f" && sudo {AGENT} --alg mocc --w 0.4,0.5,0.1": "root and a kernel module (the QEMU suite)",
+    "make -C datapath/bpf && sudo datapath/bpf/build/ccp-bpf load"
+    f" && sudo {AGENT} --alg mocc": "root and BPF struct_ops (the QEMU suite's bpf.sh)",
 }
 
 

@@ -21,6 +21,10 @@ pub trait DatapathIpc {
     fn send(&mut self, msg: &[u8]) -> io::Result<()>;
     /// Wait up to `timeout` for one message from the agent; `Ok(None)` on timeout.
     fn recv(&mut self, timeout: Duration) -> io::Result<Option<Vec<u8>>>;
+    /// One message from the agent if one is waiting, without blocking.
+    fn try_recv(&mut self) -> io::Result<Option<Vec<u8>>> {
+        self.recv(Duration::ZERO)
+    }
 }
 
 /// In-process channels to an agent thread.
@@ -161,6 +165,26 @@ impl DatapathIpc for UnixIpc {
             Err(e) => Err(e),
         }
     }
+
+    fn try_recv(&mut self) -> io::Result<Option<Vec<u8>>> {
+        // not a short timeout: SO_RCVTIMEO rounds up to a jiffy (up to 4 ms of blocking)
+        self.sock.set_nonblocking(true)?;
+        let r = self.sock.recv(&mut self.buf);
+        self.sock.set_nonblocking(false)?;
+        match r {
+            Ok(n) => Ok(Some(self.buf[..n].to_vec())),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl std::os::fd::AsRawFd for UnixIpc {
+    /// The bound socket (readable when the agent has sent something): a caller may wait on
+    /// it together with other descriptors, then [`DatapathIpc::try_recv`].
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.sock.as_raw_fd()
+    }
 }
 
 impl Drop for UnixIpc {
@@ -207,6 +231,13 @@ mod tests {
         a.send_to(&[6], from.as_pathname().unwrap()).unwrap();
         assert_eq!(ipc.recv(Duration::from_secs(1)).unwrap(), Some(vec![6]));
         assert_eq!(ipc.recv(Duration::from_millis(5)).unwrap(), None);
+        // without blocking: nothing, then what was sent, and the socket blocks again after
+        assert_eq!(ipc.try_recv().unwrap(), None);
+        a.send_to(&[7, 8], from.as_pathname().unwrap()).unwrap();
+        assert_eq!(ipc.try_recv().unwrap(), Some(vec![7, 8]));
+        let t = Instant::now();
+        assert_eq!(ipc.recv(Duration::from_millis(30)).unwrap(), None);
+        assert!(t.elapsed() >= Duration::from_millis(25));
         drop(ipc);
         assert!(!PathBuf::from(UNIX_SOCKET_DIR).join(&own).exists());
         let _ = std::fs::remove_file(&agent_path);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # Per-ACK cost of the BPF datapath (issue 47) in the QEMU guest, figures only:
-#   make -C datapath/bpf && cargo build --release -p ccp-agent -p ccp-bpf-bridge &&
+#   make -C datapath/bpf && cargo build --release -p ccp-agent &&
 #   gcc -O2 -o ops/vm/work/bin/ccpflows ops/vm/ccpflows.c &&
 #     bash ops/vm/test.sh --guest ops/vm/guest/bpf_bench.sh
 # (and, for the module's figures, ccp-kernel.ko built into ops/vm/work/ko/<kernel>/ as
@@ -9,7 +9,7 @@
 # 1 BDP), N bulk connections (ccpflows), alternating, PAIRS times each:
 #   cubic        native cubic
 #   bpf          ccp_cubic on the BPF datapath, no agent (the in-BPF fallback)
-#   bpf+agent    ccp_cubic on the BPF datapath under the agent and ccp-bpf-bridge
+#   bpf+agent    ccp_cubic on the BPF datapath under the agent (--ipc bpf: the bridge in its process)
 #   module       ccp_cubic on ccp-kernel.ko under the agent (when the module is there)
 # Per run: the whole guest's busy CPU per ACK the senders received (both ends, the router,
 # the tools, the agent and the bridge), the same without the agent's and the bridge's CPU,
@@ -22,7 +22,6 @@ B=$OUT/bpf-bench.txt
 : > $B
 bench() { echo "BENCH $*"; echo "$*" >> $B; }
 CCPB=$REPO/datapath/bpf/build/ccp-bpf
-BRIDGE=$REPO/target/release/ccp-bpf-bridge
 PAIRS=${PAIRS:-3} MSECS=${MSECS:-8}
 plan bpf_bench_done
 
@@ -30,7 +29,8 @@ mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 sysctl -qw kernel.bpf_stats_enabled=1
 setup_link 200mbit 20 500000
 [ -x $BIN/ccpflows ] || { fail bpf_bench_done "no $BIN/ccpflows"; exit 0; }
-$CCPB load > $OUT/bpf-bench-load.log 2>&1 || { fail bpf_bench_done "ccp-bpf load: $(tail -1 $OUT/bpf-bench-load.log)"; exit 0; }
+# the flows run in namespaces (lib.sh): slots for them, as the module's KO_PARAMS
+$CCPB load -n 1024 -N 2048 -l 1 > $OUT/bpf-bench-load.log 2>&1 || { fail bpf_bench_done "ccp-bpf load: $(tail -1 $OUT/bpf-bench-load.log)"; exit 0; }
 
 insegs() { $NS_SND awk '/^Tcp:/ {if (!h) {for (i = 1; i <= NF; i++) if ($i == "InSegs") c = i; h = 1} else print $c}' /proc/net/snmp; }
 ticks() { local p t=0; for p in "$@"; do [ -n "$p" ] && [ -r /proc/$p/stat ] && t=$((t + $(awk '{print $14 + $15}' /proc/$p/stat))); done; echo $t; }
@@ -45,7 +45,7 @@ for p in json.load(sys.stdin):
 print(t, c)'
 }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR ? (NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2) : "none")}'; }
-AGENT_PID= BRIDGE_PID=
+AGENT_PID=
 
 # peracks N CC PORT: "acks busy_cpu_s helper_cpu_s bpf_ns bpf_calls window_s"
 peracks() {
@@ -58,9 +58,9 @@ peracks() {
 	cli=$!
 	for i in $(seq 600); do [ -e $T/pa.ready ] || ! kill -0 $cli 2>/dev/null && break; nap 0.1; done
 	nap 2
-	t0=$(now); s0=$(insegs); cp /proc/stat $T/pst0; h0=$(ticks $AGENT_PID $BRIDGE_PID); b0=$(progstat)
+	t0=$(now); s0=$(insegs); cp /proc/stat $T/pst0; h0=$(ticks $AGENT_PID); b0=$(progstat)
 	nap $MSECS
-	s1=$(insegs); cp /proc/stat $T/pst1; h1=$(ticks $AGENT_PID $BRIDGE_PID); b1=$(progstat); t1=$(now)
+	s1=$(insegs); cp /proc/stat $T/pst1; h1=$(ticks $AGENT_PID); b1=$(progstat); t1=$(now)
 	kill $cli $sink 2>/dev/null
 	wait $cli $sink 2>/dev/null
 	cpu=$($CHECK cpustat $T/pst0 $T/pst1)
@@ -68,15 +68,15 @@ peracks() {
 	echo "$((s1 - s0)) $cpu $(calc "($h1 - $h0) / 100") $(($3 - $1)) $(($4 - $2)) $(calc "$t1 - $t0")"
 }
 
-start_bpf_agent() {
-	rm -f /tmp/ccp/portus
-	CCP_LOG=warn $AGENT --ipc unix --unix-name portus --alg cubic >> $OUT/bpf-bench-agent.log 2>&1 &
+start_bpf_agent() {	# the agent on the BPF datapath: libccp for its flows in its process
+	local i n0
+	n0=$(grep -c "bridging the BPF datapath" $OUT/bpf-bench-agent.log 2>/dev/null)
+	CCP_LOG=warn,ccp_bpf_bridge=info $AGENT --ipc bpf --alg cubic >> $OUT/bpf-bench-agent.log 2>&1 &
 	AGENT_PID=$!
-	local i
-	for i in $(seq 200); do [ -S /tmp/ccp/portus ] && break; nap 0.05; done
-	$BRIDGE --agent portus >> $OUT/bpf-bench-bridge.log 2>&1 &
-	BRIDGE_PID=$!
-	for i in $(seq 200); do grep -q "bridging the BPF datapath" $OUT/bpf-bench-bridge.log 2>/dev/null && return 0; nap 0.05; done
+	for i in $(seq 200); do
+		[ "$(grep -c "bridging the BPF datapath" $OUT/bpf-bench-agent.log)" -gt "${n0:-0}" ] && return 0
+		nap 0.05
+	done
 	return 1
 }
 
@@ -108,12 +108,12 @@ if start_bpf_agent; then
 	for n in 1 100; do
 		run_set $n bpf+agent ccp_cubic
 	done
-	kill $BRIDGE_PID $AGENT_PID 2>/dev/null
-	wait $BRIDGE_PID $AGENT_PID 2>/dev/null
+	kill $AGENT_PID 2>/dev/null
+	wait $AGENT_PID 2>/dev/null
 else
-	bench "bpf+agent: the agent or the bridge did not start (bpf-bench-*.log)"
+	bench "bpf+agent: the agent (--ipc bpf) did not start (bpf-bench-agent.log)"
 fi
-AGENT_PID= BRIDGE_PID=
+AGENT_PID=
 $CCPB unload >> $OUT/bpf-bench-load.log 2>&1
 if [ -r "$KO" ] && insmod $KO $KO_PARAMS; then
 	FL=$T/flows-bench.jsonl

@@ -25,6 +25,7 @@
 //! agent gets them back.
 
 pub mod record;
+pub mod serve;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -40,6 +41,10 @@ use record::{Decision, Kind, Record, ALG_NAMES};
 pub const ANSWER_STALE_REPORTS: u32 = 4;
 /// How often the bridge tries to reach a lost agent again.
 pub const AGENT_RETRY: Duration = Duration::from_millis(500);
+/// A report read this long after it was written is stale: the ring kept it while no bridge
+/// read (an agent starting, restarting). Its flow is created; its interval is not run (a
+/// decision for it would be stale in the datapath anyway).
+pub const STALE_RECORD: Duration = Duration::from_secs(1);
 /// Most flows the bridge hosts (libccp's connection table).
 pub const MAX_FLOWS: usize = ccp_sim::MAX_CONNECTIONS;
 
@@ -63,7 +68,12 @@ pub struct BridgeStats {
     pub flows_created: u64,
     pub flows_refused: u64,
     pub invokes: u64,
+    /// reports older than [`STALE_RECORD`] when read (a backlog the ring kept while no
+    /// bridge ran): their flow is created, their interval not run
+    pub stale_reports: u64,
     pub invoke_errors: u64,
+    /// libccp's code of the last failed invoke (`ccp_error.h`)
+    pub invoke_error_last: i32,
     pub decisions: u64,
     pub decisions_refused: u64,
     pub decision_write_errors: u64,
@@ -100,6 +110,8 @@ pub struct Bridge<I: DatapathIpc, S: DecisionSink> {
     now_ns: u64,
     next_try: Option<Instant>,
     dp_id: u32,
+    /// reports written before this (datapath clock, ns) are stale; 0: none
+    stale_before_ns: u64,
     pub stats: BridgeStats,
 }
 
@@ -198,6 +210,7 @@ impl<I: DatapathIpc, S: DecisionSink> Bridge<I, S> {
             now_ns: 0,
             next_try: None,
             dp_id: 0,
+            stale_before_ns: 0,
             stats: BridgeStats::default(),
         };
         b.start_datapath()?;
@@ -248,6 +261,12 @@ impl<I: DatapathIpc, S: DecisionSink> Bridge<I, S> {
         if let Some(dp) = self.dp.as_mut() {
             dp.set_now(self.now_ns);
         }
+    }
+
+    /// The datapath's clock now (`CLOCK_MONOTONIC`, ns: `bpf_ktime_get_ns`): reports
+    /// older than [`STALE_RECORD`] are not run. Never called (tests): none is stale.
+    pub fn set_datapath_clock(&mut self, now_ns: u64) {
+        self.stale_before_ns = now_ns.saturating_sub(STALE_RECORD.as_nanos() as u64);
     }
 
     /// One record of the ring.
@@ -307,13 +326,20 @@ impl<I: DatapathIpc, S: DecisionSink> Bridge<I, S> {
         };
         f.seq = f.seq.max(r.seq);
         f.cwnd = r.snd_cwnd;
+        if r.now_ns < self.stale_before_ns {
+            self.stats.stale_reports += 1;
+            return;
+        }
         let (Some(sid), Some(dp)) = (f.sid, self.dp.as_mut()) else {
             return;
         };
         self.stats.invokes += 1;
-        if dp.invoke(sid, &primitives(r)) < 0 {
+        let ret = dp.invoke(sid, &primitives(r));
+        if ret < 0 {
             // no program yet (CREATE unanswered), or the program faulted
             self.stats.invoke_errors += 1;
+            self.stats.invoke_error_last = ret;
+            debug!(flow = r.flow, seq = r.seq, ret, attached = f.attached, prims = ?primitives(r), "invoke failed");
             return;
         }
         f.attached = true;
@@ -427,6 +453,14 @@ impl<I: DatapathIpc, S: DecisionSink> Bridge<I, S> {
             self.stats.agent_found += 1;
             info!(flows = self.flows.len(), "agent reachable: flows announced");
         }
+    }
+
+    /// Handle every message the agent has sent, without waiting for more.
+    pub fn pump_ready(&mut self) -> anyhow::Result<()> {
+        while let Some(m) = self.ipc.try_recv()? {
+            self.on_agent_msg(&m);
+        }
+        Ok(())
     }
 
     /// Receive and handle the agent's messages for up to `wait` (at least one attempt).

@@ -7,13 +7,15 @@
 use thiserror::Error;
 
 /// `CCPB_ABI` of the BPF object this bridge speaks to (`stats.abi`).
-pub const ABI: u64 = 1;
+pub const ABI: u64 = 2;
 /// `sizeof(struct ccpb_report)`.
 pub const REPORT_LEN: usize = 168;
 /// `sizeof(struct ccpb_decision)`.
 pub const DECISION_LEN: usize = 16;
-/// `sizeof(struct ccpb_stats)`; `abi` is its last field.
-pub const STATS_LEN: usize = 88;
+/// `sizeof(struct ccpb_stats)`.
+pub const STATS_LEN: usize = 112;
+/// Where `struct ccpb_stats` keeps `abi`, in every ABI.
+pub const STATS_ABI_OFFSET: usize = 80;
 /// `CCPB_STALE_REPORTS`: the datapath ignores a decision this many reports old.
 pub const STALE_REPORTS: u32 = 3;
 /// `CCPB_MAX_CWND_BYTES`, `CCPB_MAX_RATE`: the datapath refuses larger decisions.
@@ -274,7 +276,7 @@ impl Decision {
 
 /// `stats.abi` from the map "stats"'s value.
 pub fn stats_abi(value: &[u8]) -> Option<u64> {
-    let b = value.get(STATS_LEN - 8..STATS_LEN)?;
+    let b = value.get(STATS_ABI_OFFSET..STATS_ABI_OFFSET + 8)?;
     let mut v = [0u8; 8];
     v.copy_from_slice(b);
     Some(u64::from_le_bytes(v))
@@ -389,7 +391,7 @@ mod tests {
     }
 
     #[test]
-    fn stats_abi_is_the_last_field() {
+    fn stats_abi_is_at_offset_80() {
         let mut v = vec![0u8; STATS_LEN];
         v[80..88].copy_from_slice(&ABI.to_le_bytes());
         assert_eq!(stats_abi(&v), Some(ABI));

@@ -168,6 +168,8 @@ fn an_agent_decides_a_bpf_flow_through_the_bridge() {
         "decisions out of order"
     );
     assert!(ds.len() >= 28, "{} decisions for 31 reports", ds.len());
+    // only reports before the agent's first answer fail to run a program
+    assert!(b.stats.invoke_errors <= 2, "{:?}", b.stats);
     let after = cwnd;
 
     // the agent goes away: no answers, so after ANSWER_STALE_REPORTS reports the bridge
@@ -203,4 +205,35 @@ fn an_agent_decides_a_bpf_flow_through_the_bridge() {
     });
     assert_eq!(*sink.1.borrow(), vec![flow]);
     assert_eq!(b.flows(), 0);
+}
+
+/// A report the ring kept while no bridge read it (older than `STALE_RECORD` by the
+/// datapath's clock) creates its flow but runs no interval; a fresh one runs.
+#[test]
+fn a_backlog_of_stale_reports_creates_the_flow_and_runs_nothing() {
+    let (to_agent, agent_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
+    let (_agent_tx, from_agent) = crossbeam_channel::unbounded::<Vec<u8>>();
+    let mut b =
+        Bridge::new(ccp_sim::ChanIpc::new(to_agent, from_agent), Sink::default()).expect("bridge");
+    let t0 = 100_000_000_000u64;
+    b.set_datapath_clock(t0 + 5_000_000_000);
+    for seq in 1..=3 {
+        b.on_record(&report(
+            9,
+            seq,
+            t0 + u64::from(seq) * RTT_US * 1000,
+            20 * MSS,
+            0,
+        ));
+    }
+    b.flush();
+    assert_eq!(b.flows(), 1);
+    assert_eq!(b.stats.flows_created, 1);
+    assert_eq!(b.stats.stale_reports, 3);
+    assert_eq!(b.stats.invokes, 0);
+    // the agent heard of the flow (READY, CREATE)
+    assert!(agent_rx.try_iter().count() >= 2);
+    b.on_record(&report(9, 4, t0 + 4_500_000_000, 20 * MSS, 0));
+    assert_eq!(b.stats.stale_reports, 3);
+    assert_eq!(b.stats.invokes, 1);
 }

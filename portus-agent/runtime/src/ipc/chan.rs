@@ -15,12 +15,25 @@ use super::spin::Spin;
 /// Longest a receive waits (portus's run loop checks for a stop request in between).
 pub const RECV_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// Called after every message the agent sends (a datapath that sleeps on a file descriptor
+/// rather than on the channel: the BPF datapath's ring and an eventfd).
+pub type Notify = Box<dyn Fn() + Send + Sync>;
+
 /// The agent's end of a pair of channels; a portus [`portus::ipc::Ipc`] (type `channel`).
-#[derive(Debug)]
 pub struct ChanSocket {
     to_datapath: Sender<Vec<u8>>,
     from_datapath: Receiver<Vec<u8>>,
     spin: Spin,
+    notify: Option<Notify>,
+}
+
+impl std::fmt::Debug for ChanSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChanSocket")
+            .field("spin", &self.spin)
+            .field("notify", &self.notify.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ChanSocket {
@@ -39,7 +52,14 @@ impl ChanSocket {
             to_datapath,
             from_datapath,
             spin,
+            notify: None,
         }
+    }
+
+    /// The same, calling `notify` after each message sent to the datapath.
+    pub fn with_notify(mut self, notify: Notify) -> Self {
+        self.notify = Some(notify);
+        self
     }
 
     /// The spin's statistics (CPU spent spinning, hits, misses).
@@ -58,7 +78,11 @@ impl portus::ipc::Ipc for ChanSocket {
     fn send(&self, msg: &[u8], _to: &Self::Addr) -> portus::Result<()> {
         self.to_datapath
             .send(msg.to_vec())
-            .map_err(|_| portus::Error(String::from("the datapath's channel is closed")))
+            .map_err(|_| portus::Error(String::from("the datapath's channel is closed")))?;
+        if let Some(n) = &self.notify {
+            n();
+        }
+        Ok(())
     }
 
     fn recv(&self, msg: &mut [u8]) -> portus::Result<(usize, Self::Addr)> {
@@ -133,5 +157,26 @@ mod tests {
         assert_eq!(from_agent.recv().unwrap(), vec![9]);
         drop(to_agent);
         assert!(s.recv(&mut buf).unwrap_err().0.contains("closed"));
+    }
+
+    #[test]
+    fn every_send_notifies_once() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        use std::sync::Arc;
+        let (_to_agent, rx) = crossbeam_channel::unbounded::<Vec<u8>>();
+        let (tx, from_agent) = crossbeam_channel::unbounded();
+        let n = Arc::new(AtomicU32::new(0));
+        let n2 = n.clone();
+        let s = ChanSocket::new(tx, rx).with_notify(Box::new(move || {
+            n2.fetch_add(1, Ordering::SeqCst);
+        }));
+        s.send(&[1], &()).unwrap();
+        s.send(&[2], &()).unwrap();
+        assert_eq!(n.load(Ordering::SeqCst), 2);
+        assert_eq!(from_agent.try_iter().count(), 2);
+        // a send that fails (the datapath is gone) notifies nobody
+        drop(from_agent);
+        assert!(s.send(&[3], &()).is_err());
+        assert_eq!(n.load(Ordering::SeqCst), 2);
     }
 }
