@@ -315,13 +315,6 @@ fi
 # listener of its own on 127.0.0.1:6200, TCP_CONGESTION=ccp_reno.
 NSD=$T/bpf-ns
 mkdir -p $NSD && chmod 1777 $NSD
-ns_flows() {	# TAG SECS: 5 ccp_reno connections in a new unprivileged user+net namespace
-	rm -f $NSD/$1.ready
-	$NOBODY -- unshare -Urn sh -c "ip link set lo up && exec $BIN/ccpflows -L 127.0.0.1:6200 -n 5 -C ccp_reno -t $2 -i 200 -r $NSD/$1.ready" \
-		> $NSD/$1.out 2>&1 &
-	NS_PID=$!
-}
-ns_wait() { local i; for i in $(seq 150); do [ -e $NSD/$1.ready ] && return 0; nap 0.1; done; return 1; }
 $CCPB policy -n 0 -l 1 > /dev/null
 r0=$(bpf_stat no_slot_netns) c0=$(bpf_stat creates)
 ns_flows def 6

@@ -253,6 +253,19 @@ mkfifo $T/nap.fifo 2>/dev/null
 exec {NAPFD}<> $T/nap.fifo
 nap() { read -rt "$1" -u $NAPFD 2>/dev/null; }
 
+# ns_flows TAG SECS: as nobody, in a new unprivileged user+net namespace, 5
+# ccp_reno connections (ccpflows) to a listener of its own on 127.0.0.1:6200,
+# for SECS; its files in $NSD (the caller's), its pid in NS_PID
+ns_flows() {
+	rm -f $NSD/$1.ready
+	setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+		unshare -Urn sh -c "ip link set lo up && exec $BIN/ccpflows -L 127.0.0.1:6200 -n 5 -C ccp_reno -t $2 -i 200 -r $NSD/$1.ready" \
+		> $NSD/$1.out 2>&1 &
+	NS_PID=$!
+}
+# ns_wait TAG: until ccpflows TAG has connected (15 s at most)
+ns_wait() { local i; for i in $(seq 150); do [ -e $NSD/$1.ready ] && return 0; nap 0.1; done; return 1; }
+
 # sample_flows FILE COUNT: COUNT snapshots of /proc/net/ccp_flows, 10 per
 # second, each line prefixed with the guest uptime
 sample_flows() {

@@ -570,15 +570,6 @@ fi
 # own on 127.0.0.1:6200, TCP_CONGESTION=ccp_reno, 100 bytes every 200 ms.
 NSD=$T/ns
 mkdir -p $NSD && chmod 1777 $NSD
-# ns_flows TAG SECS: 5 ccp_reno connections in a new unprivileged user+net namespace
-ns_flows() {
-	rm -f $NSD/$1.ready
-	setpriv --reuid=65534 --regid=65534 --clear-groups -- \
-		unshare -Urn sh -c "ip link set lo up && exec $BIN/ccpflows -L 127.0.0.1:6200 -n 5 -C ccp_reno -t $2 -i 200 -r $NSD/$1.ready" \
-		> $NSD/$1.out 2>&1 &
-	NS_PID=$!
-}
-ns_wait() { local i; for i in $(seq 150); do [ -e $NSD/$1.ready ] && return 0; nap 0.1; done; return 1; }
 # ccp slots held by connections to 127.0.0.1:6200 (any namespace)
 ns_slots() { awk 'NR>1 && $9=="127.0.0.1:6200"' /proc/net/ccp_flows | wc -l; }
 q0=$(cat /sys/module/ccp_kernel/parameters/netns_quota)
