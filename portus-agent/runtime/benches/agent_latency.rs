@@ -210,7 +210,8 @@ fn run(dp: &mut dyn Dp, alg: &str, sid: u32, poll: bool, busy: &Busy) -> Figures
 }
 
 fn print(label: &str, f: &Figures) {
-    let c = |x: Option<f64>| x.map_or("  -  ".to_string(), |v| format!("{v:5.2}"));
+    // CPU less the datapath thread's can come out a hair below 0: no "-0.00"
+    let c = |x: Option<f64>| x.map_or("  -  ".to_string(), |v| format!("{:5.2}", v.max(0.0)));
     println!(
         "{label:<44} p50 {:7.1} us  p99 {:7.1} us  {:7.0} reports/s  agent CPU {} active, {} idle",
         f.p50_us,
