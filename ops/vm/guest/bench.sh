@@ -136,11 +136,7 @@ for n in 1 100 1000; do
 		read ac cc_ _ _ _ wc <<<"$(peracks $n cubic $port 0)"
 		port=$((port + 1))
 		read ax cx agx att _ wx <<<"$(peracks $n ccp_cubic $port 0)"
-		nc=$(calc "$cc_ * 1e9 / max($ac, 1)")
-		nx=$(calc "$cx * 1e9 / max($ax, 1)")
-		nk=$(calc "($cx - $agx) * 1e9 / max($ax, 1)")
-		r=$(calc "$nx / max($nc, 1e-9)")
-		rk=$(calc "$nk / max($nc, 1e-9)")
+		read nc nx nk r rk <<<"$(pair_ratios $ac $cc_ $ax $cx $agx)"
 		R="$R $r" RK="$RK $rk" NC="$NC $nc" NX="$NX $nx"
 		bench "per-ACK N=$n pair $i: cubic $ac ACKs in ${wc}s, $nc ns/ACK; ccp_cubic $ax ACKs in ${wx}s, $nx ns/ACK ($nk without the agent's ${agx}s), $att/$n attached; ratio $r ($rk)"
 	done

@@ -38,12 +38,7 @@ fi
 $CCPB load -n 1024 -N 2048 -l 1 > $OUT/bpf-load.log 2>&1
 rc=$?
 avail=$(sysctl -n net.ipv4.tcp_available_congestion_control)
-missing=
-names=$(sed -n 's/^[[:space:]]*X("\([a-z0-9_]*\)").*/\1/p' $REPO/datapath/kernel/ccp_algs.h)
-[ -n "$names" ] || missing=" (no names in datapath/kernel/ccp_algs.h)"
-for a in $names; do
-	[[ " $avail " == *" $a "* ]] || missing="$missing $a"
-done
+missing=$(ccp_names_missing "$avail")
 check bpf_load '[ $rc = 0 ] && [ -z "$missing" ]' \
 	"ccp-bpf load rc $rc ($(tail -1 $OUT/bpf-load.log)); available: $avail${missing:+; missing:$missing}"
 [ $rc = 0 ] || { cat $OUT/bpf-load.log; exit 0; }

@@ -89,11 +89,7 @@ run_set() {
 		read ac cc_ _ _ _ _ <<<"$(peracks $n cubic $port)"
 		port=$((port + 1))
 		read ax cx hx bt bc wx <<<"$(peracks $n $cc $port)"
-		nc=$(calc "$cc_ * 1e9 / max($ac, 1)")
-		nx=$(calc "$cx * 1e9 / max($ax, 1)")
-		nk=$(calc "($cx - $hx) * 1e9 / max($ax, 1)")
-		r=$(calc "$nx / max($nc, 1e-9)")
-		rk=$(calc "$nk / max($nc, 1e-9)")
+		read nc nx nk r rk <<<"$(pair_ratios $ac $cc_ $ax $cx $hx)"
 		per=$([ "${bc:-0}" -gt 0 ] 2>/dev/null && calc "$bt / $bc" || echo none)
 		R="$R $r" RK="$RK $rk" NC="$NC $nc" NX="$NX $nx" PER="$PER $per"
 		bench "per-ACK N=$n $label pair $i: cubic $ac ACKs, $nc ns/ACK; $label $ax ACKs in ${wx}s, $nx ns/ACK ($nk without agent/bridge ${hx}s); ratio $r ($rk); BPF cong_control $per ns/call ($bc calls)"

@@ -253,6 +253,31 @@ mkfifo $T/nap.fifo 2>/dev/null
 exec {NAPFD}<> $T/nap.fifo
 nap() { read -rt "$1" -u $NAPFD 2>/dev/null; }
 
+# pair_ratios ACKS_C CPU_C ACKS_X CPU_X HELPER_X: one benchmark pair (native
+# cubic's ACKs and busy CPU seconds, then the datapath's, and of those the
+# agent's own seconds): "ns/ACK cubic, ns/ACK X, ns/ACK X without the agent,
+# ratio, ratio without the agent" (guest/bench.sh, guest/bpf_bench.sh)
+pair_ratios() {
+	local nc nx nk
+	nc=$(calc "$2 * 1e9 / max($1, 1)")
+	nx=$(calc "$4 * 1e9 / max($3, 1)")
+	nk=$(calc "($4 - $5) * 1e9 / max($3, 1)")
+	echo "$nc $nx $nk $(calc "$nx / max($nc, 1e-9)") $(calc "$nk / max($nc, 1e-9)")"
+}
+
+# ccp_names_missing AVAILABLE: the names of the generated table
+# (datapath/kernel/ccp_algs.h, the agent's registry) not in AVAILABLE (the
+# sysctl's list); empty when every one is there
+ccp_names_missing() {
+	local a names missing=
+	names=$(sed -n 's/^[[:space:]]*X("\([a-z0-9_]*\)").*/\1/p' $REPO/datapath/kernel/ccp_algs.h)
+	[ -n "$names" ] || { echo " (no names in datapath/kernel/ccp_algs.h)"; return; }
+	for a in $names; do
+		[[ " $1 " == *" $a "* ]] || missing="$missing $a"
+	done
+	echo "$missing"
+}
+
 # ns_flows TAG SECS: as nobody, in a new unprivileged user+net namespace, 5
 # ccp_reno connections (ccpflows) to a listener of its own on 127.0.0.1:6200,
 # for SECS; its files in $NSD (the caller's), its pid in NS_PID

@@ -64,6 +64,14 @@ for f in fge fle; do
 	expect_fail "$f with no arguments" $f
 	expect_fail "$f with 3 arguments" $f 1 2 3
 done
+# ccp_names_missing: every registry name present -> empty; one absent -> named
+all=$(sed -n 's/^[[:space:]]*X("\([a-z0-9_]*\)").*/\1/p' "$REPO/datapath/kernel/ccp_algs.h" | tr '\n' ' ')
+expect_eq "ccp_names_missing, all there" "" "$(ccp_names_missing "reno cubic $all")"
+expect_eq "ccp_names_missing, ccp_mocc absent" " ccp_mocc" "$(ccp_names_missing "${all/ccp_mocc /}")"
+expect_eq "ccp_names_missing, none" "$(for a in $all; do printf ' %s' "$a"; done)" "$(ccp_names_missing "reno cubic")"
+# pair_ratios: 1000 ACKs for 0.5 s of cubic, 2000 for 2 s of X of which the agent 0.5 s
+expect_eq "pair_ratios" "500000.000 1000000.000 750000.000 2.000 1.500" "$(pair_ratios 1000 0.5 2000 2 0.5)"
+expect_eq "pair_ratios, no ACKs" "500000000.000 0.000 0.000 0.000 0.000" "$(pair_ratios 0 0.5 0 0 0)"
 expect_ok "fge 1 0.9" fge 1 0.9
 expect_ok "fge 0.9 0.9" fge 0.9 0.9
 expect_false "fge 0.8 0.9" fge 0.8 0.9

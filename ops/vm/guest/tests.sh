@@ -24,13 +24,7 @@ plan module_load baseline_cubic fallback_no_agent_ccp_reno fallback_no_agent_ccp
 # ---------------------------------------------------------------- load
 if insmod $KO $KO_PARAMS; then
 	avail=$(sysctl -n net.ipv4.tcp_available_congestion_control)
-	missing=
-	# every name of the generated table (the agent's registry)
-	names=$(sed -n 's/^[[:space:]]*X("\([a-z0-9_]*\)").*/\1/p' $REPO/datapath/kernel/ccp_algs.h)
-	[ -n "$names" ] || missing=" (no names in datapath/kernel/ccp_algs.h)"
-	for a in $names; do
-		[[ " $avail " == *" $a "* ]] || missing="$missing $a"
-	done
+	missing=$(ccp_names_missing "$avail")
 	check module_load '[ -z "$missing" ] && [ -r /proc/net/ccp ]' \
 		"available: $avail${missing:+; missing:$missing}"
 else
