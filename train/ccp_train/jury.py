@@ -77,7 +77,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 from stable_baselines3 import TD3
-from stable_baselines3.common.logger import configure
 
 from ccp_train import _native
 from ccp_train.export import export_sb3_actor
@@ -89,7 +88,7 @@ from ccp_train.rl.flags import (
     ints,
     trace_source_from_args,
 )
-from ccp_train.rl.log import Logger
+from ccp_train.rl.log import Logger, sb3_quiet_logger
 from ccp_train.rl.spec import AlgSpec, Knobs, parse_knob
 from ccp_train.scenarios import ScenarioRanges, trace_mean_mbps
 
@@ -227,7 +226,7 @@ def train(args: argparse.Namespace, argv: list[str]) -> int:
         policy_kwargs={"net_arch": {"pi": net, "qf": net}})
     if args.init:
         model.set_parameters(str(args.init), exact_match=True, device="cpu")
-    model.set_logger(configure(None, []))
+    model.set_logger(sb3_quiet_logger())
     model._current_progress_remaining = 1.0
     low = np.asarray(spec.action_low, np.float32)
     high = np.asarray(spec.action_high, np.float32)

@@ -71,7 +71,6 @@ import numpy as np
 import torch
 from sb3_contrib import RecurrentPPO
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.logger import configure
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
 
 from ccp_train import _native
@@ -87,7 +86,7 @@ from ccp_train.rl.flags import (
     ints,
     trace_source_from_args,
 )
-from ccp_train.rl.log import Logger
+from ccp_train.rl.log import Logger, sb3_quiet_logger
 from ccp_train.rl.spec import AlgSpec, Knobs, parse_knob
 from ccp_train.scenarios import Episodes, EpisodeStart, ScenarioRanges
 
@@ -198,7 +197,7 @@ def make_model(env: Any, spec: AlgSpec, args: argparse.Namespace) -> RecurrentPP
         # gives near-equal logits): the deterministic policy holds k until PPO learns otherwise
         with torch.no_grad():
             model.policy.action_net.bias[HOLD] += args.hold_prior
-    model.set_logger(configure(None, []))
+    model.set_logger(sb3_quiet_logger())
     return model
 
 

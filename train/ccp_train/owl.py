@@ -79,7 +79,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 from stable_baselines3 import DQN
-from stable_baselines3.common.logger import configure
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.utils import polyak_update
 from torch import nn
@@ -95,7 +94,7 @@ from ccp_train.rl.flags import (
     ints,
     trace_source_from_args,
 )
-from ccp_train.rl.log import Logger
+from ccp_train.rl.log import Logger, sb3_quiet_logger
 from ccp_train.rl.spec import AlgSpec, Knobs, parse_knob
 
 if TYPE_CHECKING:
@@ -161,7 +160,7 @@ def make_dqn(spec: AlgSpec, args: argparse.Namespace) -> DQN:
         train_freq=1, gradient_steps=1, target_update_interval=1,
         max_grad_norm=args.max_grad_norm, seed=args.seed, device="cpu",
         policy_kwargs={"net_arch": list(args.net), "features_extractor_class": MaskedInput})
-    model.set_logger(configure(None, []))
+    model.set_logger(sb3_quiet_logger())
     model._current_progress_remaining = 1.0
     return model
 

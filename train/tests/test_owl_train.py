@@ -325,6 +325,21 @@ def test_same_seed_same_bytes_and_a_valid_card(tiny: Path) -> None:
     assert {"reward", "q_loss", "epsilon"} <= set(header)
 
 
+def test_building_the_model_leaves_no_folder_in_tmp(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # SB3's configure(None, []) made an empty $TMPDIR/SB3-<date> per model built (140 of them
+    # after one test run); the quiet logger writes nowhere
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    args = owl.parser().parse_args([*TINY, "--out", str(tmp_path / "x")])
+    model = owl.make_dqn(SPEC, args)
+    model.logger.record("q_loss", 1.0)
+    model.logger.dump(0)
+    assert [p.name for p in (tmp_path / "tmp").glob("SB3-*")] == []
+
+
 def test_onnx_equals_the_torch_q_network_masked_and_unmasked(tiny: Path) -> None:
     args = owl.parser().parse_args([*TINY, "--out", str(tiny / "x")])
     model = owl.make_dqn(SPEC, args)

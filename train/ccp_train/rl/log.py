@@ -48,3 +48,13 @@ def _fmt(v: Any, f: str) -> str:
         return format(v, f)
     except (TypeError, ValueError):
         return str(v)
+
+
+def sb3_quiet_logger() -> Any:
+    """A Stable-Baselines3 logger that writes nowhere. SB3's ``configure(None, [])`` also makes
+    an empty ``$TMPDIR/SB3-<date>`` folder per call (one per model built: per training run,
+    per test); this one makes none. Our scalars go through :class:`Logger`."""
+    from stable_baselines3.common.logger import Logger as Sb3Logger
+
+    return Sb3Logger(folder=None, output_formats=[])
+
