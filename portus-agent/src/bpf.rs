@@ -11,12 +11,13 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use ccp_bpf_bridge::serve::{self, AgentReady, Pins, Wake};
+use ccp_bpf_bridge::BridgeStats;
 use ccp_runtime::agent::RunningAgent;
 use ccp_runtime::ipc::chan::ChanSocket;
 use ccp_runtime::ipc::spin::Spin;
@@ -33,10 +34,16 @@ const STOP_WAIT: Duration = Duration::from_secs(2);
 /// The bridge's thread.
 pub struct BpfBridge {
     stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<anyhow::Result<ccp_bpf_bridge::BridgeStats>>>,
+    handle: Option<JoinHandle<anyhow::Result<BridgeStats>>>,
+    published: Arc<Mutex<BridgeStats>>,
 }
 
 impl BpfBridge {
+    /// The bridge's counters as of its last wake-up (for the SIGUSR1 line).
+    pub fn stats(&self) -> BridgeStats {
+        self.published.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
     /// Whether the thread has ended (an error: it runs until stopped).
     pub fn is_finished(&self) -> bool {
         self.handle.as_ref().is_none_or(|h| h.is_finished())
@@ -80,11 +87,13 @@ pub fn start(agent: &Agent, pins: &Path, spin: Spin) -> anyhow::Result<(RunningA
     let running = agent.spawn(sock)?;
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
+    let published = Arc::new(Mutex::new(BridgeStats::default()));
+    let p = published.clone();
     let handle = std::thread::Builder::new()
         .name("ccp-bpf-bridge".into())
         .spawn(move || {
             let ipc = ccp_sim::ChanIpc::new(to_agent, from_agent);
-            serve::serve(&maps, ipc, AgentReady::Event(&wake), &s)
+            serve::serve(&maps, ipc, AgentReady::Event(&wake), &s, &p)
         })
         .context("starting the BPF bridge's thread")?;
     Ok((
@@ -92,6 +101,7 @@ pub fn start(agent: &Agent, pins: &Path, spin: Spin) -> anyhow::Result<(RunningA
         BpfBridge {
             stop,
             handle: Some(handle),
+            published,
         },
     ))
 }

@@ -64,7 +64,7 @@ enum ListFormat {
         Without --sim it serves a real datapath (default: the ccp-kernel module over generic \
         netlink, as root or with CAP_NET_ADMIN) until SIGINT/SIGTERM, or until the module is \
         unloaded (exit code 1); SIGHUP reloads the models, the portfolio and the config's \
-        [[preference]] rules; SIGUSR1 prints the IPC counters as one JSON line on stderr. It \
+        [[preference]] rules; SIGUSR1 prints the IPC counters (and, with --ipc bpf, the bridge's) as one JSON line on stderr. It \
         serves a control socket (--control) and, if asked, a metrics endpoint (--metrics). \
         With --sim SCENARIO it runs the scenario on the built-in (feature `sim`, on by default) \
         simulated datapath and prints per-flow and aggregate results.\n\n\
@@ -792,6 +792,13 @@ fn serve(
                     );
                     obj.insert("spin_hits".into(), hits.into());
                     obj.insert("spin_misses".into(), misses.into());
+                }
+                #[cfg(feature = "bpf")]
+                if let (Some(b), Some(obj)) = (bridge.as_ref(), stats.as_object_mut()) {
+                    // what the BPF bridge did with the datapath's reports (stale, refused...)
+                    if let Ok(v) = serde_json::to_value(b.stats()) {
+                        obj.insert("bridge".into(), v);
+                    }
                 }
                 let line = format!("ccp-agent stats: {stats}\n");
                 let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());

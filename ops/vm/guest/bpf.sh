@@ -20,7 +20,7 @@ log "bpf tests on $(uname -r)"
 
 plan bpf_no_module bpf_load bpf_pins_root_only bpf_baseline_cubic \
 	bpf_fallback_ccp_reno bpf_fallback_ccp_cubic bpf_reports bpf_decision_applied \
-	bpf_kill_no_gap bpf_kill_fallback bpf_agent_start bpf_agent_ccp_cubic bpf_agent_ccp_owl bpf_agent_ccp_mocc \
+	bpf_kill_no_gap bpf_kill_fallback bpf_agent_start bpf_agent_ccp_cubic bpf_agent_ccp_owl bpf_agent_ccp_mocc bpf_agent_stats \
 	bpf_agent_kill_no_gap bpf_agent_kill_fallback bpf_agent_restart bpf_netns_no_slots bpf_netns_quota bpf_loopback_no_slot bpf_unpriv bpf_unload bpf_kernel_log_clean
 
 # bpf_stat NAME: one counter of ccp-bpf stats
@@ -218,6 +218,12 @@ if [ -x "$AGENT" ] && bpf_agent_start $FLB; then
 		check bpf_agent_ccp_$alg 'fge "$R" $bar && fge "$share" 0.8 && [ $made -ge 1 ]' \
 			"ccp_$alg under the agent: ${R}x native cubic (median of $np:$RS; Mbit/s ccp_$alg$XS, native cubic just before$NS); ACKs under the agent's decisions $share; created as $alg: $made"
 	done
+	# SIGUSR1: the agent's counters line carries the bridge's (7 flows above)
+	ast=$(agent_stats $OUT/bpf-agent.log $AGENT_PID)
+	bcre=$(jnum flows_created "$ast") binv=$(jnum invokes "$ast") bdec=$(jnum decisions "$ast")
+	bstale=$(jnum stale_reports "$ast")
+	check bpf_agent_stats '[ $bcre -ge 7 ] && [ $binv -ge 100 ] && [ $bdec -ge 100 ]' \
+		"kill -USR1: bridge flows_created $bcre, invokes $binv, decisions $bdec, stale_reports $bstale"
 	# kill -9 of the agent during a ccp_cubic transfer: decisions stop, the flow
 	# falls back to the in-BPF Cubic without a gap
 	sf0=$(bpf_stat stale_fallbacks)

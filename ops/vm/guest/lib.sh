@@ -337,6 +337,19 @@ iperf_run() {
 	return $rc
 }
 
+# agent_stats LOG PID: the agent's counters (kill -USR1), a new whole line of LOG
+agent_stats() {
+	local n j
+	n=$(grep -c '^ccp-agent stats: {.*}$' $1)
+	kill -USR1 $2 2>/dev/null
+	for j in $(seq 50); do
+		[ "$(grep -c '^ccp-agent stats: {.*}$' $1)" -gt "$n" ] && break
+		nap 0.1
+	done
+	grep '^ccp-agent stats: {.*}$' $1 | tail -1 | sed 's/.*stats: //'
+}
+# jnum KEY LINE: the number after "KEY": in a JSON line (0 if absent)
+jnum() { local v; v=$(grep -o "\"$1\":[0-9]*" <<<"$2" | head -1 | cut -d: -f2); echo ${v:-0}; }
 agent_available() { [ -x $AGENT ]; }
 
 # scrape FILE: GET /metrics from an agent started with --metrics

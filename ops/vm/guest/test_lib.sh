@@ -71,6 +71,12 @@ expect_eq "ccp_names_missing, ccp_mocc absent" " ccp_mocc" "$(ccp_names_missing 
 expect_eq "ccp_names_missing, none" "$(for a in $all; do printf ' %s' "$a"; done)" "$(ccp_names_missing "reno cubic")"
 # pair_ratios: 1000 ACKs for 0.5 s of cubic, 2000 for 2 s of X of which the agent 0.5 s
 expect_eq "pair_ratios" "500000.000 1000000.000 750000.000 2.000 1.500" "$(pair_ratios 1000 0.5 2000 2 0.5)"
+# jnum: a number from the agent's SIGUSR1 line, nested or not; absent is 0
+L='{"datagrams":12,"bridge":{"records":340,"invokes":338,"decisions":301}}'
+expect_eq "jnum nested" "338" "$(jnum invokes "$L")"
+expect_eq "jnum top level" "12" "$(jnum datagrams "$L")"
+expect_eq "jnum absent" "0" "$(jnum stale_reports "$L")"
+expect_eq "jnum no line" "0" "$(jnum invokes "")"
 expect_eq "pair_ratios, no ACKs" "500000000.000 0.000 0.000 0.000 0.000" "$(pair_ratios 0 0.5 0 0 0)"
 expect_ok "fge 1 0.9" fge 1 0.9
 expect_ok "fge 0.9 0.9" fge 0.9 0.9

@@ -502,17 +502,7 @@ else
 	live=$(data_flow ccp_cubic | awk '{print $1}')
 	aport=$(agent_port)
 	members0=$(ctr agent_listener)
-	agent_stats() { # the agent's counters (SIGUSR1): a new, whole line
-		local n j
-		n=$(grep -c '^ccp-agent stats: {.*}$' $OUT/agent.log)
-		kill -USR1 $AGENT_PID 2>/dev/null
-		for j in $(seq 50); do
-			[ "$(grep -c '^ccp-agent stats: {.*}$' $OUT/agent.log)" -gt "$n" ] && break
-			nap 0.1
-		done
-		grep '^ccp-agent stats: {.*}$' $OUT/agent.log | tail -1 | sed 's/.*stats: //'
-	}
-	ast0=$(agent_stats)
+	ast0=$(agent_stats $OUT/agent.log $AGENT_PID)
 	cp /proc/net/ccp $T/unpriv-before.ctr
 	mode0=$(awk -v s="$live" 'NR>1 && $1==s {print $3}' /proc/net/ccp_flows)
 	fl0=$(wc -l < $FLA)
@@ -526,7 +516,7 @@ else
 	nap 1
 	cp /proc/net/ccp $T/unpriv-after.ctr
 	fl1=$(wc -l < $FLA)
-	ast1=$(agent_stats)
+	ast1=$(agent_stats $OUT/agent.log $AGENT_PID)
 	members1=$(ctr agent_listener)
 	nap 2
 	read asid _ d1 <<<"$($CHECK decisions $FLA ccp_cubic ${live:-0})"

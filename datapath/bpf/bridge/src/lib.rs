@@ -60,8 +60,9 @@ pub enum BridgeError {
     Init(i32),
 }
 
-/// Counters (the bridge's log shows them on exit).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+/// Counters (the bridge's log shows them on exit; `ccp-agent --ipc bpf` adds them to its
+/// SIGUSR1 line as `bridge`).
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct BridgeStats {
     pub records: u64,
     pub bad_records: u64,

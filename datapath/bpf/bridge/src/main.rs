@@ -38,7 +38,8 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         signal_hook::flag::register(sig, stop.clone())?;
     }
     info!(agent = %cli.agent, pins = %cli.pins.display(), "agent over unix sockets");
-    serve::serve(&pins, ipc, AgentReady::Socket(fd), &stop)?;
+    let published = std::sync::Mutex::default(); // the counters are logged at exit
+    serve::serve(&pins, ipc, AgentReady::Socket(fd), &stop, &published)?;
     Ok(())
 }
 

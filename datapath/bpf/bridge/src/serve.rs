@@ -16,6 +16,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -172,12 +173,15 @@ fn wait(fds: [RawFd; 2], timeout: Duration) -> io::Result<()> {
 }
 
 /// Bridge the datapath behind `pins` and the agent behind `ipc` until `stop` is set or the
-/// agent's end fails for good (the in-process channel closed). Returns the counters.
+/// agent's end fails for good (the in-process channel closed). Returns the counters; while it
+/// runs, `published` holds a copy of them as of the last wake-up (copied only when the lock is
+/// free: a reader never holds the bridge up).
 pub fn serve<I: DatapathIpc>(
     pins: &Pins,
     ipc: I,
     ready: AgentReady<'_>,
     stop: &AtomicBool,
+    published: &Mutex<BridgeStats>,
 ) -> anyhow::Result<BridgeStats> {
     let mut bridge = Bridge::new(ipc, MapSink(&pins.decisions))?;
     let queue: Rc<RefCell<Vec<Vec<u8>>>> = Rc::new(RefCell::new(Vec::new()));
@@ -224,6 +228,9 @@ pub fn serve<I: DatapathIpc>(
             break Err(e.context("the agent's end"));
         }
         bridge.flush();
+        if let Ok(mut p) = published.try_lock() {
+            p.clone_from(&bridge.stats);
+        }
     };
     info!(stats = ?bridge.stats, flows = bridge.flows(), "bridge stopping");
     result.map(|()| bridge.stats.clone())
