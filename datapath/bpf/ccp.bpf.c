@@ -414,15 +414,41 @@ static __always_inline void hystart(struct tcp_sock *tp, struct ccpb_flow *fl)
 		tp->snd_ssthresh = tp->snd_cwnd;
 }
 
+/* The interval's accumulators restart at `now`. */
+static __always_inline void end_interval(struct ccpb_flow *fl, __u64 now)
+{
+	fl->i_start_ns = now;
+	fl->i_bytes_acked = 0;
+	fl->i_delivered = 0;
+	fl->i_rtt_sum = 0;
+	fl->i_packets_acked = 0;
+	fl->i_misordered = 0;
+	fl->i_lost = 0;
+	fl->i_ecn = 0;
+	fl->i_acks = 0;
+	fl->i_timeouts = 0;
+	fl->i_rtt_min = 0;
+	fl->i_rtt_max = 0;
+	fl->i_rtt_n = 0;
+}
+
 /* The interval's measurements to the agent; accumulators restart.
- * CCPB_CLOSE: the last, partial interval of a flow that ends. */
+ * CCPB_CLOSE: the last, partial interval of a flow that ends.  A flow
+ * without a slot (fl->id 0) reports to nobody: its interval only ends
+ * (the fallback's HyStart reads the interval), no record is built. */
 static __always_inline void emit_report(struct tcp_sock *tp, struct ccpb_flow *fl,
 					__u64 now, __u32 mss, __u32 kind)
 {
 	struct ccpb_report r;
-	__u32 inflight = in_flight(tp);
-	__u32 wseq = tp->write_seq, nxt = tp->snd_nxt;
+	__u32 inflight, wseq, nxt;
 
+	if (!fl->id) {
+		end_interval(fl, now);
+		return;
+	}
+	inflight = in_flight(tp);
+	wseq = tp->write_seq;
+	nxt = tp->snd_nxt;
 	__builtin_memset(&r, 0, sizeof(r));
 	if (kind == CCPB_REPORT) {
 		fl->seq++;
@@ -457,27 +483,13 @@ static __always_inline void emit_report(struct tcp_sock *tp, struct ccpb_flow *f
 	r.snd_rate = fl->rate_set ? tp->inet_conn.icsk_inet.sk.sk_pacing_rate : 0;
 	r.mode = fl->mode;
 	r.lost_reports = fl->lost_reports;
-	if (!fl->id) {
-		/* no slot: the interval only ends (the fallback's HyStart) */
-	} else if (bpf_ringbuf_output(&reports, &r, sizeof(r), 0)) {
+	if (bpf_ringbuf_output(&reports, &r, sizeof(r), 0)) {
 		fl->lost_reports++;
 		STAT_INC(ring_full);
 	} else if (kind == CCPB_REPORT) {
 		STAT_INC(reports);
 	}
-	fl->i_start_ns = now;
-	fl->i_bytes_acked = 0;
-	fl->i_delivered = 0;
-	fl->i_rtt_sum = 0;
-	fl->i_packets_acked = 0;
-	fl->i_misordered = 0;
-	fl->i_lost = 0;
-	fl->i_ecn = 0;
-	fl->i_acks = 0;
-	fl->i_timeouts = 0;
-	fl->i_rtt_min = 0;
-	fl->i_rtt_max = 0;
-	fl->i_rtt_n = 0;
+	end_interval(fl, now);
 }
 
 /* Fold one ACK into the interval (the module's ccpk_load_prims()). */
