@@ -7,8 +7,10 @@
 #
 # Puts in place (DESTDIR-style staging with --dest; nothing outside it is touched then):
 #   PREFIX/bin/ccp-agent                     the agent without the simulator (cargo build
-#                                            --release -p ccp-agent --no-default-features,
-#                                            into target/service/)
+#                                            --release -p ccp-agent --no-default-features
+#                                            --features bpf, into target/service/): it
+#                                            serves the kernel module, or the BPF datapath
+#                                            on a kernel without it (--ipc bpf)
 #   PREFIX/share/ccp/models/                 models/*.onnx and their cards
 #   PREFIX/lib/ccp/libonnxruntime.so*        onnxruntime (ops/onnxruntime.sh: the .venv's, else
 #                                            the wheel's library alone, installed if needed)
@@ -51,11 +53,12 @@ elif [ "$(id -u)" != 0 ]; then
 	exit 2
 fi
 
-# the service serves the kernel: built without the simulator (feature `sim`), in a target
-# folder of its own so that target/release/ccp-agent keeps --sim for the harness
+# the service serves the kernel (the module, or the BPF datapath: feature `bpf`): built
+# without the simulator (feature `sim`), in a target folder of its own so that
+# target/release/ccp-agent keeps --sim for the harness
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}/service
 BIN=$TARGET/release/ccp-agent
-BUILD_CMD="cargo build --release -p ccp-agent --no-default-features --target-dir $TARGET"
+BUILD_CMD="cargo build --release -p ccp-agent --no-default-features --features bpf --target-dir $TARGET"
 if [ $BUILD = 1 ]; then
 	[ -d "$HOME/.cargo/bin" ] && PATH=$HOME/.cargo/bin:$PATH
 	echo "building: $BUILD_CMD"

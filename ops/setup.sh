@@ -3,7 +3,7 @@
 #   bash ops/setup.sh           # everything: training, evaluation and the tests (ops/test.sh)
 #   bash ops/setup.sh --serve   # only what serving needs (ops/run.sh): no training stack
 # Both:
-#   - libclang-dev: bindgen (datapath/sim/build.rs) generates the libccp FFI with it
+#   - libclang-dev: bindgen (datapath/libccp/build.rs) generates the libccp FFI with it
 #   - patch: both datapaths' builds apply datapath/libccp/libccp-1.2.0.patch to libccp's C
 #   - clang, libbpf-dev, libelf-dev, zlib1g-dev: the BPF datapath (datapath/bpf: its BPF
 #     objects are compiled with clang's BPF target, its loader ccp-bpf links libbpf)

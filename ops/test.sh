@@ -40,17 +40,23 @@ rust_tests() {
 suite rust rust_tests
 suite fuzz bash ops/fuzz.sh
 suite agent-build cargo build --release --quiet -p ccp-agent
-# the service's agent (ops/install.sh): builds without the simulator, and links none of it
+# the service's agent (ops/install.sh): builds without the simulator, with the BPF datapath
+# or without it, and links none of the simulator
 agent_no_sim() {
-    cargo check --quiet -p ccp-agent --no-default-features || return 1
-    if cargo tree -p ccp-agent --no-default-features -e normal,build | grep -q ccp-sim; then
-        echo "ccp-agent --no-default-features depends on ccp-sim"; return 1
-    fi
+    local f
+    for f in "" "--features bpf"; do
+        # shellcheck disable=SC2086
+        cargo check --quiet -p ccp-agent --no-default-features $f || return 1
+        # shellcheck disable=SC2086
+        if cargo tree -p ccp-agent --no-default-features $f -e normal,build | grep -q ccp-sim; then
+            echo "ccp-agent --no-default-features $f depends on ccp-sim"; return 1
+        fi
+    done
 }
 suite agent-no-sim agent_no_sim
 suite ruff .venv/bin/ruff check train ops/bench ops/import_cycles.py ops/doc_provenance.py
 # no import loop between the top-level modules of the algorithms, the runtime, the simulator
-import_cycles() { local d; for d in algs/src portus-agent/runtime/src datapath/sim/src; do python3 ops/import_cycles.py "$d" || return 1; done; }
+import_cycles() { local d; for d in algs/src portus-agent/runtime/src datapath/libccp/src datapath/sim/src; do python3 ops/import_cycles.py "$d" || return 1; done; }
 suite import-cycles import_cycles
 # every results table in README.md and docs/ names the command that measured it (issue 49)
 suite doc-provenance python3 ops/doc_provenance.py

@@ -92,7 +92,7 @@ pub fn start(agent: &Agent, pins: &Path, spin: Spin) -> anyhow::Result<(RunningA
     let handle = std::thread::Builder::new()
         .name("ccp-bpf-bridge".into())
         .spawn(move || {
-            let ipc = ccp_sim::ChanIpc::new(to_agent, from_agent);
+            let ipc = ccp_libccp::ChanIpc::new(to_agent, from_agent);
             serve::serve(&maps, ipc, AgentReady::Event(&wake), &s, &p)
         })
         .context("starting the BPF bridge's thread")?;

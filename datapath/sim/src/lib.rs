@@ -9,8 +9,8 @@
 //! callbacks set the window and the pacing rate the sender enforces. The agent (portus with
 //! the portfolio's algorithms) sees the same CREATE and MEASURE messages it would see from a
 //! kernel. Both compile the same C: libccp 1.2.0 with the project's patch
-//! (`datapath/libccp/libccp-1.2.0.patch`, applied by `build.rs` here and by the kernel's
-//! Makefile there).
+//! (`datapath/libccp/libccp-1.2.0.patch`, applied by the `ccp-libccp` crate's `build.rs`
+//! here and by the kernel's Makefile there).
 //!
 //! ```text
 //!   sender ──▶ [drop-tail FIFO] ══ bottleneck (rate | rate schedule | mahimahi trace) ══▶
@@ -83,11 +83,12 @@
 //! The `libccp` crate's Rust wrapper reads the wall clock for `now/since_usecs/after_usecs`,
 //! so fold programs' `Micros` and `Ack.now` would run in wall time while the simulator runs
 //! many times faster than real time; it mallocs the connection table without zeroing it;
-//! and its `send_msg` always reports success. `build.rs` therefore compiles the crate's C
-//! sources (`ccp.c ccp_priv.c machine.c serialize.c`, byte-identical to what the kernel
-//! module compiles) with `cc` and generates bindings with bindgen; the private `libccp`
-//! module wraps every FFI call and supplies callbacks that read a thread-local simulated
-//! clock, a zeroed connection table, and an outbox that `send_msg` fills (returning 0).
+//! and its `send_msg` always reports success. The `ccp-libccp` crate (`datapath/libccp`)
+//! therefore compiles the crate's C sources (`ccp.c ccp_priv.c machine.c serialize.c`,
+//! byte-identical to what the kernel module compiles) with `cc` and generates bindings with
+//! bindgen; its `Datapath` wraps every FFI call and supplies callbacks that read a
+//! thread-local clock (here the simulated one), a zeroed connection table, and an outbox that
+//! `send_msg` fills (returning 0).
 //! Agent messages are validated before libccp sees them (libccp trusts register indices
 //! and instruction counts; a 256-instruction program would hang it). Each [`Simulator`] runs on one thread;
 //! several can run in parallel threads.
@@ -96,23 +97,17 @@
 //! [`Simulator::new`] and [`Simulator::run`] with a [`DatapathIpc`] ([`ChanIpc`] in-process,
 //! [`UnixIpc`] to a separate agent process), [`SimResults`] (`write_csv`, `jain_window`).
 
-#[cfg(test)]
-mod fold_tests;
-mod libccp;
 mod link;
-mod proto;
 mod results;
 mod scenario;
 mod sim;
 mod trace;
 
-pub mod ipc;
-
-pub use ipc::{ChanIpc, DatapathIpc, UnixIpc};
-pub use libccp::sim_clock_ns;
-/// The libccp datapath wrapper, for other user-space datapaths that host libccp (the BPF
-/// datapath's bridge, `datapath/bpf/bridge`).
-pub use libccp::{Datapath, LibccpError, Primitives, MAX_CONNECTIONS};
+/// libccp and the agent IPC, hosted by `ccp-libccp` (re-exported: the simulator's API).
+pub use ccp_libccp::{ipc, proto};
+pub use ccp_libccp::{sim_clock_ns, ChanIpc, DatapathIpc, UnixIpc};
+pub use ccp_libccp::{Datapath, LibccpError, Primitives, MAX_CONNECTIONS};
+pub use ccp_libccp::{LIBCCP_FOUND_BY, LIBCCP_SOURCE_DIR};
 pub use link::CapacityMeter;
 pub use results::{jain, FlowResult, SimResults, TimePoint};
 pub use scenario::{
@@ -121,25 +116,3 @@ pub use scenario::{
 };
 pub use sim::{Session, SimError, SimOptions, Simulator};
 pub use trace::{load_trace, parse_any, parse_tput, parse_trace, RateLog, TraceFile};
-
-/// Where `build.rs` found the libccp C sources it compiled, and how.
-pub const LIBCCP_SOURCE_DIR: &str = env!("CCP_SIM_LIBCCP_DIR_USED");
-/// `cargo metadata`, `registry glob` or `CCP_SIM_LIBCCP_DIR`.
-pub const LIBCCP_FOUND_BY: &str = env!("CCP_SIM_LIBCCP_FOUND_BY");
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn libccp_sources_come_from_the_libccp_crate() {
-        let dir = std::path::Path::new(super::LIBCCP_SOURCE_DIR);
-        assert!(dir.join("ccp.c").is_file(), "{}", dir.display());
-        assert!(
-            dir.parent()
-                .and_then(|p| p.file_name())
-                .is_some_and(|n| n.to_string_lossy().starts_with("libccp-1.2.")),
-            "{} ({})",
-            dir.display(),
-            super::LIBCCP_FOUND_BY
-        );
-    }
-}

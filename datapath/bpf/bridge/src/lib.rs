@@ -30,7 +30,7 @@ pub mod serve;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use ccp_sim::{Datapath, DatapathIpc, Primitives};
+use ccp_libccp::{Datapath, DatapathIpc, Primitives};
 use thiserror::Error;
 use tracing::{debug, info, warn};
 
@@ -46,7 +46,7 @@ pub const AGENT_RETRY: Duration = Duration::from_millis(500);
 /// decision for it would be stale in the datapath anyway).
 pub const STALE_RECORD: Duration = Duration::from_secs(1);
 /// Most flows the bridge hosts (libccp's connection table).
-pub const MAX_FLOWS: usize = ccp_sim::MAX_CONNECTIONS;
+pub const MAX_FLOWS: usize = ccp_libccp::MAX_CONNECTIONS;
 
 /// Where decisions go: the BPF map "decisions" (or a test's record of them).
 pub trait DecisionSink {

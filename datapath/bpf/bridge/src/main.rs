@@ -29,7 +29,7 @@ struct Cli {
 
 fn run(cli: &Cli) -> anyhow::Result<()> {
     let pins = Pins::open(&cli.pins)?;
-    let ipc = ccp_sim::UnixIpc::new(&cli.name, &cli.agent)
+    let ipc = ccp_libccp::UnixIpc::new(&cli.name, &cli.agent)
         .context("binding the bridge's socket under /tmp/ccp")?
         .with_agent_wait(Duration::from_millis(100));
     let fd = ipc.as_raw_fd();

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use ccp_sim::DatapathIpc;
+use ccp_libccp::DatapathIpc;
 use libbpf_rs::{MapCore, MapFlags, MapHandle, RingBufferBuilder};
 use tracing::{info, warn};
 

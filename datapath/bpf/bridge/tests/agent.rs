@@ -59,7 +59,7 @@ fn report(flow: u32, seq: u32, now_ns: u64, cwnd: u32, lost: u32) -> Record {
 }
 
 /// Pump the agent's messages until `done` holds or 5 s pass.
-fn until<I: ccp_sim::DatapathIpc>(
+fn until<I: ccp_libccp::DatapathIpc>(
     b: &mut Bridge<I, Sink>,
     mut done: impl FnMut(&Bridge<I, Sink>) -> bool,
 ) -> bool {
@@ -87,7 +87,7 @@ fn an_agent_decides_a_bpf_flow_through_the_bridge() {
     let sock = portus::ipc::chan::Socket::<portus::ipc::Blocking>::new(agent_tx, agent_rx);
     let running = agent.spawn(sock).expect("agent loop");
     let sink = Sink::default();
-    let ipc = ccp_sim::ChanIpc::new(to_agent.clone(), from_agent);
+    let ipc = ccp_libccp::ChanIpc::new(to_agent.clone(), from_agent);
     let mut b = Bridge::new(ipc, sink.clone()).expect("bridge");
 
     let flow = 5;
@@ -112,7 +112,7 @@ fn an_agent_decides_a_bpf_flow_through_the_bridge() {
     // (stamped with the report it followed) is what the datapath applies next interval
     let mut cwnd = 10 * MSS;
     let mut seq = 0u32;
-    let mut step = |b: &mut Bridge<ccp_sim::ChanIpc, Sink>, cwnd: &mut u32, lost: u32| {
+    let mut step = |b: &mut Bridge<ccp_libccp::ChanIpc, Sink>, cwnd: &mut u32, lost: u32| {
         seq += 1;
         now += RTT_US * 1000;
         b.on_record(&report(flow, seq, now, *cwnd, lost));
@@ -213,8 +213,11 @@ fn an_agent_decides_a_bpf_flow_through_the_bridge() {
 fn a_backlog_of_stale_reports_creates_the_flow_and_runs_nothing() {
     let (to_agent, agent_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
     let (_agent_tx, from_agent) = crossbeam_channel::unbounded::<Vec<u8>>();
-    let mut b =
-        Bridge::new(ccp_sim::ChanIpc::new(to_agent, from_agent), Sink::default()).expect("bridge");
+    let mut b = Bridge::new(
+        ccp_libccp::ChanIpc::new(to_agent, from_agent),
+        Sink::default(),
+    )
+    .expect("bridge");
     let t0 = 100_000_000_000u64;
     b.set_datapath_clock(t0 + 5_000_000_000);
     for seq in 1..=3 {

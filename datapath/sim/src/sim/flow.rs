@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 
 use ccp_algs::nuwa::{core as nuwa_core, NuwaConfig, ReceiverLaw};
 
-use crate::libccp::Primitives;
 use crate::results::Histogram;
+use ccp_libccp::Primitives;
 
 use super::events::{push_ev, Ev, Heap};
 use super::{BYTES_PENDING, DUP_THRESH, INIT_CWND, MSS, RTO_INIT, RTO_MAX, RTO_MIN};

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use ccp_algs::netstats::NetStatsCell;
 
-use crate::ipc::DatapathIpc;
-use crate::libccp::Datapath;
 use crate::results::SimResults;
 use crate::scenario::{Scenario, ScenarioError, PACKET_BYTES};
+use ccp_libccp::ipc::DatapathIpc;
+use ccp_libccp::Datapath;
 
 use world::{IpcHolder, World};
 

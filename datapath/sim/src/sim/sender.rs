@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 
 use rand::Rng;
 
-use crate::libccp::Primitives;
+use ccp_libccp::Primitives;
 
 use super::events::{push_ev, Ev};
 use super::flow::{AckEv, Phase, Seg, DELIV, LOST, OUT};

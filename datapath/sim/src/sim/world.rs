@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::ipc::DatapathIpc;
-use crate::libccp::{ffi, Datapath, MAX_CONNECTIONS};
 use crate::link::{Link, LinkCounters};
-use crate::proto;
 use crate::results::TimePoint;
 use crate::scenario::Scenario;
+use ccp_libccp::ipc::DatapathIpc;
+use ccp_libccp::proto;
+use ccp_libccp::{ffi, Datapath, MAX_CONNECTIONS};
 
 use super::events::{push_ev, Ev, Heap};
 use super::flow::{Flow, Phase};

@@ -9,7 +9,7 @@ use ccp_algs::Algorithm;
 use portus::lang::{Reg, Scope};
 use portus::serialize;
 
-use crate::libccp::{Datapath, Primitives};
+use crate::datapath::{Datapath, Primitives};
 use crate::proto;
 
 /// One connection of a libccp datapath running one program, reporting at every ACK.

@@ -6,12 +6,13 @@
 //!
 //! Why not link the `libccp` crate itself: its Rust wrapper hard-wires the datapath clock to
 //! the wall clock, mallocs (does not zero) the connection table and reports every send as a
-//! success. The simulator needs a simulated clock, so it compiles the same C files (the ones
-//! the kernel module compiles) and supplies its own callbacks (`src/libccp.rs`). The crate is
-//! a build-dependency only so that cargo downloads it before this script runs.
+//! success. The simulator needs a simulated clock (and the BPF bridge the datapath's), so this
+//! crate compiles the same C files (the ones the kernel module compiles) and supplies its own
+//! callbacks (`src/datapath.rs`). The crate is a build-dependency only so that cargo downloads
+//! it before this script runs.
 //!
 //! Locating the sources, in order:
-//! 1. `CCP_SIM_LIBCCP_DIR` (a directory holding `ccp.c`, `ccp.h`, ...), if set;
+//! 1. `CCP_LIBCCP_DIR` (a directory holding `ccp.c`, `ccp.h`, ...), if set;
 //! 2. `$CARGO metadata --format-version 1 --frozen`: package `libccp` 1.2.x, its manifest
 //!    directory + `libccp/`;
 //! 3. `$CARGO_HOME/registry/src/*/libccp-1.2.*/libccp` (highest patch version).
@@ -31,17 +32,17 @@ const H_FILES: [&str; 5] = [
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-env-changed=CCP_SIM_LIBCCP_DIR");
+    println!("cargo:rerun-if-env-changed=CCP_LIBCCP_DIR");
     println!("cargo:rerun-if-env-changed=CARGO_HOME");
 
     let (dir, how) = match locate_libccp() {
         Ok(d) => d,
         Err(why) => {
             eprintln!(
-                "error: ccp-sim could not find libccp 1.2's C sources: {why}\n\
+                "error: ccp-libccp could not find libccp 1.2's C sources: {why}\n\
                  fix: run `cargo fetch` in the workspace (the `libccp` crate is a \
-                 build-dependency of ccp-sim so cargo downloads it), or set \
-                 CCP_SIM_LIBCCP_DIR to a directory containing ccp.c, ccp.h, machine.c, \
+                 build-dependency of ccp-libccp so cargo downloads it), or set \
+                 CCP_LIBCCP_DIR to a directory containing ccp.c, ccp.h, machine.c, \
                  serialize.c and ccp_priv.c"
             );
             std::process::exit(1);
@@ -51,24 +52,24 @@ fn main() {
         println!("cargo:rerun-if-changed={}", dir.join(f).display());
     }
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
-    let patch = manifest_dir.join("../libccp/libccp-1.2.0.patch");
+    let patch = manifest_dir.join("libccp-1.2.0.patch");
     println!("cargo:rerun-if-changed={}", patch.display());
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let patched = match patched_copy(&dir, &patch, &out) {
         Ok(d) => d,
         Err(why) => {
             eprintln!(
-                "error: ccp-sim could not patch libccp's sources from {}: {why}\n\
+                "error: ccp-libccp could not patch libccp's sources from {}: {why}\n\
                  fix: install patch(1) (Debian: apt-get install patch); if the sources are \
-                 not libccp 1.2.0's, point CCP_SIM_LIBCCP_DIR at libccp 1.2.0",
+                 not libccp 1.2.0's, point CCP_LIBCCP_DIR at libccp 1.2.0",
                 dir.display()
             );
             std::process::exit(1);
         }
     };
-    // where the C came from, for `ccp_sim::LIBCCP_SOURCE_DIR` and its test
-    println!("cargo:rustc-env=CCP_SIM_LIBCCP_DIR_USED={}", dir.display());
-    println!("cargo:rustc-env=CCP_SIM_LIBCCP_FOUND_BY={how}");
+    // where the C came from, for `ccp_libccp::LIBCCP_SOURCE_DIR` and its test
+    println!("cargo:rustc-env=CCP_LIBCCP_DIR_USED={}", dir.display());
+    println!("cargo:rustc-env=CCP_LIBCCP_FOUND_BY={how}");
 
     let dir = patched;
     let mut build = cc::Build::new();
@@ -79,7 +80,7 @@ fn main() {
         .flag("-Wno-declaration-after-statement")
         .flag("-fgnu89-inline")
         // warn and error messages only (info/debug/trace compiled out); they reach the
-        // simulator's log callback, which forwards them to `tracing`.
+        // datapath's log callback, which forwards them to `tracing`.
         .define("__LOG_WARN__", None)
         .warnings(false)
         .cargo_warnings(false);
@@ -156,13 +157,13 @@ fn has_sources(d: &Path) -> bool {
 
 fn locate_libccp() -> Result<(PathBuf, &'static str), String> {
     let mut tried = Vec::new();
-    if let Some(d) = env::var_os("CCP_SIM_LIBCCP_DIR") {
+    if let Some(d) = env::var_os("CCP_LIBCCP_DIR") {
         let d = PathBuf::from(d);
         if has_sources(&d) {
-            return Ok((d, "CCP_SIM_LIBCCP_DIR"));
+            return Ok((d, "CCP_LIBCCP_DIR"));
         }
         return Err(format!(
-            "CCP_SIM_LIBCCP_DIR={} does not contain the libccp C sources",
+            "CCP_LIBCCP_DIR={} does not contain the libccp C sources",
             d.display()
         ));
     }
