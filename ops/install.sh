@@ -3,14 +3,15 @@
 #
 # ops/install.sh: install ccp-agent as a system service.
 #
-#   bash ops/install.sh [--prefix DIR] [--dest DIR] [--no-build] [--enable]
+#   bash ops/install.sh [--prefix DIR] [--dest DIR] [--no-build] [--no-bpf] [--enable]
 #
 # Puts in place (DESTDIR-style staging with --dest; nothing outside it is touched then):
 #   PREFIX/bin/ccp-agent                     the agent without the simulator (cargo build
 #                                            --release -p ccp-agent --no-default-features
 #                                            --features bpf, into target/service/): it
 #                                            serves the kernel module, or the BPF datapath
-#                                            on a kernel without it (--ipc bpf)
+#                                            on a kernel without it (--ipc bpf); --no-bpf:
+#                                            the module only (no libccp, libbpf, bindgen)
 #   PREFIX/share/ccp/models/                 models/*.onnx and their cards
 #   PREFIX/lib/ccp/libonnxruntime.so*        onnxruntime (ops/onnxruntime.sh: the .venv's, else
 #                                            the wheel's library alone, installed if needed)
@@ -30,14 +31,16 @@ REPO=$(cd "$HERE/.." && pwd)
 PREFIX=/usr/local
 DEST=
 BUILD=1
+BPF=1
 ENABLE=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--prefix) PREFIX=${2:?--prefix DIR}; shift 2 ;;
 	--dest) DEST=${2:?--dest DIR}; shift 2 ;;
 	--no-build) BUILD=0; shift ;;
+	--no-bpf) BPF=0; shift ;;
 	--enable) ENABLE=1; shift ;;
-	-h | --help) sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "$0: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -58,7 +61,20 @@ fi
 # target/release/ccp-agent keeps --sim for the harness
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}/service
 BIN=$TARGET/release/ccp-agent
-BUILD_CMD="cargo build --release -p ccp-agent --no-default-features --features bpf --target-dir $TARGET"
+FEATURES="--features bpf"
+[ $BPF = 1 ] || FEATURES=
+BUILD_CMD="cargo build --release -p ccp-agent --no-default-features $FEATURES --target-dir $TARGET"
+if [ $BUILD = 1 ] && [ $BPF = 1 ] && command -v dpkg-query >/dev/null; then
+	# what the BPF datapath's libccp (bindgen, patch) and libbpf (libbpf-sys) build from
+	missing=()
+	for pkg in libclang-dev patch libelf-dev zlib1g-dev pkg-config; do
+		dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		echo "$0: building the agent with the BPF datapath needs ${missing[*]}: apt-get install ${missing[*]} (or bash ops/setup.sh), or --no-bpf for an agent that serves the kernel module only" >&2
+		exit 1
+	fi
+fi
 if [ $BUILD = 1 ]; then
 	[ -d "$HOME/.cargo/bin" ] && PATH=$HOME/.cargo/bin:$PATH
 	echo "building: $BUILD_CMD"
@@ -121,6 +137,8 @@ cat <<EOF
 next:
   make -C datapath/kernel dkms-install       # the module, rebuilt for every kernel (DKMS)
   modprobe ccp_kernel                        # now; /etc/modules-load.d loads it at boot
+    # or, a kernel without the module (6.1+): the BPF datapath, which the agent then picks
+    # itself: make -C datapath/bpf && datapath/bpf/build/ccp-bpf load   (datapath/bpf/README.md)
   systemctl enable --now ccp-agent           # the agent; systemctl reload ccp-agent re-reads models and rules
   $PREFIX/bin/ccp-agent ctl flows              # flows, their algorithm and preference
 EOF
