@@ -26,6 +26,9 @@
  *                   (default 0: their sockets get none)
  *   -N NETNS_TOTAL  slots all other namespaces may hold together (512)
  *   -l 0|1          loopback connections get a slot too (default 0)
+ *   -u UID_SHARE    percent of MAX_FLOWS the sockets of one user may hold
+ *                   together, in every namespace (default 50; at least one
+ *                   slot; 100: no limit): no user can take every slot
  * The initial namespace is PID 1's (/proc/1/ns/net).
  *
  * DIR holds ccp-cc2.bpf.o (Linux < 6.10: cong_control(sk, rs)) and
@@ -63,8 +66,8 @@ static const char *const pinned_maps[] = { "reports", "decisions", "stats", "pol
 
 /* a policy on the command line: each field given or not */
 struct policy_arg {
-	unsigned long long max_flows, netns_quota, netns_total, loopback;
-	bool has_max_flows, has_netns_quota, has_netns_total, has_loopback;
+	unsigned long long max_flows, netns_quota, netns_total, loopback, uid_share;
+	bool has_max_flows, has_netns_quota, has_netns_total, has_loopback, has_uid_share;
 };
 
 static void policy_apply(struct ccpb_policy *p, const struct policy_arg *a)
@@ -77,12 +80,14 @@ static void policy_apply(struct ccpb_policy *p, const struct policy_arg *a)
 		p->netns_total = (__u32)a->netns_total;
 	if (a->has_loopback)
 		p->loopback = (__u32)a->loopback;
+	if (a->has_uid_share)
+		p->uid_share = (__u32)a->uid_share;
 }
 
 static void policy_print(const struct ccpb_policy *p)
 {
-	printf("max_flows %u\nnetns_quota %u\nnetns_total %u\nloopback %u\ninit_netns %llu\n",
-	       p->max_flows, p->netns_quota, p->netns_total, p->loopback,
+	printf("max_flows %u\nnetns_quota %u\nnetns_total %u\nloopback %u\nuid_share %u\ninit_netns %llu\n",
+	       p->max_flows, p->netns_quota, p->netns_total, p->loopback, p->uid_share,
 	       (unsigned long long)p->init_netns);
 }
 
@@ -239,6 +244,7 @@ static int cmd_load(const char *dir, bool check_only, const struct policy_arg *p
 	struct ccpb_policy pol = {
 		.max_flows = CCPB_DEF_MAX_FLOWS,
 		.netns_total = CCPB_DEF_NETNS_TOTAL,
+		.uid_share = CCPB_DEF_UID_SHARE,
 	};
 	struct stat ns;
 
@@ -349,6 +355,29 @@ static int pinned_fd(const char *name)
 	return fd;
 }
 
+/*
+ * Is the pinned map's value @size bytes?  A lookup copies the map's value
+ * size into the caller's buffer (and an update reads as many from it): a
+ * datapath of another ABI with larger values must be refused before either.
+ */
+static int value_size_is(int fd, const char *name, size_t size)
+{
+	struct bpf_map_info info;
+	__u32 len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &len)) {
+		fprintf(stderr, "ccp-bpf: cannot inspect the map %s: %s\n", name, strerror(errno));
+		return -1;
+	}
+	if (info.value_size != size) {
+		fprintf(stderr, "ccp-bpf: the loaded datapath's map %s has %u-byte values, this tool %zu (another ABI: ccp-bpf unload, then load with this build)\n",
+			name, info.value_size, size);
+		return -1;
+	}
+	return 0;
+}
+
 static int read_stats(struct ccpb_stats *st)
 {
 	__u32 key = 0;
@@ -356,6 +385,10 @@ static int read_stats(struct ccpb_stats *st)
 
 	if (fd < 0)
 		return -1;
+	if (value_size_is(fd, "stats", sizeof(*st))) {
+		close(fd);
+		return -1;
+	}
 	err = bpf_map_lookup_elem(fd, &key, st);
 	close(fd);
 	if (err) {
@@ -370,13 +403,17 @@ static int read_stats(struct ccpb_stats *st)
 	return 0;
 }
 
-static int read_one(const char *name, void *value)
+static int read_one(const char *name, void *value, size_t size)
 {
 	__u32 key = 0;
 	int fd = pinned_fd(name), err;
 
 	if (fd < 0)
 		return -1;
+	if (value_size_is(fd, name, size)) {
+		close(fd);
+		return -1;
+	}
 	err = bpf_map_lookup_elem(fd, &key, value);
 	close(fd);
 	if (err)
@@ -390,12 +427,13 @@ static int cmd_stats(void)
 	struct ccpb_slots sl;
 	struct ccpb_policy pol;
 
-	if (read_stats(&st) || read_one("slots", &sl) || read_one("policy", &pol))
+	if (read_stats(&st) || read_one("slots", &sl, sizeof(sl)) || read_one("policy", &pol, sizeof(pol)))
 		return 1;
 #define P(f) printf("%s %llu\n", #f, (unsigned long long)st.f)
 	P(flows_started); P(flows_closed); P(no_storage); P(reports); P(creates);
 	P(ring_full); P(decisions_applied); P(decisions_refused); P(stale_fallbacks);
 	P(fallback_acks); P(abi); P(no_slot_full); P(no_slot_netns); P(no_slot_loopback);
+	P(no_slot_uid);
 #undef P
 	printf("slots_used %u\nslots_other_netns %u\n", sl.used, sl.other_netns);
 	policy_print(&pol);
@@ -410,9 +448,10 @@ static int cmd_policy(const struct policy_arg *pa)
 	__u32 key = 0;
 	int fd, err;
 
-	if (read_stats(&st) || read_one("policy", &pol))
+	if (read_stats(&st) || read_one("policy", &pol, sizeof(pol)))
 		return 1;
-	if (pa->has_max_flows || pa->has_netns_quota || pa->has_netns_total || pa->has_loopback) {
+	if (pa->has_max_flows || pa->has_netns_quota || pa->has_netns_total || pa->has_loopback ||
+	    pa->has_uid_share) {
 		policy_apply(&pol, pa);
 		fd = pinned_fd("policy");
 		if (fd < 0)
@@ -553,7 +592,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: ccp-bpf load [-d DIR] [POLICY] | check [-d DIR] | unload | stats |\n"
 		"       policy [POLICY] | listen [-t SECONDS] [-c PACKETS] [-r BYTES_PER_S] [-q]\n"
-		"POLICY: [-m MAX_FLOWS] [-n NETNS_QUOTA] [-N NETNS_TOTAL] [-l 0|1]\n");
+		"POLICY: [-m MAX_FLOWS] [-n NETNS_QUOTA] [-N NETNS_TOTAL] [-l 0|1] [-u UID_SHARE]\n");
 }
 
 static int parse_u64(const char *s, unsigned long long maxv, unsigned long long *out)
@@ -583,7 +622,7 @@ int main(int argc, char **argv)
 	}
 	cmd = argv[1];
 	optind = 2;
-	while ((opt = getopt(argc, argv, "d:t:c:r:qm:n:N:l:")) != -1) {
+	while ((opt = getopt(argc, argv, "d:t:c:r:qm:n:N:l:u:")) != -1) {
 		switch (opt) {
 		case 'm':
 			if (parse_u64(optarg, CCPB_MAX_FLOWS, &pa.max_flows) || !pa.max_flows)
@@ -604,6 +643,11 @@ int main(int argc, char **argv)
 			if (parse_u64(optarg, 1, &pa.loopback))
 				goto bad;
 			pa.has_loopback = true;
+			break;
+		case 'u':
+			if (parse_u64(optarg, 100, &pa.uid_share))
+				goto bad;
+			pa.has_uid_share = true;
 			break;
 		case 'd':
 			dir = optarg;

@@ -101,6 +101,7 @@ struct ccpb_flow {
 	__u8 slot;		/* CCPB_SLOT_*: whether (and where) it holds a slot */
 	__u8 pad[2];
 	__u32 netns;		/* its namespace's inode, when it holds a slot there */
+	__u32 uid;		/* its owner, counted in uid_slots while it holds a slot */
 };
 
 #define CCPB_SLOT_NONE		0	/* no slot: id 0, the fallback alone */
@@ -156,6 +157,15 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } netns_slots SEC(".maps");
+
+/* slots held per user (key: the socket's kuid; every namespace) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, CCPB_MAX_FLOWS);	/* no more users than slots */
+	__type(key, __u32);
+	__type(value, __u32);
+} uid_slots SEC(".maps");
 
 __u32 next_flow_id;
 
@@ -659,23 +669,61 @@ static __always_inline bool is_loopback(const struct sock_common *skc)
 	       (a2 == __builtin_bswap32(0xffff) && (a3 & 0xff) == 127);
 }
 
+/* one user's slots at most: uid_share percent of max_flows, at least one
+ * (the module's ccpk_uid_quota); uid_share 100 or more: no limit */
+static __always_inline __u32 uid_quota(const struct ccpb_policy *p)
+{
+	__u64 q;
+
+	if (p->uid_share >= 100)
+		return 0xffffffff;
+	q = (__u64)p->max_flows * p->uid_share / 100;
+	return q ? (__u32)q : 1;
+}
+
+/* count a slot for @uid unless it holds its quota (the same race as a
+ * namespace's entry, below) */
+static __always_inline bool uid_take(const struct ccpb_policy *p, __u32 uid)
+{
+	__u32 zero = 0, quota = uid_quota(p), *cnt;
+
+	bpf_map_update_elem(&uid_slots, &uid, &zero, BPF_NOEXIST);
+	cnt = bpf_map_lookup_elem(&uid_slots, &uid);
+	if (!cnt)
+		return false;
+	if (__sync_fetch_and_add(cnt, 1) >= quota) {
+		__sync_fetch_and_add(cnt, -1);
+		return false;
+	}
+	return true;
+}
+
+static __always_inline void uid_put(__u32 uid)
+{
+	__u32 *cnt = bpf_map_lookup_elem(&uid_slots, &uid);
+
+	if (cnt && __sync_fetch_and_add(cnt, -1) == 1)
+		bpf_map_delete_elem(&uid_slots, &uid);
+}
+
 /*
  * Take a slot for a new flow, as the module's policy (tcp_ccp.c): at most
- * max_flows in all; a socket outside the initial namespace only while its
- * namespace holds fewer than netns_quota and all such sockets fewer than
- * netns_total; a loopback connection only with loopback 1.  Counters go up
- * first and back down on a refusal, so racing inits never overshoot the
- * totals.  One race is tolerated: a namespace's last close deleting its
- * entry just as a new flow of that namespace counts itself in it leaves
- * that flow uncounted there (one slot over its quota until it closes; the
- * totals stay exact).
+ * max_flows in all; at most uid_share percent of them for one user's
+ * sockets (in every namespace); a socket outside the initial namespace only
+ * while its namespace holds fewer than netns_quota and all such sockets
+ * fewer than netns_total; a loopback connection only with loopback 1.
+ * Counters go up first and back down on a refusal, so racing inits never
+ * overshoot the totals.  One race is tolerated: a namespace's (or user's)
+ * last close deleting its entry just as a new flow of it counts itself in
+ * it leaves that flow uncounted there (one slot over its quota until it
+ * closes; the totals stay exact).
  */
 static __always_inline bool take_slot(struct sock *sk, struct ccpb_flow *fl)
 {
 	struct ccpb_policy *p;
 	struct ccpb_slots *s;
 	struct net *net;
-	__u32 k0 = 0, zero = 0, ns, *cnt;
+	__u32 k0 = 0, zero = 0, ns, uid, *cnt;
 
 	p = bpf_map_lookup_elem(&policy, &k0);
 	s = bpf_map_lookup_elem(&slots, &k0);
@@ -690,6 +738,13 @@ static __always_inline bool take_slot(struct sock *sk, struct ccpb_flow *fl)
 		STAT_INC(no_slot_full);
 		return false;
 	}
+	uid = sk->sk_uid.val;
+	if (!uid_take(p, uid)) {
+		__sync_fetch_and_add(&s->used, -1);
+		STAT_INC(no_slot_uid);
+		return false;
+	}
+	fl->uid = uid;
 	net = sk->__sk_common.skc_net.net;
 	ns = net ? net->ns.inum : 0;
 	if (ns && ns == p->init_netns) {
@@ -700,6 +755,7 @@ static __always_inline bool take_slot(struct sock *sk, struct ccpb_flow *fl)
 		goto refused_netns;
 	if (__sync_fetch_and_add(&s->other_netns, 1) >= p->netns_total) {
 		__sync_fetch_and_add(&s->other_netns, -1);
+		uid_put(uid);
 		__sync_fetch_and_add(&s->used, -1);
 		STAT_INC(no_slot_full);
 		return false;
@@ -718,6 +774,7 @@ static __always_inline bool take_slot(struct sock *sk, struct ccpb_flow *fl)
 refused_other:
 	__sync_fetch_and_add(&s->other_netns, -1);
 refused_netns:
+	uid_put(uid);
 	__sync_fetch_and_add(&s->used, -1);
 	STAT_INC(no_slot_netns);
 	return false;
@@ -738,6 +795,7 @@ static __always_inline void put_slot(struct ccpb_flow *fl)
 		if (s)
 			__sync_fetch_and_add(&s->other_netns, -1);
 	}
+	uid_put(fl->uid);
 	if (s)
 		__sync_fetch_and_add(&s->used, -1);
 	fl->slot = CCPB_SLOT_NONE;

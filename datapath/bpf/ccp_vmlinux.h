@@ -98,8 +98,13 @@ struct sock_common {
 	struct in6_addr skc_v6_daddr;
 } __attribute__((preserve_access_index));
 
+typedef struct {
+	__u32 val;
+} kuid_t;
+
 struct sock {
 	struct sock_common __sk_common;
+	kuid_t sk_uid;
 	unsigned long sk_pacing_rate;
 	unsigned long sk_max_pacing_rate;
 	__u32 sk_pacing_status;

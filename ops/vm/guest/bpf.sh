@@ -21,7 +21,7 @@ log "bpf tests on $(uname -r)"
 plan bpf_no_module bpf_load bpf_pins_root_only bpf_baseline_cubic \
 	bpf_fallback_ccp_reno bpf_fallback_ccp_cubic bpf_reports bpf_decision_applied \
 	bpf_kill_no_gap bpf_kill_fallback bpf_agent_start bpf_agent_ccp_cubic bpf_agent_ccp_owl bpf_agent_ccp_mocc bpf_agent_stats \
-	bpf_agent_kill_no_gap bpf_agent_kill_fallback bpf_agent_restart bpf_netns_no_slots bpf_netns_quota bpf_loopback_no_slot bpf_unpriv bpf_unload bpf_kernel_log_clean
+	bpf_agent_kill_no_gap bpf_agent_kill_fallback bpf_agent_restart bpf_netns_no_slots bpf_netns_quota bpf_loopback_no_slot bpf_uid_share bpf_unpriv bpf_unload bpf_kernel_log_clean
 
 # bpf_stat NAME: one counter of ccp-bpf stats
 bpf_stat() { $CCPB stats 2>/dev/null | awk -v k="$1" '$1==k{print $2}'; }
@@ -366,6 +366,23 @@ lb_run lo-on 6202
 h_on=$LB_HELD
 check bpf_loopback_no_slot '[ $h_off = 0 ] && [ $d_lo -ge 5 ] && [ $d_cre = 0 ] && [ $h_on -ge 5 ]' \
 	"5 ccp_reno connections to 127.0.0.1, loopback 0: slots held $h_off, no_slot_loopback +$d_lo, CREATEs +$d_cre ($(tail -1 $NSD/lo-off.out | cut -c1-60)); loopback 1: slots held $h_on"
+# uid_share: one user's sockets hold at most uid_share % of max_flows, in every
+# namespace (here 30 % of 10: 3), so nobody's 5 connections from a namespace
+# of its own (quota 10 there) get 3 slots and 2 run the fallback alone
+$CCPB policy -m 10 -u 30 -n 10 > /dev/null
+r0=$(bpf_stat no_slot_uid) u0=$(bpf_stat slots_used)
+ns_flows uid 6
+p1=$NS_PID
+ns_wait uid && ok=yes || ok=no
+nap 1
+h_uid=$(( $(bpf_stat slots_used) - u0 ))
+d_uid=$(( $(bpf_stat no_slot_uid) - r0 ))
+wait $p1
+nap 0.5
+left=$(( $(bpf_stat slots_used) - u0 ))
+$CCPB policy -m 1024 -u 50 -n 3 > /dev/null
+check bpf_uid_share '[ $ok = yes ] && [ $h_uid = 3 ] && [ $d_uid = 2 ] && [ $left = 0 ]' \
+	"max_flows 10, uid_share 30: nobody's 5 ccp_reno connections (unshare -Urn) held $h_uid slots (want 3), no_slot_uid +$d_uid (want 2) ($(tail -1 $NSD/uid.out | cut -c1-60)); after they closed: $left more than before"
 $CCPB policy > $OUT/bpf-policy.txt 2>&1
 
 # ---------------------------------------------------------------- nobody
@@ -377,8 +394,8 @@ u_policy=$($NOBODY $CCPB policy -n 1000 > /dev/null 2>&1; echo $?)
 u_load=$($NOBODY $CCPB load > /dev/null 2>&1; echo $?)
 u_ls=$($NOBODY ls /sys/fs/bpf/ccp > /dev/null 2>&1; echo $?)
 still=$(sysctl -n net.ipv4.tcp_available_congestion_control)
-abi=$(bpf_stat abi)
-check bpf_unpriv '[ $u_listen != 0 ] && [ $u_stats != 0 ] && [ $u_unload != 0 ] && [ $u_policy != 0 ] && [ $u_load != 0 ] && [ $u_ls != 0 ] && [[ " $still " == *" ccp_cubic "* ]] && [ "$abi" = 2 ]' \
+abi=$(bpf_stat abi) abi_h=$(awk '$1=="#define" && $2=="CCPB_ABI" {print $3}' $REPO/datapath/bpf/ccp_bpf.h)
+check bpf_unpriv '[ $u_listen != 0 ] && [ $u_stats != 0 ] && [ $u_unload != 0 ] && [ $u_policy != 0 ] && [ $u_load != 0 ] && [ $u_ls != 0 ] && [[ " $still " == *" ccp_cubic "* ]] && [ -n "$abi_h" ] && [ "$abi" = "$abi_h" ]' \
 	"as nobody: listen rc $u_listen, stats rc $u_stats, unload rc $u_unload, policy rc $u_policy, load rc $u_load, ls of the pins rc $u_ls; still registered: $still"
 
 # ---------------------------------------------------------------- unload

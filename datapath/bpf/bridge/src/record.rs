@@ -1,4 +1,4 @@
-//! The BPF datapath's records and decisions as bytes (`datapath/bpf/ccp_bpf.h`, ABI 1).
+//! The BPF datapath's records and decisions as bytes (`datapath/bpf/ccp_bpf.h`, ABI 3).
 //!
 //! Everything read from the ring is checked here before use: its size, its kind, a flow id,
 //! an algorithm id the datapath knows and an MSS; values the datapath saturates are taken as
@@ -7,13 +7,13 @@
 use thiserror::Error;
 
 /// `CCPB_ABI` of the BPF object this bridge speaks to (`stats.abi`).
-pub const ABI: u64 = 2;
+pub const ABI: u64 = 3;
 /// `sizeof(struct ccpb_report)`.
 pub const REPORT_LEN: usize = 168;
 /// `sizeof(struct ccpb_decision)`.
 pub const DECISION_LEN: usize = 16;
 /// `sizeof(struct ccpb_stats)`.
-pub const STATS_LEN: usize = 112;
+pub const STATS_LEN: usize = 120;
 /// Where `struct ccpb_stats` keeps `abi`, in every ABI.
 pub const STATS_ABI_OFFSET: usize = 80;
 /// `CCPB_STALE_REPORTS`: the datapath ignores a decision this many reports old.
@@ -388,6 +388,29 @@ mod tests {
             .collect();
         let want: Vec<(usize, &str)> = ALG_NAMES.iter().copied().enumerate().collect();
         assert_eq!(ids, want, "datapath/bpf/ccp_bpf.h CCPB_ALGORITHMS");
+    }
+
+    /// The ABI and the sizes this file parses by are the C header's (its `CCPB_ABI` and
+    /// `_Static_assert`s): a change there without one here fails.
+    #[test]
+    fn abi_and_sizes_are_the_headers() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let h = std::fs::read_to_string(dir.join("../ccp_bpf.h")).expect("ccp_bpf.h");
+        let abi = h
+            .lines()
+            .find_map(|l| l.strip_prefix("#define CCPB_ABI"))
+            .map(|v| v.trim().parse::<u64>().expect("CCPB_ABI is a number"));
+        assert_eq!(abi, Some(ABI), "ccp_bpf.h CCPB_ABI");
+        let size = |ty: &str| {
+            let pat = format!("sizeof(struct {ty}) == ");
+            h.lines()
+                .find_map(|l| l.split_once(pat.as_str()).map(|(_, r)| r))
+                .and_then(|r| r.split(',').next())
+                .map(|n| n.trim().parse::<usize>().expect("a size"))
+        };
+        assert_eq!(size("ccpb_report"), Some(REPORT_LEN));
+        assert_eq!(size("ccpb_decision"), Some(DECISION_LEN));
+        assert_eq!(size("ccpb_stats"), Some(STATS_LEN));
     }
 
     #[test]
