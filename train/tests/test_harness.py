@@ -1,6 +1,7 @@
 """The evaluation harness: metrics against hand-computed series, the matrix files and the
 tune/eval split, seeded run construction, and a tiny matrix end to end through the agent."""
 
+import hashlib
 import json
 import math
 import shutil
@@ -417,6 +418,11 @@ def test_tiny_matrix_end_to_end(tmp_path):
     for suite in ("links", "cellular", "fairness", "friendliness", "dynamics", "preferences"):
         assert f"## {suite}" in report
     assert "± " in report and "**" in report
+    # provenance: the commit and the agent binary that ran the sweep (its bytes' hash)
+    meta = json.loads((out / "meta.json").read_text())
+    agent = Path(meta["agent"])
+    assert agent.is_file() and meta["commit"]
+    assert meta["agent_sha256"] == hashlib.sha256(agent.read_bytes()).hexdigest()
     for p in res["meta"]["plots"]:
         png = out / p
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000

@@ -85,6 +85,17 @@ def test_the_gain_rule_picks_the_lowest_latency_landmark_tail_among_passing(tmp_
         (tmp_path / name / "results.jsonl").write_text(
             "".join(json.dumps(r) + "\n" for r in recs))
     assert R.main(["--rule", "model", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    # ... that ran one agent binary: two hashes are refused, naming the sweeps
+    (tmp_path / "a" / "meta.json").write_text(json.dumps({"agent_sha256": "aa" * 32}))
+    (tmp_path / "b" / "meta.json").write_text(json.dumps({"agent_sha256": "aa" * 32}))
+    assert R.main(["--rule", "model", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    (tmp_path / "b" / "meta.json").write_text(json.dumps({"agent_sha256": "bb" * 32}))
+    try:
+        R.main(["--rule", "model", str(tmp_path / "a"), str(tmp_path / "b")])
+    except SystemExit as e:
+        assert "different agent binaries" in str(e) and str(tmp_path / "b") in str(e)
+    else:
+        raise AssertionError("two agents accepted")
 
 
 def test_a_missing_sweep_names_the_folder(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ Exit codes: 0 every run succeeded, 1 some run failed (the report lists them), 2 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -33,7 +34,21 @@ from .matrix import (
     select,
 )
 from .report import card_summary, corpus_headline, headline, markdown, rows, write_summary_csv
-from .runner import ROOT, check_alg_variant, expand, run_local, run_ray
+from .runner import ROOT, RunSpec, check_alg_variant, expand, git_rev, run_local, run_ray
+
+
+def agent_provenance(agent: str) -> dict:
+    """Which agent binary ran the sweep: its path and sha256 (None where it is not on this
+    machine, e.g. a Ray cluster's), so that two sweeps can be checked to share one."""
+    p = Path(agent)
+    digest = None
+    if p.is_file():
+        h = hashlib.sha256()
+        with p.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        digest = h.hexdigest()
+    return {"agent": str(p), "agent_sha256": digest}
 
 
 def evaluate(out: Path, *, split: str, algs: list[str], seeds: list[int],
@@ -83,7 +98,7 @@ def evaluate(out: Path, *, split: str, algs: list[str], seeds: list[int],
             "quick": quick, "landmarks": [list(w) for w in landmarks or []],
             "runs": len(records), "failed": len(failures), "wall_s": wall,
             "sim_packets": pkts, "packets_per_s": pkts / wall if wall > 0 else 0.0,
-            "command": command}
+            "command": command, "commit": git_rev(), **agent_provenance(agent or RunSpec.agent)}
     write_summary_csv(rs, out / "summary.csv")
     (out / "report.md").write_text(markdown(rs, failures, meta))
     (out / "headline.md").write_text(headline(rs))

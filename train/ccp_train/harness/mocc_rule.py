@@ -38,6 +38,25 @@ LANDMARKS = (L1, L2, L3)
 TOL = 0.02
 
 
+def same_agent(folders: Sequence[Path]) -> None:
+    """The sweeps compared by a rule must have run one agent binary (only the model or the
+    knobs differ): refused, naming them, when their meta.json hashes differ. Sweeps from
+    before the harness recorded the hash (no meta.json, or no ``agent_sha256``) are not
+    checked."""
+    seen: dict[str, list[str]] = {}
+    for f in folders:
+        try:
+            digest = json.loads((f / "meta.json").read_text()).get("agent_sha256")
+        except (OSError, ValueError):
+            digest = None
+        if digest:
+            seen.setdefault(digest, []).append(str(f))
+    if len(seen) > 1:
+        groups = "; ".join(f"{d[:12]}: {', '.join(fs)}" for d, fs in seen.items())
+        raise SystemExit(f"the sweeps ran different agent binaries ({groups}): rerun them "
+                         "with one (the harness's --agent)")
+
+
 def load(folder: Path) -> list[dict]:
     """The run records of one sweep (``results.jsonl``); a missing file is an error naming it."""
     path = folder / "results.jsonl"
@@ -314,6 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("give --rule gain|model (or --accept EVAL_SWEEP)")
     if len(a.sweeps) < 2:
         ap.error("give the reference sweep and at least one candidate")
+    same_agent(a.sweeps)
     figs = [figures(str(p), load(p)) for p in a.sweeps]
     print(table(figs, a.rule))
     pick = choose(figs, a.rule)
