@@ -12,10 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-missing=()
-for pkg in g++ libclang-dev; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
+. ops/debpkgs.sh
+mapfile -t missing < <(deb_missing g++ libclang-dev)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "fuzz: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive

@@ -66,12 +66,10 @@ FEATURES="--features bpf"
 BUILD_CMD="cargo build --release -p ccp-agent --no-default-features $FEATURES --target-dir $TARGET"
 if [ $BUILD = 1 ] && [ $BPF = 1 ] && command -v dpkg-query >/dev/null; then
 	# what the BPF datapath's libccp (bindgen, patch) and libbpf (libbpf-sys) build from
-	missing=()
-	for pkg in libclang-dev patch libelf-dev zlib1g-dev pkg-config; do
-		dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-	done
+	. "$HERE/debpkgs.sh"
+	mapfile -t missing < <(deb_missing libclang-dev patch libelf-dev zlib1g-dev pkg-config)
 	if [ ${#missing[@]} -gt 0 ]; then
-		echo "$0: building the agent with the BPF datapath needs ${missing[*]}: apt-get install ${missing[*]} (or bash ops/setup.sh), or --no-bpf for an agent that serves the kernel module only" >&2
+		echo "$0: building the agent with the BPF datapath needs ${missing[*]}: bash ops/setup.sh --serve installs them (or apt-get install ${missing[*]}), or --no-bpf for an agent that serves the kernel module only" >&2
 		exit 1
 	fi
 fi

@@ -20,10 +20,8 @@ case ${1:-} in
     *) echo "usage: bash ops/setup.sh [--serve]" >&2; exit 2 ;;
 esac
 
-missing=()
-for pkg in libclang-dev pkg-config patch clang libbpf-dev libelf-dev zlib1g-dev; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
+. ops/debpkgs.sh
+mapfile -t missing < <(deb_missing libclang-dev pkg-config patch clang libbpf-dev libelf-dev zlib1g-dev)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
