@@ -681,14 +681,15 @@ static __always_inline __u32 uid_quota(const struct ccpb_policy *p)
 	return q ? (__u32)q : 1;
 }
 
-/* count a slot for @uid unless it holds its quota (the same race as a
- * namespace's entry, below) */
-static __always_inline bool uid_take(const struct ccpb_policy *p, __u32 uid)
+/* count one more slot for @key in @map (netns_slots, uid_slots) unless it
+ * holds @quota already, or the map is full; the race with count_put is
+ * take_slot's (below) */
+static __always_inline bool count_take(void *map, __u32 key, __u32 quota)
 {
-	__u32 zero = 0, quota = uid_quota(p), *cnt;
+	__u32 zero = 0, *cnt;
 
-	bpf_map_update_elem(&uid_slots, &uid, &zero, BPF_NOEXIST);
-	cnt = bpf_map_lookup_elem(&uid_slots, &uid);
+	bpf_map_update_elem(map, &key, &zero, BPF_NOEXIST);
+	cnt = bpf_map_lookup_elem(map, &key);
 	if (!cnt)
 		return false;
 	if (__sync_fetch_and_add(cnt, 1) >= quota) {
@@ -698,12 +699,13 @@ static __always_inline bool uid_take(const struct ccpb_policy *p, __u32 uid)
 	return true;
 }
 
-static __always_inline void uid_put(__u32 uid)
+/* one slot fewer for @key; its entry goes with its last slot */
+static __always_inline void count_put(void *map, __u32 key)
 {
-	__u32 *cnt = bpf_map_lookup_elem(&uid_slots, &uid);
+	__u32 *cnt = bpf_map_lookup_elem(map, &key);
 
 	if (cnt && __sync_fetch_and_add(cnt, -1) == 1)
-		bpf_map_delete_elem(&uid_slots, &uid);
+		bpf_map_delete_elem(map, &key);
 }
 
 /*
@@ -723,7 +725,7 @@ static __always_inline bool take_slot(struct sock *sk, struct ccpb_flow *fl)
 	struct ccpb_policy *p;
 	struct ccpb_slots *s;
 	struct net *net;
-	__u32 k0 = 0, zero = 0, ns, uid, *cnt;
+	__u32 k0 = 0, ns, uid;
 
 	p = bpf_map_lookup_elem(&policy, &k0);
 	s = bpf_map_lookup_elem(&slots, &k0);
@@ -739,7 +741,7 @@ static __always_inline bool take_slot(struct sock *sk, struct ccpb_flow *fl)
 		return false;
 	}
 	uid = sk->sk_uid.val;
-	if (!uid_take(p, uid)) {
+	if (!count_take(&uid_slots, uid, uid_quota(p))) {
 		__sync_fetch_and_add(&s->used, -1);
 		STAT_INC(no_slot_uid);
 		return false;
@@ -755,26 +757,21 @@ static __always_inline bool take_slot(struct sock *sk, struct ccpb_flow *fl)
 		goto refused_netns;
 	if (__sync_fetch_and_add(&s->other_netns, 1) >= p->netns_total) {
 		__sync_fetch_and_add(&s->other_netns, -1);
-		uid_put(uid);
+		count_put(&uid_slots, uid);
 		__sync_fetch_and_add(&s->used, -1);
 		STAT_INC(no_slot_full);
 		return false;
 	}
-	bpf_map_update_elem(&netns_slots, &ns, &zero, BPF_NOEXIST);
-	cnt = bpf_map_lookup_elem(&netns_slots, &ns);
-	if (!cnt)			/* CCPB_MAX_NETNS namespaces hold slots */
+	/* refused too when CCPB_MAX_NETNS namespaces hold slots */
+	if (!count_take(&netns_slots, ns, p->netns_quota))
 		goto refused_other;
-	if (__sync_fetch_and_add(cnt, 1) >= p->netns_quota) {
-		__sync_fetch_and_add(cnt, -1);
-		goto refused_other;
-	}
 	fl->slot = CCPB_SLOT_OTHER_NS;
 	fl->netns = ns;
 	return true;
 refused_other:
 	__sync_fetch_and_add(&s->other_netns, -1);
 refused_netns:
-	uid_put(uid);
+	count_put(&uid_slots, uid);
 	__sync_fetch_and_add(&s->used, -1);
 	STAT_INC(no_slot_netns);
 	return false;
@@ -783,19 +780,17 @@ refused_netns:
 static __always_inline void put_slot(struct ccpb_flow *fl)
 {
 	struct ccpb_slots *s;
-	__u32 k0 = 0, ns = fl->netns, *cnt;
+	__u32 k0 = 0;
 
 	if (fl->slot == CCPB_SLOT_NONE)
 		return;
 	s = bpf_map_lookup_elem(&slots, &k0);
 	if (fl->slot == CCPB_SLOT_OTHER_NS) {
-		cnt = bpf_map_lookup_elem(&netns_slots, &ns);
-		if (cnt && __sync_fetch_and_add(cnt, -1) == 1)
-			bpf_map_delete_elem(&netns_slots, &ns);
+		count_put(&netns_slots, fl->netns);
 		if (s)
 			__sync_fetch_and_add(&s->other_netns, -1);
 	}
-	uid_put(fl->uid);
+	count_put(&uid_slots, fl->uid);
 	if (s)
 		__sync_fetch_and_add(&s->used, -1);
 	fl->slot = CCPB_SLOT_NONE;
