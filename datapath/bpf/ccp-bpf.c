@@ -29,6 +29,9 @@
  *   -u UID_SHARE    percent of MAX_FLOWS the sockets of one user may hold
  *                   together, in every namespace (default 50; at least one
  *                   slot; 100: no limit): no user can take every slot
+ *   -C CREATE_RATE  CREATEs per second at most, all flows together (default
+ *                   5000; 0: no limit): a flow over it runs the in-BPF
+ *                   fallback and is announced 100 ms later
  * The initial namespace is PID 1's (/proc/1/ns/net).
  *
  * DIR holds ccp-cc2.bpf.o (Linux < 6.10: cong_control(sk, rs)) and
@@ -66,8 +69,9 @@ static const char *const pinned_maps[] = { "reports", "decisions", "stats", "pol
 
 /* a policy on the command line: each field given or not */
 struct policy_arg {
-	unsigned long long max_flows, netns_quota, netns_total, loopback, uid_share;
-	bool has_max_flows, has_netns_quota, has_netns_total, has_loopback, has_uid_share;
+	unsigned long long max_flows, netns_quota, netns_total, loopback, uid_share, create_rate;
+	bool has_max_flows, has_netns_quota, has_netns_total, has_loopback, has_uid_share,
+		has_create_rate;
 };
 
 static void policy_apply(struct ccpb_policy *p, const struct policy_arg *a)
@@ -82,13 +86,15 @@ static void policy_apply(struct ccpb_policy *p, const struct policy_arg *a)
 		p->loopback = (__u32)a->loopback;
 	if (a->has_uid_share)
 		p->uid_share = (__u32)a->uid_share;
+	if (a->has_create_rate)
+		p->create_rate = (__u32)a->create_rate;
 }
 
 static void policy_print(const struct ccpb_policy *p)
 {
-	printf("max_flows %u\nnetns_quota %u\nnetns_total %u\nloopback %u\nuid_share %u\ninit_netns %llu\n",
+	printf("max_flows %u\nnetns_quota %u\nnetns_total %u\nloopback %u\nuid_share %u\ncreate_rate %u\ninit_netns %llu\n",
 	       p->max_flows, p->netns_quota, p->netns_total, p->loopback, p->uid_share,
-	       (unsigned long long)p->init_netns);
+	       p->create_rate, (unsigned long long)p->init_netns);
 }
 
 static volatile sig_atomic_t stop;
@@ -245,6 +251,7 @@ static int cmd_load(const char *dir, bool check_only, const struct policy_arg *p
 		.max_flows = CCPB_DEF_MAX_FLOWS,
 		.netns_total = CCPB_DEF_NETNS_TOTAL,
 		.uid_share = CCPB_DEF_UID_SHARE,
+		.create_rate = CCPB_DEF_CREATE_RATE,
 	};
 	struct stat ns;
 
@@ -433,7 +440,7 @@ static int cmd_stats(void)
 	P(flows_started); P(flows_closed); P(no_storage); P(reports); P(creates);
 	P(ring_full); P(decisions_applied); P(decisions_refused); P(stale_fallbacks);
 	P(fallback_acks); P(abi); P(no_slot_full); P(no_slot_netns); P(no_slot_loopback);
-	P(no_slot_uid);
+	P(no_slot_uid); P(creates_throttled);
 #undef P
 	printf("slots_used %u\nslots_other_netns %u\n", sl.used, sl.other_netns);
 	policy_print(&pol);
@@ -451,7 +458,7 @@ static int cmd_policy(const struct policy_arg *pa)
 	if (read_stats(&st) || read_one("policy", &pol, sizeof(pol)))
 		return 1;
 	if (pa->has_max_flows || pa->has_netns_quota || pa->has_netns_total || pa->has_loopback ||
-	    pa->has_uid_share) {
+	    pa->has_uid_share || pa->has_create_rate) {
 		policy_apply(&pol, pa);
 		fd = pinned_fd("policy");
 		if (fd < 0)
@@ -592,7 +599,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: ccp-bpf load [-d DIR] [POLICY] | check [-d DIR] | unload | stats |\n"
 		"       policy [POLICY] | listen [-t SECONDS] [-c PACKETS] [-r BYTES_PER_S] [-q]\n"
-		"POLICY: [-m MAX_FLOWS] [-n NETNS_QUOTA] [-N NETNS_TOTAL] [-l 0|1] [-u UID_SHARE]\n");
+		"POLICY: [-m MAX_FLOWS] [-n NETNS_QUOTA] [-N NETNS_TOTAL] [-l 0|1] [-u UID_SHARE]\n"
+		"        [-C CREATE_RATE]\n");
 }
 
 static int parse_u64(const char *s, unsigned long long maxv, unsigned long long *out)
@@ -622,7 +630,7 @@ int main(int argc, char **argv)
 	}
 	cmd = argv[1];
 	optind = 2;
-	while ((opt = getopt(argc, argv, "d:t:c:r:qm:n:N:l:u:")) != -1) {
+	while ((opt = getopt(argc, argv, "d:t:c:r:qm:n:N:l:u:C:")) != -1) {
 		switch (opt) {
 		case 'm':
 			if (parse_u64(optarg, CCPB_MAX_FLOWS, &pa.max_flows) || !pa.max_flows)
@@ -648,6 +656,11 @@ int main(int argc, char **argv)
 			if (parse_u64(optarg, 100, &pa.uid_share))
 				goto bad;
 			pa.has_uid_share = true;
+			break;
+		case 'C':
+			if (parse_u64(optarg, 0xffffffffULL, &pa.create_rate))
+				goto bad;
+			pa.has_create_rate = true;
 			break;
 		case 'd':
 			dir = optarg;

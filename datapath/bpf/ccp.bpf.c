@@ -8,6 +8,13 @@
  * ccp-kernel.ko.  All share the programs below and differ only in init,
  * which records the algorithm id of the name.
  *
+ * At init a flow the policy gives a slot (take_slot: max_flows,
+ * uid_share, the namespace quotas, loopback) is announced to the agent by
+ * a CREATE record, at most create_rate of them a second; one held back, or
+ * lost to a full ring, runs the fallback and is announced at an interval's
+ * end CCPB_CREATE_RETRY_NS later.  A flow without a slot runs the fallback
+ * alone and reports nothing.
+ *
  * On every ACK (cong_control):
  *  - the measurements the fold programs take (the module's primitives:
  *    bytes/packets acked, SACKed beyond the cumulative ACK, lost, CE
@@ -48,6 +55,7 @@ char _license[] SEC("license") = "GPL";
 
 #define USEC_PER_SEC		1000000ULL
 #define NSEC_PER_USEC		1000ULL
+#define NSEC_PER_SEC		1000000000ULL
 #define TCP_INFINITE_SSTHRESH	0x7fffffffU
 #define PACING_SS_RATIO		200	/* net.ipv4.tcp_pacing_ss_ratio default */
 #define PACING_CA_RATIO		120	/* net.ipv4.tcp_pacing_ca_ratio default */
@@ -99,9 +107,11 @@ struct ccpb_flow {
 	__u8 pacing_set;	/* ... and switched sk_pacing_status on */
 	__u8 timeout;		/* CA_EVENT_LOSS since the last ACK */
 	__u8 slot;		/* CCPB_SLOT_*: whether (and where) it holds a slot */
-	__u8 pad[2];
+	__u8 announced;		/* its CREATE went out: it reports, decisions apply */
+	__u8 pad;
 	__u32 netns;		/* its namespace's inode, when it holds a slot there */
 	__u32 uid;		/* its owner, counted in uid_slots while it holds a slot */
+	__u64 create_at_ns;	/* a slot, no CREATE yet: when to try again */
 };
 
 #define CCPB_SLOT_NONE		0	/* no slot: id 0, the fallback alone */
@@ -168,6 +178,9 @@ struct {
 } uid_slots SEC(".maps");
 
 __u32 next_flow_id;
+/* create_rate's window (the module's ratelimit): its start, CREATEs tried in it */
+__u64 create_window_ns;
+__u64 create_window_n;
 
 #define STAT_INC(field) do {						\
 	__u32 k0 = 0;							\
@@ -444,15 +457,16 @@ static __always_inline void end_interval(struct ccpb_flow *fl, __u64 now)
 
 /* The interval's measurements to the agent; accumulators restart.
  * CCPB_CLOSE: the last, partial interval of a flow that ends.  A flow
- * without a slot (fl->id 0) reports to nobody: its interval only ends
- * (the fallback's HyStart reads the interval), no record is built. */
+ * the agent does not know (no slot, or its CREATE not out yet) reports to
+ * nobody: its interval only ends (the fallback's HyStart reads the
+ * interval), no record is built. */
 static __always_inline void emit_report(struct tcp_sock *tp, struct ccpb_flow *fl,
 					__u64 now, __u32 mss, __u32 kind)
 {
 	struct ccpb_report r;
 	__u32 inflight, wseq, nxt;
 
-	if (!fl->id) {
+	if (!fl->announced) {
 		end_interval(fl, now);
 		return;
 	}
@@ -608,6 +622,70 @@ static __always_inline void apply(struct tcp_sock *tp, struct ccpb_flow *fl,
 	}
 }
 
+/*
+ * May a CREATE go out now?  At most policy create_rate in each second's
+ * window, all flows together (the module's ccpk_create_allowed, the
+ * kernel's ratelimit).  The window moves on by compare-and-swap: of the
+ * CPUs that see it expired one restarts it, and an attempt counted in the
+ * old window just before the restart is forgotten (a few more than
+ * create_rate in a second, never a flood).
+ */
+static __always_inline bool create_allowed(__u64 now)
+{
+	struct ccpb_policy *p;
+	__u64 start = create_window_ns;
+	__u32 k0 = 0, rate;
+
+	p = bpf_map_lookup_elem(&policy, &k0);
+	rate = p ? p->create_rate : 0;
+	if (!rate)
+		return true;
+	if (now - start >= NSEC_PER_SEC &&
+	    __sync_val_compare_and_swap(&create_window_ns, start, now) == start)
+		__sync_lock_test_and_set(&create_window_n, 0);
+	return __sync_fetch_and_add(&create_window_n, 1) < rate;
+}
+
+/*
+ * Announce a flow that holds a slot (fl->id) to the agent: its CREATE.
+ * Held back by create_rate, or lost to a full ring, it is tried again
+ * CCPB_CREATE_RETRY_NS later (at an interval's end, on_ack); until then the
+ * flow runs the in-BPF fallback and reports nothing.
+ */
+static __always_inline void announce(struct sock *sk, struct ccpb_flow *fl, __u64 now)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct sock_common *skc = &sk->__sk_common;
+	struct ccpb_report r;
+	__u32 mss = mss_of(tp);
+
+	if (!create_allowed(now)) {
+		STAT_INC(creates_throttled);
+		fl->create_at_ns = now + CCPB_CREATE_RETRY_NS;
+		return;
+	}
+	__builtin_memset(&r, 0, sizeof(r));
+	r.kind = CCPB_CREATE;
+	r.flow = fl->id;
+	r.alg = fl->alg;
+	r.now_ns = now;
+	r.mss = mss;
+	r.init_cwnd = pkts_bytes(tp->snd_cwnd, mss);
+	if (skc->skc_family == AF_INET) {
+		r.src_ip = __builtin_bswap32(skc->skc_rcv_saddr);
+		r.dst_ip = __builtin_bswap32(skc->skc_daddr);
+	}
+	r.src_port = skc->skc_num;
+	r.dst_port = __builtin_bswap16(skc->skc_dport);
+	if (bpf_ringbuf_output(&reports, &r, sizeof(r), 0)) {
+		STAT_INC(ring_full);
+		fl->create_at_ns = now + CCPB_CREATE_RETRY_NS;
+		return;
+	}
+	fl->announced = 1;
+	STAT_INC(creates);
+}
+
 static __always_inline void on_ack(struct sock *sk, const struct rate_sample *rs)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
@@ -630,9 +708,11 @@ static __always_inline void on_ack(struct sock *sk, const struct rate_sample *rs
 		if (fl->mode == CCPB_MODE_FALLBACK)
 			hystart(tp, fl);
 		emit_report(tp, fl, now, mss, CCPB_REPORT);
+		if (fl->id && !fl->announced && now >= fl->create_at_ns)
+			announce(sk, fl, now);
 	}
 
-	d = fl->id ? fresh_decision(fl, now) : NULL;
+	d = fl->announced ? fresh_decision(fl, now) : NULL;
 	if (d) {
 		apply(tp, fl, d, mss);
 		fl->mode = CCPB_MODE_AGENT;
@@ -799,10 +879,8 @@ static __always_inline void put_slot(struct ccpb_flow *fl)
 static __always_inline void flow_init(struct sock *sk, __u32 alg)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct sock_common *skc = &sk->__sk_common;
-	struct ccpb_report r;
 	struct ccpb_flow *fl;
-	__u32 mss = mss_of(tp), id;
+	__u32 id;
 
 	STAT_INC(flows_started);
 	fl = bpf_sk_storage_get(&flows, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
@@ -824,26 +902,7 @@ static __always_inline void flow_init(struct sock *sk, __u32 alg)
 		id = __sync_fetch_and_add(&next_flow_id, 1) + 1;
 	fl->id = id;
 	fl->alg = alg;
-
-	__builtin_memset(&r, 0, sizeof(r));
-	r.kind = CCPB_CREATE;
-	r.flow = id;
-	r.alg = alg;
-	r.now_ns = fl->i_start_ns;
-	r.mss = mss;
-	r.init_cwnd = pkts_bytes(tp->snd_cwnd, mss);
-	if (skc->skc_family == AF_INET) {
-		r.src_ip = __builtin_bswap32(skc->skc_rcv_saddr);
-		r.dst_ip = __builtin_bswap32(skc->skc_daddr);
-	}
-	r.src_port = skc->skc_num;
-	r.dst_port = __builtin_bswap16(skc->skc_dport);
-	if (bpf_ringbuf_output(&reports, &r, sizeof(r), 0)) {
-		fl->lost_reports++;
-		STAT_INC(ring_full);
-	} else {
-		STAT_INC(creates);
-	}
+	announce(sk, fl, fl->i_start_ns);
 }
 
 /* one init per name: the only difference between the names */
@@ -869,6 +928,7 @@ void BPF_PROG(ccpb_release, struct sock *sk)
 	if (fl->rate_set)
 		drop_agent_rate(tp, fl);
 	if (id) {
+		/* a flow never announced closes silently (emit_report) */
 		emit_report(tp, fl, bpf_ktime_get_ns(), mss_of(tp), CCPB_CLOSE);
 		bpf_map_delete_elem(&decisions, &id);
 	}

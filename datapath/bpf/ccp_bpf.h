@@ -12,7 +12,7 @@
 #ifndef CCP_BPF_H
 #define CCP_BPF_H
 
-#define CCPB_ABI		3
+#define CCPB_ABI		4
 
 /* The names the datapath registers, in the order of the module's table
  * (datapath/kernel/ccp_algs.h): index = algorithm id. */
@@ -120,12 +120,16 @@ struct ccpb_policy {
 	__u32 loopback;		/* 1: loopback connections get a slot too (0) */
 	__u64 init_netns;	/* the initial namespace's inode (/proc/1/ns/net) */
 	__u32 uid_share;	/* percent of max_flows one user's sockets may hold (50; >= 1 slot; 100: no limit) */
-	__u32 pad;
+	__u32 create_rate;	/* CREATEs per second at most, all flows together (5000; 0: no limit) */
 };
 
 #define CCPB_DEF_MAX_FLOWS	1024
 #define CCPB_DEF_NETNS_TOTAL	512
 #define CCPB_DEF_UID_SHARE	50
+#define CCPB_DEF_CREATE_RATE	5000
+/* a flow whose CREATE create_rate held back (or the full ring lost) runs
+ * the in-BPF fallback and tries again this much later */
+#define CCPB_CREATE_RETRY_NS	100000000ULL
 #define CCPB_MAX_NETNS		4096	/* namespaces holding slots at once */
 
 /* "slots": one entry (key 0), slots held now */
@@ -151,12 +155,13 @@ struct ccpb_stats {
 	__u64 no_slot_netns;	/* ... their namespace's netns_quota reached (or none) */
 	__u64 no_slot_loopback;	/* ... loopback connections (policy loopback 0) */
 	__u64 no_slot_uid;	/* ... their user holds uid_share of max_flows */
+	__u64 creates_throttled;	/* CREATEs create_rate held back (each tried again later) */
 };
 
 /* the layout user space parses by offset (datapath/bpf/bridge/src/record.rs) */
 _Static_assert(sizeof(struct ccpb_report) == 168, "struct ccpb_report changed: bump CCPB_ABI");
 _Static_assert(sizeof(struct ccpb_decision) == 16, "struct ccpb_decision changed: bump CCPB_ABI");
-_Static_assert(sizeof(struct ccpb_stats) == 120, "struct ccpb_stats changed: bump CCPB_ABI");
+_Static_assert(sizeof(struct ccpb_stats) == 128, "struct ccpb_stats changed: bump CCPB_ABI");
 _Static_assert(__builtin_offsetof(struct ccpb_stats, abi) == 80, "abi must stay at offset 80");
 _Static_assert(sizeof(struct ccpb_policy) == 32, "struct ccpb_policy changed: bump CCPB_ABI");
 

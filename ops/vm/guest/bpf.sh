@@ -21,7 +21,7 @@ log "bpf tests on $(uname -r)"
 plan bpf_no_module bpf_load bpf_pins_root_only bpf_baseline_cubic \
 	bpf_fallback_ccp_reno bpf_fallback_ccp_cubic bpf_reports bpf_decision_applied \
 	bpf_kill_no_gap bpf_kill_fallback bpf_agent_start bpf_agent_ccp_cubic bpf_agent_ccp_owl bpf_agent_ccp_mocc bpf_agent_stats \
-	bpf_agent_kill_no_gap bpf_agent_kill_fallback bpf_agent_restart bpf_netns_no_slots bpf_netns_quota bpf_loopback_no_slot bpf_uid_share bpf_unpriv bpf_unload bpf_kernel_log_clean
+	bpf_agent_kill_no_gap bpf_agent_kill_fallback bpf_agent_restart bpf_netns_no_slots bpf_netns_quota bpf_loopback_no_slot bpf_uid_share bpf_create_rate bpf_unpriv bpf_unload bpf_kernel_log_clean
 
 # bpf_stat NAME: one counter of ccp-bpf stats
 bpf_stat() { $CCPB stats 2>/dev/null | awk -v k="$1" '$1==k{print $2}'; }
@@ -383,6 +383,34 @@ left=$(( $(bpf_stat slots_used) - u0 ))
 $CCPB policy -m 1024 -u 50 -n 3 > /dev/null
 check bpf_uid_share '[ $ok = yes ] && [ $h_uid = 3 ] && [ $d_uid = 2 ] && [ $left = 0 ]' \
 	"max_flows 10, uid_share 30: nobody's 5 ccp_reno connections (unshare -Urn) held $h_uid slots (want 3), no_slot_uid +$d_uid (want 2) ($(tail -1 $NSD/uid.out | cut -c1-60)); after they closed: $left more than before"
+# create_rate (the module's): at most create_rate CREATEs in each second's
+# window, all flows together; a flow held back runs the fallback, reports
+# nothing, and is announced at an interval's end 100 ms later.  100
+# connections to 127.0.0.1 (100 bytes each every 200 ms: an ACK, an interval's
+# end, each 200 ms) at create_rate 20: about 20 announced a second, all 100
+# within 5 s or so.  ccp-bpf listen reads the ring meanwhile, as an agent would.
+$CCPB policy -C 20 > /dev/null
+$CCPB listen -t 14 -q > /dev/null 2>&1 &
+CL=$!
+c0=$(bpf_stat creates) th0=$(bpf_stat creates_throttled) rf0=$(bpf_stat ring_full) s0=$(now)
+rm -f $NSD/cr.ready
+$BIN/ccpflows -L 127.0.0.1:6203 -n 100 -C ccp_reno -t 10 -i 200 -r $NSD/cr.ready > $NSD/cr.out 2>&1 &
+p1=$!
+ns_wait cr && ok=yes || ok=no
+nap 1
+d1=$(( $(bpf_stat creates) - c0 )) t1=$(calc "$(now) - $s0")
+nap 6
+d2=$(( $(bpf_stat creates) - c0 )) t2=$(calc "$(now) - $s0")
+d_th=$(( $(bpf_stat creates_throttled) - th0 )) d_rf=$(( $(bpf_stat ring_full) - rf0 ))
+wait $p1
+kill -TERM $CL 2>/dev/null
+wait $CL 2>/dev/null
+$CCPB policy -C 5000 > /dev/null
+# the window is one second, so at most 20 for each second begun (+5: a CPU
+# may count into a window another has just restarted)
+max1=$(calc "20 * ($t1 + 1) + 5" | cut -d. -f1)
+check bpf_create_rate '[ $ok = yes ] && [ $d1 -ge 1 ] && [ $d1 -le $max1 ] && [ $d_th -ge 1 ] && [ $d2 = 100 ]' \
+	"create_rate 20, 100 ccp_reno connections to 127.0.0.1 ($(tail -1 $NSD/cr.out | cut -c1-60)): CREATEs +$d1 in the first ${t1}s (at most $max1), +$d2 after ${t2}s (want all 100); creates_throttled +$d_th, ring_full +$d_rf"
 $CCPB policy > $OUT/bpf-policy.txt 2>&1
 
 # ---------------------------------------------------------------- nobody

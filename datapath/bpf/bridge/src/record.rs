@@ -1,4 +1,4 @@
-//! The BPF datapath's records and decisions as bytes (`datapath/bpf/ccp_bpf.h`, ABI 3).
+//! The BPF datapath's records and decisions as bytes (`datapath/bpf/ccp_bpf.h`, ABI 4).
 //!
 //! Everything read from the ring is checked here before use: its size, its kind, a flow id,
 //! an algorithm id the datapath knows and an MSS; values the datapath saturates are taken as
@@ -7,13 +7,13 @@
 use thiserror::Error;
 
 /// `CCPB_ABI` of the BPF object this bridge speaks to (`stats.abi`).
-pub const ABI: u64 = 3;
+pub const ABI: u64 = 4;
 /// `sizeof(struct ccpb_report)`.
 pub const REPORT_LEN: usize = 168;
 /// `sizeof(struct ccpb_decision)`.
 pub const DECISION_LEN: usize = 16;
 /// `sizeof(struct ccpb_stats)`.
-pub const STATS_LEN: usize = 120;
+pub const STATS_LEN: usize = 128;
 /// Where `struct ccpb_stats` keeps `abi`, in every ABI.
 pub const STATS_ABI_OFFSET: usize = 80;
 /// `CCPB_STALE_REPORTS`: the datapath ignores a decision this many reports old.
