@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-only OR MIT
-# Sourced by ops/setup.sh, ops/fuzz.sh and ops/install.sh:
+# Sourced by ops/setup.sh, ops/fuzz.sh, ops/install.sh and ops/vm/test.sh:
 #   deb_missing PKG...   prints the Debian packages of PKG... that are not installed
 deb_missing() {
 	local pkg

@@ -239,6 +239,25 @@ static int unregister_pinned(bool verbose)
 	return failed ? -1 : 0;
 }
 
+/* every CPU's copy of "stats" zero but its abi */
+static int init_stats(int fd)
+{
+	int ncpu = libbpf_num_possible_cpus(), c, err;
+	struct ccpb_stats *per;
+	__u32 key = 0;
+
+	if (ncpu <= 0)
+		return -1;
+	per = calloc(ncpu, sizeof(*per));
+	if (!per)
+		return -1;
+	for (c = 0; c < ncpu; c++)
+		per[c].abi = CCPB_ABI;
+	err = bpf_map_update_elem(fd, &key, per, BPF_ANY);
+	free(per);
+	return err;
+}
+
 static int cmd_load(const char *dir, bool check_only, const struct policy_arg *pa)
 {
 	struct bpf_object *obj;
@@ -246,7 +265,6 @@ static int cmd_load(const char *dir, bool check_only, const struct policy_arg *p
 	char path[PATH_MAX];
 	int registered = 0, i;
 	__u32 key = 0;
-	struct ccpb_stats st = { .abi = CCPB_ABI };
 	struct ccpb_policy pol = {
 		.max_flows = CCPB_DEF_MAX_FLOWS,
 		.netns_total = CCPB_DEF_NETNS_TOTAL,
@@ -287,7 +305,7 @@ static int cmd_load(const char *dir, bool check_only, const struct policy_arg *p
 		return 0;
 	}
 	map = bpf_object__find_map_by_name(obj, "stats");
-	if (!map || bpf_map_update_elem(bpf_map__fd(map), &key, &st, BPF_ANY)) {
+	if (!map || init_stats(bpf_map__fd(map))) {
 		fprintf(stderr, "ccp-bpf: cannot initialise stats\n");
 		goto fail;
 	}
@@ -367,7 +385,10 @@ static int pinned_fd(const char *name)
  * size into the caller's buffer (and an update reads as many from it): a
  * datapath of another ABI with larger values must be refused before either.
  */
-static int value_size_is(int fd, const char *name, size_t size)
+/* the pinned map @name (open as @fd) is of @type with @size-byte values, as
+ * this tool's ABI says: a datapath of another ABI is refused before any read
+ * or write could overrun a buffer (a per-CPU map fills one value per CPU) */
+static int map_is(int fd, const char *name, __u32 type, size_t size)
 {
 	struct bpf_map_info info;
 	__u32 len = sizeof(info);
@@ -377,31 +398,56 @@ static int value_size_is(int fd, const char *name, size_t size)
 		fprintf(stderr, "ccp-bpf: cannot inspect the map %s: %s\n", name, strerror(errno));
 		return -1;
 	}
-	if (info.value_size != size) {
-		fprintf(stderr, "ccp-bpf: the loaded datapath's map %s has %u-byte values, this tool %zu (another ABI: ccp-bpf unload, then load with this build)\n",
-			name, info.value_size, size);
+	if (info.type != type || info.value_size != size) {
+		fprintf(stderr, "ccp-bpf: the loaded datapath's map %s is of type %u with %u-byte values, this tool's of type %u with %zu (another ABI: ccp-bpf unload, then load with this build)\n",
+			name, info.type, info.value_size, type, size);
 		return -1;
 	}
 	return 0;
 }
 
+/* the counters summed over the CPUs ("stats" is per CPU; abi is each CPU's) */
 static int read_stats(struct ccpb_stats *st)
 {
 	__u32 key = 0;
-	int fd = pinned_fd("stats"), err;
+	int fd = pinned_fd("stats"), err, ncpu = libbpf_num_possible_cpus(), c;
+	size_t i, n = sizeof(*st) / sizeof(__u64);
+	struct ccpb_stats *per;
+	__u64 *sum = (__u64 *)st;
 
 	if (fd < 0)
 		return -1;
-	if (value_size_is(fd, "stats", sizeof(*st))) {
+	if (ncpu <= 0) {
+		fprintf(stderr, "ccp-bpf: cannot count the possible CPUs: %s\n", strerror(-ncpu));
 		close(fd);
 		return -1;
 	}
-	err = bpf_map_lookup_elem(fd, &key, st);
+	if (map_is(fd, "stats", BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(*st))) {
+		close(fd);
+		return -1;
+	}
+	per = calloc(ncpu, sizeof(*per));	/* 8-byte multiple: the kernel's per-CPU stride */
+	if (!per) {
+		close(fd);
+		fprintf(stderr, "ccp-bpf: out of memory\n");
+		return -1;
+	}
+	err = bpf_map_lookup_elem(fd, &key, per);
 	close(fd);
 	if (err) {
 		fprintf(stderr, "ccp-bpf: cannot read stats: %s\n", strerror(errno));
+		free(per);
 		return -1;
 	}
+	memset(st, 0, sizeof(*st));
+	for (c = 0; c < ncpu; c++) {
+		const __u64 *v = (const __u64 *)&per[c];
+
+		for (i = 0; i < n; i++)
+			sum[i] += v[i];
+	}
+	st->abi = per[0].abi;
+	free(per);
 	if (st->abi != CCPB_ABI) {
 		fprintf(stderr, "ccp-bpf: the loaded datapath has ABI %llu, this tool %d\n",
 			(unsigned long long)st->abi, CCPB_ABI);
@@ -417,7 +463,7 @@ static int read_one(const char *name, void *value, size_t size)
 
 	if (fd < 0)
 		return -1;
-	if (value_size_is(fd, name, size)) {
+	if (map_is(fd, name, BPF_MAP_TYPE_ARRAY, size)) {
 		close(fd);
 		return -1;
 	}

@@ -138,8 +138,10 @@ struct {
 	__type(value, struct ccpb_decision);
 } decisions SEC(".maps");
 
+/* one copy per CPU (the module's counters are per-CPU too): every ACK counts
+ * in its CPU's copy, no cache line bounces between CPUs; user space sums */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct ccpb_stats);
@@ -182,6 +184,8 @@ __u32 next_flow_id;
 __u64 create_window_ns;
 __u64 create_window_n;
 
+/* this CPU's copy; atomic still, as a softirq may interrupt a program
+ * running in process context on the same CPU (the line stays local) */
 #define STAT_INC(field) do {						\
 	__u32 k0 = 0;							\
 	struct ccpb_stats *s_ = bpf_map_lookup_elem(&stats, &k0);	\

@@ -138,7 +138,8 @@ struct ccpb_slots {
 	__u32 other_netns;	/* by sockets outside the initial namespace */
 };
 
-/* "stats": one entry (key 0) */
+/* "stats": one entry (key 0), per CPU (BPF_MAP_TYPE_PERCPU_ARRAY since ABI
+ * 4): a counter is the sum of the CPUs' copies; abi is the same in each */
 struct ccpb_stats {
 	__u64 flows_started;
 	__u64 flows_closed;

@@ -142,10 +142,10 @@ rm -rf "${OUTD:?}"/*
 PKGS="linux-image-6.12-amd64 linux-headers-6.12-amd64 linux-image-amd64 linux-headers-amd64
       qemu-system-x86 busybox-static iperf3 iproute2 cpio kmod xz-utils make gcc libc6-dev python3
       clang libbpf-dev libelf-dev zlib1g-dev"
-missing=
-for p in $PKGS; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
+. "$REPO/ops/debpkgs.sh"
+# shellcheck disable=SC2086  # one word per package
+missing=$(deb_missing $PKGS | tr '\n' ' ')
+missing=${missing:+ ${missing% }}
 if [ -n "$missing" ]; then
 	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 	say "installing:$missing"

@@ -53,9 +53,17 @@ impl Pins {
     /// Open the pins under `dir`, refusing a datapath of another ABI.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
         let stats = open(dir, "stats")?;
-        let v = stats
-            .lookup(&0u32.to_le_bytes(), MapFlags::ANY)?
-            .context("the stats map has no entry 0")?;
+        let key = 0u32.to_le_bytes();
+        // per CPU since ABI 4, `abi` the same in each copy; one shared entry before (read
+        // only to name its ABI below)
+        let v = if stats.map_type().is_percpu() {
+            stats
+                .lookup_percpu(&key, MapFlags::ANY)?
+                .and_then(|per| per.into_iter().next())
+        } else {
+            stats.lookup(&key, MapFlags::ANY)?
+        }
+        .context("the stats map has no entry 0")?;
         match record::stats_abi(&v) {
             Some(record::ABI) => {}
             other => bail!(
