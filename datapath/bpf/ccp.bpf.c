@@ -734,23 +734,33 @@ static __always_inline void on_ack(struct sock *sk, const struct rate_sample *rs
 		default_pacing(tp);
 }
 
-/* a loopback destination: 127/8, ::1, ::ffff:127/104 (not: a route over lo) */
-static __always_inline bool is_loopback(const struct sock_common *skc)
+#define IFF_LOOPBACK	0x8
+
+/* a loopback path, as the module's ccpk_is_loopback: a destination in
+ * 127/8, ::1 or ::ffff:127/104, or a route over a loopback device (a local
+ * address of another interface: the route's device is lo) */
+static __always_inline bool is_loopback(struct sock *sk)
 {
+	const struct sock_common *skc = &sk->__sk_common;
+	struct net_device *dev;
+	struct dst_entry *dst;
 	__be32 a0, a1, a2, a3;
 
-	if (skc->skc_family == AF_INET)
-		return (skc->skc_daddr & 0xff) == 127;	/* network order */
-	if (skc->skc_family != AF_INET6)
-		return false;
-	a0 = skc->skc_v6_daddr.in6_u.u6_addr32[0];
-	a1 = skc->skc_v6_daddr.in6_u.u6_addr32[1];
-	a2 = skc->skc_v6_daddr.in6_u.u6_addr32[2];
-	a3 = skc->skc_v6_daddr.in6_u.u6_addr32[3];
-	if (a0 || a1)
-		return false;
-	return (!a2 && a3 == __builtin_bswap32(1)) ||
-	       (a2 == __builtin_bswap32(0xffff) && (a3 & 0xff) == 127);
+	if (skc->skc_family == AF_INET && (skc->skc_daddr & 0xff) == 127)	/* network order */
+		return true;
+	if (skc->skc_family == AF_INET6) {
+		a0 = skc->skc_v6_daddr.in6_u.u6_addr32[0];
+		a1 = skc->skc_v6_daddr.in6_u.u6_addr32[1];
+		a2 = skc->skc_v6_daddr.in6_u.u6_addr32[2];
+		a3 = skc->skc_v6_daddr.in6_u.u6_addr32[3];
+		if (!a0 && !a1 &&
+		    ((!a2 && a3 == __builtin_bswap32(1)) ||
+		     (a2 == __builtin_bswap32(0xffff) && (a3 & 0xff) == 127)))
+			return true;
+	}
+	dst = sk->sk_dst_cache;
+	dev = dst ? dst->dev : NULL;
+	return dev && (dev->flags & IFF_LOOPBACK);
 }
 
 /* one user's slots at most: uid_share percent of max_flows, at least one
@@ -815,7 +825,7 @@ static __always_inline bool take_slot(struct sock *sk, struct ccpb_flow *fl)
 	s = bpf_map_lookup_elem(&slots, &k0);
 	if (!p || !s)
 		return false;
-	if (!p->loopback && is_loopback(&sk->__sk_common)) {
+	if (!p->loopback && is_loopback(sk)) {
 		STAT_INC(no_slot_loopback);
 		return false;
 	}

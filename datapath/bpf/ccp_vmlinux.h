@@ -103,8 +103,17 @@ typedef struct {
 	__u32 val;
 } kuid_t;
 
+struct net_device {
+	unsigned int flags;	/* IFF_* */
+} __attribute__((preserve_access_index));
+
+struct dst_entry {
+	struct net_device *dev;
+} __attribute__((preserve_access_index));
+
 struct sock {
 	struct sock_common __sk_common;
+	struct dst_entry *sk_dst_cache;	/* __rcu: BPF programs run under RCU */
 	kuid_t sk_uid;
 	unsigned long sk_pacing_rate;
 	unsigned long sk_max_pacing_rate;

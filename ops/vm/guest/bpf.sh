@@ -343,13 +343,13 @@ left=$(bpf_stat slots_other_netns)
 check bpf_netns_quota '[ $ok = yes ] && [ "$held" = 6 ] && [ $d_ref = 4 ] && [ "$left" = 0 ]' \
 	"netns_quota 3, two namespaces with 5 ccp_reno connections each: $held slots held (want 3 + 3), no_slot_netns +$d_ref (want 2 + 2); after they closed: $left"
 ip link set lo up	# the guest's initial namespace starts with lo down
-# lb_run TAG PORT: 5 ccp_reno connections to 127.0.0.1 in the initial namespace;
-# LB_HELD: slots used (beyond those before) while they run
+# lb_run TAG PORT [ADDR]: 5 ccp_reno connections to ADDR (127.0.0.1) in the
+# initial namespace; LB_HELD: slots used (beyond those before) while they run
 lb_run() {
 	local u0 p
 	u0=$(bpf_stat slots_used)
 	rm -f $NSD/$1.ready
-	$BIN/ccpflows -L 127.0.0.1:$2 -n 5 -C ccp_reno -t 4 -i 200 -r $NSD/$1.ready > $NSD/$1.out 2>&1 &
+	$BIN/ccpflows -L ${3:-127.0.0.1}:$2 -n 5 -C ccp_reno -t 4 -i 200 -r $NSD/$1.ready > $NSD/$1.out 2>&1 &
 	p=$!
 	ns_wait $1 || log "ccpflows $1 not ready: $(tail -1 $NSD/$1.out)"
 	nap 1
@@ -361,11 +361,18 @@ r0=$(bpf_stat no_slot_loopback) c0=$(bpf_stat creates)
 lb_run lo-off 6201
 h_off=$LB_HELD
 d_lo=$(( $(bpf_stat no_slot_loopback) - r0 )) d_cre=$(( $(bpf_stat creates) - c0 ))
+# an address of this namespace that is not 127/8: its route is over lo
+ip addr add 10.200.0.1/32 dev lo
+r0=$(bpf_stat no_slot_loopback) c0=$(bpf_stat creates)
+lb_run lo-route 6204 10.200.0.1
+h_route=$LB_HELD
+d_route=$(( $(bpf_stat no_slot_loopback) - r0 )) d_cre_route=$(( $(bpf_stat creates) - c0 ))
+ip addr del 10.200.0.1/32 dev lo
 $CCPB policy -l 1 > /dev/null
 lb_run lo-on 6202
 h_on=$LB_HELD
-check bpf_loopback_no_slot '[ $h_off = 0 ] && [ $d_lo -ge 5 ] && [ $d_cre = 0 ] && [ $h_on -ge 5 ]' \
-	"5 ccp_reno connections to 127.0.0.1, loopback 0: slots held $h_off, no_slot_loopback +$d_lo, CREATEs +$d_cre ($(tail -1 $NSD/lo-off.out | cut -c1-60)); loopback 1: slots held $h_on"
+check bpf_loopback_no_slot '[ $h_off = 0 ] && [ $d_lo -ge 5 ] && [ $d_cre = 0 ] && [ $h_route = 0 ] && [ $d_route -ge 5 ] && [ $d_cre_route = 0 ] && [ $h_on -ge 5 ]' \
+	"5 ccp_reno connections to 127.0.0.1, loopback 0: slots held $h_off, no_slot_loopback +$d_lo, CREATEs +$d_cre ($(tail -1 $NSD/lo-off.out | cut -c1-60)); to 10.200.0.1 (a local address, routed over lo): slots held $h_route, no_slot_loopback +$d_route, CREATEs +$d_cre_route ($(tail -1 $NSD/lo-route.out | cut -c1-40)); loopback 1: slots held $h_on"
 # uid_share: one user's sockets hold at most uid_share % of max_flows, in every
 # namespace (here 30 % of 10: 3), so nobody's 5 connections from a namespace
 # of its own (quota 10 there) get 3 slots and 2 run the fallback alone
@@ -399,8 +406,13 @@ p1=$!
 ns_wait cr && ok=yes || ok=no
 nap 1
 d1=$(( $(bpf_stat creates) - c0 )) t1=$(calc "$(now) - $s0")
-nap 6
-d2=$(( $(bpf_stat creates) - c0 )) t2=$(calc "$(now) - $s0")
+# all 100 need five windows: wait for them while the connections last
+for i in $(seq 80); do
+	d2=$(( $(bpf_stat creates) - c0 ))
+	[ $d2 -ge 100 ] && break
+	nap 0.1
+done
+t2=$(calc "$(now) - $s0")
 d_th=$(( $(bpf_stat creates_throttled) - th0 )) d_rf=$(( $(bpf_stat ring_full) - rf0 ))
 wait $p1
 kill -TERM $CL 2>/dev/null
@@ -410,7 +422,7 @@ $CCPB policy -C 5000 > /dev/null
 # may count into a window another has just restarted)
 max1=$(calc "20 * ($t1 + 1) + 5" | cut -d. -f1)
 check bpf_create_rate '[ $ok = yes ] && [ $d1 -ge 1 ] && [ $d1 -le $max1 ] && [ $d_th -ge 1 ] && [ $d2 = 100 ]' \
-	"create_rate 20, 100 ccp_reno connections to 127.0.0.1 ($(tail -1 $NSD/cr.out | cut -c1-60)): CREATEs +$d1 in the first ${t1}s (at most $max1), +$d2 after ${t2}s (want all 100); creates_throttled +$d_th, ring_full +$d_rf"
+	"create_rate 20, 100 ccp_reno connections to 127.0.0.1 ($(tail -1 $NSD/cr.out | cut -c1-60)): CREATEs +$d1 in the first ${t1}s (at most $max1), all 100 after ${t2}s (+$d2); creates_throttled +$d_th, ring_full +$d_rf"
 $CCPB policy > $OUT/bpf-policy.txt 2>&1
 
 # ---------------------------------------------------------------- nobody
