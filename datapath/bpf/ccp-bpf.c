@@ -381,13 +381,11 @@ static int pinned_fd(const char *name)
 }
 
 /*
- * Is the pinned map's value @size bytes?  A lookup copies the map's value
- * size into the caller's buffer (and an update reads as many from it): a
- * datapath of another ABI with larger values must be refused before either.
+ * Is the pinned map @name (open as @fd) of @type with @size-byte values, as
+ * this tool's ABI says?  A lookup copies the map's values into the caller's
+ * buffer (one per CPU for a per-CPU map) and an update reads as many from
+ * it: a datapath of another ABI is refused before either could overrun.
  */
-/* the pinned map @name (open as @fd) is of @type with @size-byte values, as
- * this tool's ABI says: a datapath of another ABI is refused before any read
- * or write could overrun a buffer (a per-CPU map fills one value per CPU) */
 static int map_is(int fd, const char *name, __u32 type, size_t size)
 {
 	struct bpf_map_info info;

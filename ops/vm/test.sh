@@ -144,11 +144,10 @@ PKGS="linux-image-6.12-amd64 linux-headers-6.12-amd64 linux-image-amd64 linux-he
       clang libbpf-dev libelf-dev zlib1g-dev"
 . "$REPO/ops/debpkgs.sh"
 # shellcheck disable=SC2086  # one word per package
-missing=$(deb_missing $PKGS | tr '\n' ' ')
-missing=${missing:+ ${missing% }}
+missing=$(deb_missing $PKGS | xargs)
 if [ -n "$missing" ]; then
 	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
-	say "installing:$missing"
+	say "installing: $missing"
 	$SUDO apt-get update -q > "$WORK/apt.log" 2>&1
 	if ! $SUDO env INITRD=No DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q --no-install-recommends $missing >> "$WORK/apt.log" 2>&1; then
