@@ -30,10 +30,13 @@
 //! is forgotten first, else the least recently heard one without flows for
 //! [`FLOW_GRACE`]; `too_many_datapaths` otherwise).
 //!
-//! Liveness (issue 42): on unix sockets the guard asks every [`LIVENESS_EVERY`] (and at
-//! once, at most every [`LIVENESS_MIN_GAP`], when a new datapath or flow meets a cap)
-//! whether each datapath's socket is still there ([`crate::ipc::unix::peer_gone`]: a
-//! connect, nothing sent). A vanished datapath is forgotten (`vanished_datapaths`): its slot
+//! Liveness (issue 42): on unix sockets the guard asks every [`LIVENESS_EVERY`] whether
+//! each datapath's socket is still there ([`crate::ipc::unix::peer_gone`]: a connect,
+//! nothing sent, ~6 µs). A pass asks [`LIVENESS_BATCH`] datapaths per received datagram
+//! (all the rest while none waits), so that no report waits behind 64 connects (0.4 ms).
+//! When a new datapath or flow meets a cap, it asks at once until it finds one gone; such
+//! an urgent search runs at most every [`LIVENESS_MIN_GAP`], a gap that doubles (up to
+//! [`LIVENESS_EVERY`]) each time a search finds none. A vanished datapath is forgotten (`vanished_datapaths`): its slot
 //! is free at once, its flows leave the caps at once and portus closes them, and answers
 //! portus still sends it are discarded without a syscall (`send_dropped`) until something at
 //! that path speaks again. Before, a datapath that exited was noticed
@@ -49,8 +52,8 @@
 //! [`DEAD_BACKOFF_MAX`]; its next message after that brings it back (programs reinstalled).
 //!
 //! A dropped or vanished datapath's flows are closed [`CLOSES_PER_TURN`] at a time (the
-//! guard hands portus closes from it), taking turns with real datagrams, all at once while
-//! none waits: a READY from it made portus drop them all in one go, a stall of milliseconds
+//! guard hands portus closes from it), after any report that waits, taking turns with other
+//! datagrams, all at once while none waits: a READY from it made portus drop them all in one go, a stall of milliseconds
 //! per hundred flows for every other datapath (seen by `ops/hostile_soak.sh`).
 
 use std::any::Any;
@@ -108,8 +111,10 @@ pub const DEAD_BACKOFF_MAX: Duration = Duration::from_secs(60);
 pub const FLOW_GRACE: Duration = Duration::from_secs(10);
 /// How often the guard asks whether its datapaths are still there (unix sockets).
 pub const LIVENESS_EVERY: Duration = Duration::from_millis(500);
-/// The shortest gap between two such checks when a cap makes one urgent.
+/// The shortest gap between two urgent searches for a vanished datapath (a cap was met).
 pub const LIVENESS_MIN_GAP: Duration = Duration::from_millis(50);
+/// Datapaths asked whether they are there per received datagram, during a pass.
+pub const LIVENESS_BATCH: usize = 8;
 /// A close (a MEASURE without fields) is this long.
 const CLOSE_LEN: usize = MEASURE_MIN_LEN;
 /// Closes of a dropped or vanished datapath's flows handed to portus at a time.
@@ -516,8 +521,12 @@ struct State<A> {
     close_turn: bool,
     /// Vanished datapaths: portus's answers to them are discarded.
     gone: HashSet<A>,
-    /// The last liveness check.
-    last_sweep: Option<Instant>,
+    /// When the last liveness pass started, and the datapaths it has still to ask.
+    last_pass: Option<Instant>,
+    to_ask: VecDeque<A>,
+    /// The last urgent search, and the gap before the next one may run.
+    last_urgent: Option<Instant>,
+    urgent_gap: Duration,
 }
 
 /// A portus [`Ipc`] that validates and normalizes every inbound message, bounds the flows
@@ -564,7 +573,10 @@ impl<I: Ipc> Guarded<I> {
                 closing_count: HashMap::new(),
                 close_turn: false,
                 gone: HashSet::new(),
-                last_sweep: None,
+                last_pass: None,
+                to_ask: VecDeque::new(),
+                last_urgent: None,
+                urgent_gap: LIVENESS_MIN_GAP,
             }),
             stats,
             tables,
@@ -607,56 +619,98 @@ impl<I: Ipc> Guarded<I> {
             .store(st.peers.len() as u64, Ordering::Relaxed);
     }
 
-    /// Ask whether each datapath is still there (unix sockets; every [`LIVENESS_EVERY`], or
-    /// [`LIVENESS_MIN_GAP`] when `urgent`) and forget the vanished ones.
+    /// Liveness (unix sockets; see the module docs): start a pass every [`LIVENESS_EVERY`],
+    /// ask [`LIVENESS_BATCH`] datapaths of it (the rest while no datagram waits), and when
+    /// `urgent` (a cap was met) search until one is gone. The vanished ones are forgotten.
     fn sweep(&self, st: &mut State<I::Addr>, urgent: bool) {
         if !self.drop_dead_peers {
             return;
         }
         let now = Instant::now();
-        let every = if urgent {
-            LIVENESS_MIN_GAP
-        } else {
-            LIVENESS_EVERY
-        };
-        if st
-            .last_sweep
-            .is_some_and(|t| now.saturating_duration_since(t) < every)
-        {
-            return;
+        let pass_due = st
+            .last_pass
+            .is_none_or(|t| now.saturating_duration_since(t) >= LIVENESS_EVERY);
+        if st.to_ask.is_empty() && pass_due {
+            st.last_pass = Some(now);
+            self.drop_stuck(st);
+            st.to_ask = st.peers.keys().cloned().collect();
         }
-        st.last_sweep = Some(now);
-        // datapaths that do not read what they were sent (their answers waited too long)
-        if let Some(unix) = (&self.inner as &dyn Any).downcast_ref::<crate::ipc::unix::UnixSocket>()
-        {
-            for path in unix.take_stuck() {
-                if let Some(a) = (&path as &dyn Any).downcast_ref::<I::Addr>() {
-                    if st.peers.get(a).is_some_and(|p| p.dead_until.is_none()) {
-                        if let Some(held) = LOG_SEND.allow() {
-                            warn!(to = ?a, held_back = held,
-                                "datapath not reading its answers: dropping it");
-                        }
-                    }
-                    self.drop_peer(st, a);
+        let urgent = urgent
+            && st
+                .last_urgent
+                .is_none_or(|t| now.saturating_duration_since(t) >= st.urgent_gap);
+        let mut found = 0usize;
+        if urgent {
+            st.last_urgent = Some(now);
+            if st.to_ask.is_empty() {
+                st.to_ask = st.peers.keys().cloned().collect();
+            }
+            while found == 0 {
+                let Some(a) = st.to_ask.pop_front() else {
+                    break;
+                };
+                found += usize::from(self.ask(st, a));
+            }
+            // a search that finds none waits longer before the next one
+            st.urgent_gap = if found > 0 {
+                LIVENESS_MIN_GAP
+            } else {
+                (st.urgent_gap * 2).min(LIVENESS_EVERY)
+            };
+        } else {
+            let mut asked = 0;
+            while let Some(a) = st.to_ask.pop_front() {
+                found += usize::from(self.ask(st, a));
+                asked += 1;
+                if asked % LIVENESS_BATCH == 0 && self.datagram_waiting() {
+                    break;
                 }
             }
         }
-        let gone: Vec<I::Addr> = st.peers.keys().filter(|a| addr_gone(*a)).cloned().collect();
-        for a in gone {
-            let Some(p) = st.peers.remove(&a) else {
-                continue;
-            };
-            self.stats
-                .vanished_datapaths
-                .fetch_add(1, Ordering::Relaxed);
-            // off the caps now; portus closes them a batch at a time
-            Self::close_all(st, &a, p.id, p.live);
-            if st.gone.len() >= MAX_GONE {
-                st.gone.clear();
+        if found > 0 {
+            self.gauges(st);
+        }
+    }
+
+    /// Datapaths that do not read what they were sent (their answers waited too long) are
+    /// dropped.
+    fn drop_stuck(&self, st: &mut State<I::Addr>) {
+        let Some(unix) = (&self.inner as &dyn Any).downcast_ref::<crate::ipc::unix::UnixSocket>()
+        else {
+            return;
+        };
+        for path in unix.take_stuck() {
+            if let Some(a) = (&path as &dyn Any).downcast_ref::<I::Addr>() {
+                if st.peers.get(a).is_some_and(|p| p.dead_until.is_none()) {
+                    if let Some(held) = LOG_SEND.allow() {
+                        warn!(to = ?a, held_back = held,
+                            "datapath not reading its answers: dropping it");
+                    }
+                }
+                self.drop_peer(st, a);
             }
-            st.gone.insert(a);
         }
         self.gauges(st);
+    }
+
+    /// Ask whether the datapath at `a` is still there; forget it if it is gone (`true`).
+    fn ask(&self, st: &mut State<I::Addr>, a: I::Addr) -> bool {
+        if !st.peers.contains_key(&a) || !addr_gone(&a) {
+            return false;
+        }
+        let Some(p) = st.peers.remove(&a) else {
+            return false;
+        };
+        self.stats
+            .vanished_datapaths
+            .fetch_add(1, Ordering::Relaxed);
+        // off the caps now; portus closes them a batch at a time
+        Self::close_all(st, &a, p.id, p.live);
+        if st.gone.len() >= MAX_GONE {
+            st.gone.clear();
+        }
+        st.gone.insert(a);
+        true
     }
 
     /// Drop a datapath that failed a send or does not read: its messages are ignored for its
@@ -694,6 +748,13 @@ impl<I: Ipc> Guarded<I> {
         (&self.inner as &dyn Any)
             .downcast_ref::<crate::ipc::unix::UnixSocket>()
             .is_none_or(|u| u.readable_now())
+    }
+
+    /// Is a report waiting (unix sockets; `false` for others)?
+    fn report_waiting(&self) -> bool {
+        (&self.inner as &dyn Any)
+            .downcast_ref::<crate::ipc::unix::UnixSocket>()
+            .is_some_and(|u| u.report_waiting())
     }
 
     /// Make room for a new datapath: forget one without live flows that is not in good
@@ -802,9 +863,12 @@ impl<I: Ipc> Ipc for Guarded<I> {
             let mut st = self.state.borrow_mut();
             let st = &mut *st;
             self.sweep(st, false);
-            // a dropped or vanished datapath's flows: closed a batch at a time, taking turns
-            // with real datagrams (all at once while none waits)
-            if !st.closing.is_empty() && (!st.close_turn || !self.datagram_waiting()) {
+            // a dropped or vanished datapath's flows: closed a batch at a time after waiting
+            // reports, taking turns with other datagrams (all at once while none waits)
+            if !st.closing.is_empty()
+                && (!st.close_turn || !self.datagram_waiting())
+                && !self.report_waiting()
+            {
                 if let Some((addr, id)) = st.closing.front().map(|(a, id, _)| (a.clone(), *id)) {
                     let mut kept = 0usize;
                     let mut n = 0usize;
@@ -1025,6 +1089,119 @@ mod tests {
         m[4..8].copy_from_slice(&sid.to_le_bytes());
         m[12..16].copy_from_slice(&n.to_le_bytes());
         m
+    }
+
+    /// A guard over a unix socket in a directory of its own, and datapath sockets there.
+    struct UnixRig {
+        dir: PathBuf,
+        guard: Guarded<crate::ipc::unix::UnixSocket>,
+        stats: Arc<GuardStats>,
+    }
+
+    impl UnixRig {
+        fn new(tag: &str) -> Self {
+            let dir = std::env::temp_dir().join(format!("ccp-guard-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let sock = crate::ipc::unix::UnixSocket::bind_in(&dir, "agent").unwrap();
+            let stats = Arc::new(GuardStats::default());
+            let guard = Guarded::new(
+                sock,
+                stats.clone(),
+                Arc::new(FlowTables::default()),
+                vec!["reno".into()],
+                Arc::new(AtomicBool::new(false)),
+            );
+            Self { dir, guard, stats }
+        }
+
+        fn peer(&self, name: &str) -> std::os::unix::net::UnixDatagram {
+            let s = std::os::unix::net::UnixDatagram::bind(self.dir.join(name)).unwrap();
+            s.connect(self.dir.join("agent")).unwrap();
+            s
+        }
+
+        /// The next datagram portus gets: its first message's type, and its sender's name.
+        fn recv(&self) -> (u16, String) {
+            let mut out = vec![0u8; 64 * 1024];
+            let (n, from) = self.guard.recv(&mut out).unwrap();
+            assert!(n >= HDR_LEN);
+            let name = from.file_name().unwrap().to_string_lossy().into_owned();
+            (u16_at(&out, 0), name)
+        }
+
+        fn vanished(&self) -> u64 {
+            self.stats.vanished_datapaths.load(Ordering::Relaxed)
+        }
+    }
+
+    impl Drop for UnixRig {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    /// Issue 42 (seen by ops/hostile_soak.sh): a liveness check asked all 64 datapaths at
+    /// once (a socket and a connect each, 0.4 ms) while reports waited. A pass asks
+    /// LIVENESS_BATCH per datagram while datagrams wait, and the rest when none does.
+    #[test]
+    fn a_liveness_pass_asks_a_batch_at_a_time_while_datagrams_wait() {
+        let rig = UnixRig::new("batch");
+        let live = rig.peer("live");
+        let ghosts: Vec<_> = (0..20).map(|i| rig.peer(&format!("ghost{i}"))).collect();
+        // (one at a time: a unix socket queues at most net.unix.max_dgram_qlen, 10)
+        live.send(&ready_msg()).unwrap();
+        assert_eq!(rig.recv().0, READY);
+        for g in &ghosts {
+            g.send(&ready_msg()).unwrap();
+            assert_eq!(rig.recv().0, READY);
+        }
+        drop(ghosts); // closed: a connect to them is refused
+        std::thread::sleep(LIVENESS_EVERY + Duration::from_millis(20));
+        live.send(&ready_msg()).unwrap();
+        live.send(&ready_msg()).unwrap();
+        assert_eq!(rig.recv(), (READY, "live".into()));
+        let first = rig.vanished();
+        assert!(
+            (LIVENESS_BATCH as u64 - 1..=LIVENESS_BATCH as u64).contains(&first),
+            "{first} of 20 vanished datapaths found in one turn"
+        );
+        assert_eq!(rig.recv(), (READY, "live".into()));
+        assert!(rig.vanished() <= 2 * LIVENESS_BATCH as u64);
+        // nothing waits: the pass ends in this receive (which then times out)
+        let mut out = vec![0u8; 1024];
+        assert!(rig.guard.recv(&mut out).is_err());
+        assert_eq!(rig.vanished(), 20);
+    }
+
+    /// Issue 42: a vanished datapath's closes were handed to portus in turn with real
+    /// datagrams, so a healthy datapath's waiting report came after a batch of them. Closes
+    /// go after waiting reports.
+    #[test]
+    fn a_vanished_datapaths_closes_go_after_waiting_reports() {
+        let rig = UnixRig::new("closes");
+        let healthy = rig.peer("healthy");
+        let ghost = rig.peer("ghost");
+        // (one at a time: a unix socket queues at most net.unix.max_dgram_qlen, 10)
+        for m in [ready_msg().to_vec(), create(1, "ccp_reno")] {
+            healthy.send(&m).unwrap();
+            rig.recv();
+        }
+        ghost.send(&ready_msg()).unwrap();
+        rig.recv();
+        for sid in 1..=40 {
+            ghost.send(&create(sid, "ccp_reno")).unwrap();
+            rig.recv();
+        }
+        drop(ghost);
+        std::thread::sleep(LIVENESS_EVERY + Duration::from_millis(20));
+        let n = 2;
+        healthy
+            .send(&measure(1, n, (MEASURE_MIN_LEN + 8 * n as usize) as u16))
+            .unwrap();
+        // the ghost is found gone in this receive: its 40 closes wait for the report
+        assert_eq!(rig.recv(), (MEASURE, "healthy".into()));
+        assert_eq!(rig.vanished(), 1);
+        assert_eq!(rig.recv(), (MEASURE, "ghost".into()), "a batch of closes");
     }
 
     #[test]

@@ -18,6 +18,16 @@
 //!   loop polls for that). A datapath whose outbox is over budget, or has not moved for
 //!   [`SEND_TIMEOUT`], is not reading: its send fails at once, without waiting, and the guard
 //!   drops it (see [`crate::ipc::guard`]). No send ever makes the agent wait.
+//! - **Reports before set-up, datapaths in turn** (issue 42): all datapaths share the one
+//!   bound socket, read in arrival order, so a healthy datapath's report waited behind every
+//!   CREATE queued before it: 100 hostile datapaths opening flows as fast as they can put
+//!   tens of CREATEs (each a controller built and a program installed, ~30 µs) ahead of it,
+//!   p99 1 ms on 2 cores. When the datagram the agent reads is not a report (a CREATE, a
+//!   READY), it first takes what else is waiting (at most [`STAGE_MAX_MSGS`] datagrams,
+//!   [`STAGE_MAX_BYTES`]) into one queue per datapath, and then serves: a datagram waiting
+//!   [`STAGE_MAX_WAIT`] or longer, oldest first; else a report, datapaths in turn; else a
+//!   set-up message, datapaths in turn. Each datapath's own datagrams keep their order;
+//!   reports need no wait to be taken (nothing is staged while only reports come).
 //! - **Liveness** ([`peer_gone`]): whether a datapath's socket is still there, asked without
 //!   sending to it (the guard asks every [`crate::ipc::guard::LIVENESS_EVERY`]).
 //! - Receives time out after [`RECV_TIMEOUT`], so a stop request is seen promptly.
@@ -55,6 +65,99 @@ pub const MAX_PEER_SOCKETS: usize = 2 * crate::ipc::guard::MAX_DATAPATHS;
 pub const FLUSH_EVERY: Duration = Duration::from_millis(1);
 /// Longest a receive waits (the run loop checks for a stop request in between).
 pub const RECV_TIMEOUT: Duration = Duration::from_millis(250);
+/// Most datagrams taken off the socket ahead of serving them (see the module docs).
+pub const STAGE_MAX_MSGS: usize = 1024;
+/// Most bytes of them.
+pub const STAGE_MAX_BYTES: usize = 1 << 20;
+/// A datagram staged this long is served before any other (oldest first): set-up messages
+/// wait for reports at most this long.
+pub const STAGE_MAX_WAIT: Duration = Duration::from_millis(10);
+/// Message type of a report (or a flow's close) in the datagram's first header.
+const MEASURE: u16 = 1;
+
+/// Datagrams taken off the socket and not yet served: one queue per datapath, the
+/// datapaths in turn (see the module docs).
+#[derive(Debug, Default)]
+struct Stage {
+    queues: HashMap<PathBuf, VecDeque<Staged>>,
+    /// Datapaths with something queued, in the order they are served.
+    ring: VecDeque<PathBuf>,
+    count: usize,
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct Staged {
+    data: Vec<u8>,
+    at: Instant,
+}
+
+/// Is the datagram a report (served first) rather than a set-up message?
+fn is_report(d: &[u8]) -> bool {
+    d.len() >= 2 && u16::from_le_bytes([d[0], d[1]]) == MEASURE
+}
+
+impl Stage {
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    fn full(&self) -> bool {
+        self.count >= STAGE_MAX_MSGS || self.bytes >= STAGE_MAX_BYTES
+    }
+
+    fn push(&mut self, from: PathBuf, data: Vec<u8>, at: Instant) {
+        self.count += 1;
+        self.bytes += data.len();
+        let q = self.queues.entry(from.clone()).or_default();
+        if q.is_empty() {
+            self.ring.push_back(from);
+        }
+        q.push_back(Staged { data, at });
+    }
+
+    /// Is some datapath's next datagram a report?
+    fn report_at_head(&self) -> bool {
+        self.queues
+            .values()
+            .any(|q| q.front().is_some_and(|s| is_report(&s.data)))
+    }
+
+    /// The next datagram to serve and its sender (see the module docs).
+    fn pop(&mut self, now: Instant) -> Option<(Vec<u8>, PathBuf)> {
+        let head = |q: &HashMap<PathBuf, VecDeque<Staged>>, p: &PathBuf| {
+            q.get(p)
+                .and_then(|q| q.front())
+                .map(|s| (s.at, is_report(&s.data)))
+        };
+        let heads: Vec<(Instant, bool)> = self
+            .ring
+            .iter()
+            .map(|p| head(&self.queues, p).unwrap_or((now, false)))
+            .collect();
+        let oldest = heads
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, (at, _))| *at)
+            .filter(|(_, (at, _))| now.saturating_duration_since(*at) >= STAGE_MAX_WAIT)
+            .map(|(i, _)| i);
+        let i = oldest
+            .or_else(|| heads.iter().position(|(_, report)| *report))
+            .or((!self.ring.is_empty()).then_some(0))?;
+        let from = self.ring.remove(i)?;
+        let q = self.queues.get_mut(&from)?;
+        let s = q.pop_front()?;
+        if q.is_empty() {
+            self.queues.remove(&from);
+        } else {
+            // its next datagram waits for the others' turns
+            self.ring.push_back(from.clone());
+        }
+        self.count -= 1;
+        self.bytes -= s.data.len();
+        Some((s.data, from))
+    }
+}
 
 /// Why the agent's socket could not be bound.
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +219,8 @@ pub struct UnixSocket {
     last_flush: Mutex<Instant>,
     /// Spinning before a receive blocks.
     spin: Spin,
+    /// Datagrams read and not yet served, and a buffer to read them into.
+    stage: Mutex<(Stage, Vec<u8>)>,
 }
 
 /// Answers to one datapath: a socket connected to it (non-blocking) and what waits.
@@ -263,6 +368,7 @@ impl UnixSocket {
             out: Mutex::new(HashMap::new()),
             last_flush: Mutex::new(Instant::now()),
             spin: Spin::default(),
+            stage: Mutex::new((Stage::default(), Vec::new())),
         })
     }
 
@@ -307,8 +413,45 @@ impl UnixSocket {
         stuck
     }
 
-    /// Is a datagram waiting on the bound socket (nothing read)?
+    /// Datagrams read off the socket and not yet served (tests).
+    pub fn staged(&self) -> usize {
+        self.stage.lock().unwrap_or_else(|e| e.into_inner()).0.count
+    }
+
+    /// Take what waits on the socket into `stage`, within its bounds, without waiting.
+    /// Datagrams from unbound senders are discarded (they cannot be answered).
+    fn take_waiting(&self, stage: &mut Stage, buf: &mut Vec<u8>) {
+        if buf.is_empty() {
+            buf.resize(64 * 1024, 0);
+        }
+        while !stage.full() {
+            match self.sock.recv_from(buf) {
+                Ok((n, addr)) => {
+                    if let Some(p) = addr.as_pathname() {
+                        stage.push(p.to_path_buf(), buf[..n].to_vec(), Instant::now());
+                    }
+                }
+                // nothing more (WouldBlock), or an error the next receive reports
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Is a report waiting (one datapath's next datagram)? What waits on the socket is
+    /// staged to find out: the guard hands portus a dropped datapath's closes only after
+    /// waiting reports.
+    pub fn report_waiting(&self) -> bool {
+        let mut guard = self.stage.lock().unwrap_or_else(|e| e.into_inner());
+        let (stage, buf) = &mut *guard;
+        self.take_waiting(stage, buf);
+        stage.report_at_head()
+    }
+
+    /// Is a datagram waiting, on the bound socket or staged (nothing read)?
     pub fn readable_now(&self) -> bool {
+        if self.staged() > 0 {
+            return true;
+        }
         let mut fd = libc::pollfd {
             fd: self.sock.as_raw_fd(),
             events: libc::POLLIN,
@@ -386,6 +529,26 @@ impl UnixSocket {
         }
     }
 
+    /// Is it time to flush the outboxes while datagrams keep coming ([`FLUSH_EVERY`])?
+    fn flush_due(&self, now: Instant) -> bool {
+        let mut last = self.last_flush.lock().unwrap_or_else(|e| e.into_inner());
+        let due = now.saturating_duration_since(*last) >= FLUSH_EVERY;
+        if due {
+            *last = now;
+        }
+        due
+    }
+
+    /// Copy the next staged datagram into `msg` (truncated to it, as a receive would).
+    fn serve(stage: &mut Stage, msg: &mut [u8]) -> portus::Result<(usize, PathBuf)> {
+        let (data, from) = stage
+            .pop(Instant::now())
+            .ok_or_else(|| portus::Error(String::from("no datagram staged")))?;
+        let n = data.len().min(msg.len());
+        msg[..n].copy_from_slice(&data[..n]);
+        Ok((n, from))
+    }
+
     /// The bound path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -441,15 +604,18 @@ impl portus::ipc::Ipc for UnixSocket {
         // a datagram waiting is taken at once; the outboxes are flushed by a poll of their
         // own at least every FLUSH_EVERY meanwhile, and whenever the socket is idle
         let now = Instant::now();
-        let flush_due = {
-            let mut last = self.last_flush.lock().unwrap_or_else(|e| e.into_inner());
-            let due = now.saturating_duration_since(*last) >= FLUSH_EVERY;
-            if due {
-                *last = now;
+        {
+            let mut guard = self.stage.lock().unwrap_or_else(|e| e.into_inner());
+            let (stage, buf) = &mut *guard;
+            if !stage.is_empty() {
+                self.take_waiting(stage, buf);
+                if self.flush_due(now) {
+                    self.wait_readable(Duration::ZERO);
+                }
+                return Self::serve(stage, msg);
             }
-            due
-        };
-        let got = match (flush_due, self.sock.recv_from(msg)) {
+        }
+        let got = match (self.flush_due(now), self.sock.recv_from(msg)) {
             (false, Ok(r)) => Ok(r),
             (true, Ok(r)) => {
                 self.wait_readable(Duration::ZERO);
@@ -477,13 +643,21 @@ impl portus::ipc::Ipc for UnixSocket {
             (_, Err(e)) => Err(e),
         };
         let (n, addr) = got.map_err(portus::Error::from)?;
-        match addr.as_pathname() {
-            Some(p) => Ok((n, p.to_path_buf())),
+        let Some(from) = addr.as_pathname() else {
             // an unbound sender cannot be answered
-            None => Err(portus::Error(String::from(
+            return Err(portus::Error(String::from(
                 "datagram from an unbound socket",
-            ))),
+            )));
+        };
+        if is_report(&msg[..n]) {
+            return Ok((n, from.to_path_buf()));
         }
+        // a set-up message: reports waiting behind it go first (see the module docs)
+        let mut guard = self.stage.lock().unwrap_or_else(|e| e.into_inner());
+        let (stage, buf) = &mut *guard;
+        stage.push(from.to_path_buf(), msg[..n].to_vec(), now);
+        self.take_waiting(stage, buf);
+        Self::serve(stage, msg)
     }
 
     fn close(&mut self) -> portus::Result<()> {
@@ -514,6 +688,99 @@ mod tests {
         ] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
+    }
+
+    fn peer(dir: &Path, name: &str) -> UnixDatagram {
+        let p = dir.join(name);
+        let _ = std::fs::remove_file(&p);
+        UnixDatagram::bind(p).unwrap()
+    }
+
+    fn next(agent: &UnixSocket, buf: &mut [u8]) -> (u16, u32, String) {
+        use portus::ipc::Ipc;
+        let (n, from) = agent.recv(buf).unwrap();
+        assert!(n >= 8);
+        (
+            u16::from_le_bytes([buf[0], buf[1]]),
+            u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]),
+            from.file_name().unwrap().to_string_lossy().into_owned(),
+        )
+    }
+
+    /// Issue 42 (seen by ops/hostile_soak.sh): a report queued behind another datapath's
+    /// burst of CREATEs waited for all of them (each a controller and a program install).
+    /// Reports go first, set-up messages take turns by datapath, each datapath's own order
+    /// is kept. (A unix socket queues at most `net.unix.max_dgram_qlen` datagrams, 10 by
+    /// default, before its senders block: the bursts are sent in parts.)
+    #[test]
+    fn reports_go_before_other_datapaths_set_up_and_datapaths_take_turns() {
+        let dir = std::env::temp_dir().join(format!("ccp-unix-stage-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let agent = UnixSocket::bind_in(&dir, "agent").unwrap();
+        let (a, b, c) = (peer(&dir, "a"), peer(&dir, "b"), peer(&dir, "c"));
+        let to = dir.join("agent");
+        let create = |s: &UnixDatagram, sid| {
+            s.send_to(&crate::ipc::wire::create(sid, "ccp_reno", 14480, 1448), &to)
+                .unwrap()
+        };
+        for sid in 1..=8 {
+            create(&a, sid);
+        }
+        let mut buf = vec![0u8; 64 * 1024];
+        // a CREATE is read: what waits behind it is taken off the socket
+        assert_eq!(next(&agent, &mut buf), (0, 1, "a".into()));
+        assert_eq!(agent.staged(), 7);
+        for sid in 1..=3 {
+            create(&c, sid);
+        }
+        b.send_to(&crate::ipc::wire::measure(7, 1, &[1, 2]), &to)
+            .unwrap();
+        // the report, behind 10 set-up messages, goes next
+        let got: Vec<(u16, u32, String)> = (0..11).map(|_| next(&agent, &mut buf)).collect();
+        assert_eq!(got[0], (1, 7, "b".into()), "{got:?}");
+        // a's and c's CREATEs take turns until c has none; each keeps its own order
+        assert_eq!(
+            got[1..8]
+                .iter()
+                .map(|g| (g.2.as_str(), g.1))
+                .collect::<Vec<_>>(),
+            vec![
+                ("a", 2),
+                ("c", 1),
+                ("a", 3),
+                ("c", 2),
+                ("a", 4),
+                ("c", 3),
+                ("a", 5)
+            ]
+        );
+        let a_sids: Vec<u32> = got.iter().filter(|g| g.2 == "a").map(|g| g.1).collect();
+        assert_eq!(a_sids, (2..=8).collect::<Vec<u32>>());
+        assert_eq!(agent.staged(), 0);
+        // reports alone are never staged
+        b.send_to(&crate::ipc::wire::measure(7, 1, &[3]), &to)
+            .unwrap();
+        assert_eq!(next(&agent, &mut buf), (1, 7, "b".into()));
+        assert_eq!(agent.staged(), 0);
+        drop(agent);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Set-up messages wait for reports at most STAGE_MAX_WAIT: then the oldest goes first.
+    #[test]
+    fn a_staged_datagram_waits_at_most_the_stage_limit() {
+        let now = Instant::now();
+        let old = now - STAGE_MAX_WAIT;
+        let mut st = Stage::default();
+        st.push("a".into(), crate::ipc::wire::create(1, "x", 1, 1), old);
+        st.push("b".into(), crate::ipc::wire::measure(2, 1, &[1]), now);
+        assert_eq!(st.pop(now).map(|(_, f)| f), Some(PathBuf::from("a")));
+        assert_eq!(st.pop(now).map(|(_, f)| f), Some(PathBuf::from("b")));
+        assert!(st.pop(now).is_none() && st.is_empty() && st.bytes == 0);
+        // fresh: the report first
+        st.push("a".into(), crate::ipc::wire::create(1, "x", 1, 1), now);
+        st.push("b".into(), crate::ipc::wire::measure(2, 1, &[1]), now);
+        assert_eq!(st.pop(now).map(|(_, f)| f), Some(PathBuf::from("b")));
     }
 
     #[test]
