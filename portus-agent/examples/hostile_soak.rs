@@ -168,8 +168,9 @@ fn recv_stamped(sock: &UnixDatagram, buf: &mut [u8]) -> Option<(usize, Option<Sy
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
     };
-    let mut cbuf = [0u64; 8]; // 64 bytes, aligned: room for one timespec cmsg
-                              // SAFETY: msghdr is plain data; every pointer set below outlives the call
+    // 64 bytes, aligned: room for one timespec cmsg
+    let mut cbuf = [0u64; 8];
+    // SAFETY: msghdr is plain data; every pointer set below outlives the call
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;

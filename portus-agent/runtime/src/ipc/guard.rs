@@ -36,10 +36,11 @@
 //! (all the rest while none waits), so that no report waits behind 64 connects (0.4 ms).
 //! When a new datapath or flow meets a cap, it asks at once until it finds one gone; such
 //! an urgent search runs at most every [`LIVENESS_MIN_GAP`], a gap that doubles (up to
-//! [`LIVENESS_EVERY`]) each time a search finds none. A vanished datapath is forgotten (`vanished_datapaths`): its slot
-//! is free at once, its flows leave the caps at once and portus closes them, and answers
-//! portus still sends it are discarded without a syscall (`send_dropped`) until something at
-//! that path speaks again. Before, a datapath that exited was noticed
+//! [`LIVENESS_EVERY`]) each time a search finds none. A vanished datapath is forgotten
+//! (`vanished_datapaths`): its slot is free at once, its flows leave the caps at once and
+//! portus closes them, and answers portus still sends it are discarded without a syscall
+//! (`send_dropped`) until something at that path speaks again. Before, a datapath that
+//! exited was noticed
 //! only when the agent next sent to it, which a flow without reports never makes it do: 64
 //! such datapaths locked every later one out.
 //!
@@ -53,8 +54,9 @@
 //!
 //! A dropped or vanished datapath's flows are closed [`CLOSES_PER_TURN`] at a time (the
 //! guard hands portus closes from it), after any report that waits, taking turns with other
-//! datagrams, all at once while none waits: a READY from it made portus drop them all in one go, a stall of milliseconds
-//! per hundred flows for every other datapath (seen by `ops/hostile_soak.sh`).
+//! datagrams, all at once while none waits: a READY from it made portus drop them all in
+//! one go, a stall of milliseconds per hundred flows for every other datapath (seen by
+//! `ops/hostile_soak.sh`).
 
 use std::any::Any;
 use std::cell::RefCell;
