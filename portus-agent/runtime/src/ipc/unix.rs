@@ -72,8 +72,6 @@ pub const STAGE_MAX_BYTES: usize = 1 << 20;
 /// A datagram staged this long is served before any other (oldest first): set-up messages
 /// wait for reports at most this long.
 pub const STAGE_MAX_WAIT: Duration = Duration::from_millis(10);
-/// Message type of a report (or a flow's close) in the datagram's first header.
-const MEASURE: u16 = 1;
 
 /// Datagrams taken off the socket and not yet served: one queue per datapath, the
 /// datapaths in turn (see the module docs).
@@ -106,9 +104,10 @@ struct Staged {
     at: Instant,
 }
 
-/// Is the datagram a report (served first) rather than a set-up message?
+/// Is the datagram a report or a close (its first message a MEASURE: served first) rather
+/// than a set-up message?
 fn is_report(d: &[u8]) -> bool {
-    d.len() >= 2 && u16::from_le_bytes([d[0], d[1]]) == MEASURE
+    d.len() >= 2 && crate::ipc::guard::u16_at(d, 0) == crate::ipc::guard::MEASURE
 }
 
 impl Stage {
@@ -139,25 +138,24 @@ impl Stage {
 
     /// The next datagram to serve and its sender (see the module docs).
     fn pop(&mut self, now: Instant) -> Option<(Vec<u8>, PathBuf)> {
-        let head = |q: &HashMap<PathBuf, VecDeque<Staged>>, p: &PathBuf| {
-            q.get(p)
-                .and_then(|q| q.front())
-                .map(|s| (s.at, is_report(&s.data)))
-        };
-        let heads: Vec<(Instant, bool)> = self
-            .ring
-            .iter()
-            .map(|p| head(&self.queues, p).unwrap_or((now, false)))
-            .collect();
-        let oldest = heads
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, (at, _))| *at)
-            .filter(|(_, (at, _))| now.saturating_duration_since(*at) >= self.max_wait)
+        // one pass over the datapaths' heads: the oldest, and the first report in turn
+        let mut oldest: Option<(usize, Instant)> = None;
+        let mut report = None;
+        for (i, p) in self.ring.iter().enumerate() {
+            let Some(s) = self.queues.get(p).and_then(|q| q.front()) else {
+                continue;
+            };
+            if oldest.is_none_or(|(_, at)| s.at < at) {
+                oldest = Some((i, s.at));
+            }
+            if report.is_none() && is_report(&s.data) {
+                report = Some(i);
+            }
+        }
+        let aged = oldest
+            .filter(|(_, at)| now.saturating_duration_since(*at) >= self.max_wait)
             .map(|(i, _)| i);
-        let i = oldest
-            .or_else(|| heads.iter().position(|(_, report)| *report))
-            .or((!self.ring.is_empty()).then_some(0))?;
+        let i = aged.or(report).or((!self.ring.is_empty()).then_some(0))?;
         let from = self.ring.remove(i)?;
         let q = self.queues.get_mut(&from)?;
         let s = q.pop_front()?;
