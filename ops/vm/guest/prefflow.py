@@ -217,8 +217,8 @@ SWITCH_TABLE = {
 }
 
 
-def switches(path, local):
-    """(from, to, class, flow_s) of LOCAL's switches."""
+def switch_events(path, local):
+    """LOCAL's switch lines of the flow log."""
     sid = None
     out = []
     for e in events(path):
@@ -228,31 +228,43 @@ def switches(path, local):
             elif e.get("sid") == sid:
                 sid = None  # the socket id went to another flow
         elif e.get("event") == "switch" and sid is not None and e.get("sid") == sid:
-            out.append((e.get("from"), e.get("alg"), e.get("class"), float(e.get("flow_s", 0))))
+            out.append(e)
     return out
+
+
+def switches(path, local):
+    """(from, to, class, flow_s) of LOCAL's switches."""
+    return [(e.get("from"), e.get("alg"), e.get("class"), float(e.get("flow_s", 0)))
+            for e in switch_events(path, local)]
 
 
 def around(sink_path, send_path, flowlog_path, local, base_ms):
     d = json.load(open(sink_path))
     rx = dict(d["intervals"])  # 100 ms slot -> bytes
     srtt = json.load(open(send_path))["srtt_ms"]  # one sample per 100 ms from the start
-    sw = switches(flowlog_path, local)
+    sw = switch_events(flowlog_path, local)
     if not sw:
         return "FAIL no switch"
     notes = []
-    for a, b, _cls, at in sw:
+    for e in sw:
+        a, b, at = e.get("from"), e.get("alg"), float(e.get("flow_s", 0))
         k = int(at * 10)
         before = [rx.get(i, 0) for i in range(k - 10, k)]
         rate = sum(before) / len(before)
         rb = [x for x in srtt[max(k - 10, 0):k] if x > 0]
         rtt = sum(rb) / len(rb) if rb else 0.0
+        # what a failure needs to be read: the window and rate handed over, and what the
+        # sender kept in flight over the second before (rate x srtt)
+        handed = (f" (handed {e.get('cwnd_bytes')} B at "
+                  f"{(e.get('delivery_rate_bps') or 0) * 8e-6:.1f} Mbit/s; in flight before "
+                  f"about {rate * 10 * rtt / 1e3:.0f} B)")
         for i in range(k, k + 20):
             if rx.get(i, 0) < 0.5 * rate:
                 return (f"FAIL {a}>{b}@{at:.2f}: {rx.get(i, 0) * 8e-5:.1f} Mbit/s at "
-                        f"{i / 10:.1f} s, below half of {rate * 8e-5:.1f} before")
+                        f"{i / 10:.1f} s, below half of {rate * 8e-5:.1f} before{handed}")
             if i < len(srtt) and rb and srtt[i] > rtt + base_ms:
                 return (f"FAIL {a}>{b}@{at:.2f}: srtt {srtt[i]:.1f} ms at {i / 10:.1f} s, "
-                        f"more than {base_ms:g} ms above {rtt:.1f} before")
+                        f"more than {base_ms:g} ms above {rtt:.1f} before{handed}")
         notes.append(f"{a}>{b}@{at:.1f}s rate {rate * 8e-5:.1f} Mbit/s srtt {rtt:.1f} ms")
     return "ok " + "; ".join(notes)
 

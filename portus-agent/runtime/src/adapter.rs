@@ -458,19 +458,22 @@ impl FlowDriver {
         let mut switch = None;
         let mut fields = None;
         if let Some(alg) = next.filter(|a| a.name() != self.alg) {
-            let meter = &auto.path.meter;
+            let meter = &mut auto.path.meter;
             let rate = meter.recent_rate_bps();
             let min_rtt = meter.min_rtt_us();
-            // the window to continue from is what the flow kept in flight lately: its delivery
-            // rate times its RTT over the classifier's window (Little's law), not the window
-            // in force. BBR's window is a cap at twice the BDP (a window algorithm handed it
-            // would send a BDP at once into the queue: seen in the guest, 300 ms of stall
-            // after the drops), and a switch during a momentary cut (BBR's PROBE_RTT holds 4
-            // packets every 10 s; a loss recovery) must not hand over the cut
-            let in_flight = match (rate, meter.recent_rtt_us()) {
-                (Some(r), Some(t)) => Some((r * t / 1e6).min(f64::from(u32::MAX)) as u32),
-                _ => None,
-            };
+            // the window to continue from is what the flow keeps in flight now: its delivery
+            // rate times its RTT over the last second of bins (Little's law, the median of
+            // the bins: `PathMeter::recent_in_flight_bytes`), not the window in force. BBR's
+            // window is a cap at twice the BDP (a window algorithm handed it would send a BDP
+            // at once into the queue: seen in the guest, 300 ms of stall after the drops),
+            // and a switch during a momentary cut (BBR's PROBE_RTT holds 4 packets every
+            // 10 s; a loss recovery) must not hand over the cut. Not the mean over the whole
+            // window either: after a capacity or RTT change inside it (BBR leaving its
+            // stale-min-RTT cap, 22 -> 48 Mbit/s, in the guest's auto_switch) the mean is the
+            // old path's, a stall or a burst at the switch (tests/auto_switch.rs)
+            let in_flight = meter
+                .recent_in_flight_bytes()
+                .map(|b| b.min(f64::from(u32::MAX)) as u32);
             let h = Handover {
                 cwnd_bytes: in_flight
                     .unwrap_or_else(|| self.last.cwnd_bytes.unwrap_or(10 * self.mss))

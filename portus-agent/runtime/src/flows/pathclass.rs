@@ -67,6 +67,12 @@ pub const BUSY_QUEUE: f64 = 0.1;
 /// Busy bins needed before their rate spread counts.
 pub const MIN_BUSY_BINS: usize = 4;
 
+/// The latest stretch of bins [`PathMeter::recent_in_flight_bytes`] reads (s), and the fewest
+/// bins it reads: long enough that the median skips one bin of a momentary cut, short
+/// enough to follow a rate that changed within the classifier's window.
+pub const IN_FLIGHT_S: f64 = 1.0;
+pub const IN_FLIGHT_MIN_BINS: usize = 3;
+
 /// Most bins a window may hold (`window_s * 1000 / bin_ms`), which bounds a flow's memory.
 pub const MAX_BINS: usize = 600;
 
@@ -355,9 +361,35 @@ impl PathMeter {
         (m > 0.0).then_some(m)
     }
 
-    /// The mean of the bins' RTTs (µs); None before a bin with an RTT sample.
-    pub fn recent_rtt_us(&self) -> Option<f64> {
-        let (m, _) = mean_sd(self.bins.iter().filter_map(|b| b.rtt));
+    /// What the flow keeps in flight now (bytes), for the window a switch hands over: the
+    /// median, over the bins of the last [`IN_FLIGHT_S`] (at least [`IN_FLIGHT_MIN_BINS`]),
+    /// of each bin's delivery rate times its mean RTT (Little's law). The latest second, not
+    /// the whole window: a rate that changed within the window (BBR out of its stale-min-RTT
+    /// cap, a capacity that rose or fell) is the new one, where the window's mean lags; the
+    /// median, not the last bin: one bin of a momentary cut (BBR's 200 ms PROBE_RTT, a loss
+    /// recovery) is not handed over. None before a bin with an RTT sample.
+    pub fn recent_in_flight_bytes(&mut self) -> Option<f64> {
+        let n = ((IN_FLIGHT_S * 1e6 / self.bin_us.max(1) as f64).ceil() as usize)
+            .max(IN_FLIGHT_MIN_BINS);
+        let buf = &mut self.scratch;
+        buf.clear();
+        buf.extend(
+            self.bins
+                .iter()
+                .rev()
+                .take(n)
+                .filter_map(|b| b.rtt.map(|r| b.rate * r / 1e6)),
+        );
+        if buf.is_empty() {
+            return None;
+        }
+        buf.sort_by(f64::total_cmp);
+        let k = buf.len();
+        let m = if k % 2 == 1 {
+            buf[k / 2]
+        } else {
+            (buf[k / 2 - 1] + buf[k / 2]) / 2.0
+        };
         (m > 0.0).then_some(m)
     }
 
@@ -618,6 +650,39 @@ mod tests {
             m.observe(&report(bytes, 50_000, 10_000));
         }
         assert!(m.features().unwrap().rate_iqr < 1e-9);
+    }
+
+    #[test]
+    fn the_window_in_flight_is_the_last_seconds_not_the_whole_windows() {
+        // 200 ms bins, a 3 s window (the guest test's table): 2 s at 3 MB/s, then 1 s at
+        // 6 MB/s, all at 100 ms RTT; the flow now keeps 600 kB in flight (the window's mean
+        // rate times its mean RTT says 400 kB)
+        let c = Classifier {
+            bin_ms: 200.0,
+            window_s: 3.0,
+            ..classifier()
+        };
+        let mut m = PathMeter::new(&c, 1000);
+        assert_eq!(m.recent_in_flight_bytes(), None);
+        for i in 0..300 {
+            let bytes = if i < 200 { 30_000 } else { 60_000 };
+            m.observe(&report(bytes, 100_000, 10_000));
+        }
+        let f = m.recent_in_flight_bytes().unwrap();
+        assert!((f - 600_000.0).abs() < 1.0, "{f}");
+        // one 200 ms bin of a momentary cut (PROBE_RTT's 4 packets) is not handed over
+        for i in 0..20 {
+            let bytes = if i < 10 { 60_000 } else { 600 };
+            m.observe(&report(bytes, 100_000, 10_000));
+        }
+        let f = m.recent_in_flight_bytes().unwrap();
+        assert!((f - 600_000.0).abs() < 1.0, "{f}");
+        // a rate that fell a second ago is the new one
+        for _ in 0..100 {
+            m.observe(&report(20_000, 120_000, 10_000));
+        }
+        let f = m.recent_in_flight_bytes().unwrap();
+        assert!((f - 240_000.0).abs() < 1.0, "{f}");
     }
 
     #[test]
