@@ -268,7 +268,13 @@ def accept(records: list[dict], table_: dict | None = None) -> str:
                 raise PortfolioError(f"{scen} seed {seed}: missing runs for w={w} "
                                      f"({[a for a, v in got.items() if v is None]})")
             if firsts:
-                got["first"] = u(scen, seed, firsts[w], w)
+                first = u(scen, seed, firsts[w], w)
+                if first is None:
+                    raise PortfolioError(
+                        f"{scen} seed {seed}: the first-choice column needs {firsts[w]}'s run "
+                        f"for w={w} (the table's first choice): sweep with --algs "
+                        f"...,{firsts[w]}, or leave the column out with --no-first")
+                got["first"] = first
             for a, v in got.items():
                 vals[a].append(v)
                 by_kind[kind(scen)][a].append(v)
@@ -337,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="a sweep's --out folder; repeatable (e.g. one per seed)")
     a.add_argument("--table", type=Path, default=ROOT / "models" / "portfolio.json",
                    help="the table the sweep ran (for the first-choice column)")
+    a.add_argument("--no-first", action="store_true",
+                   help="no first-choice column (a sweep without the first choices' runs)")
     args = p.parse_args(argv)
     if args.cmd == "accept":
         try:
@@ -344,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
             for d in args.results:
                 f = d / "results.jsonl"
                 recs += [json.loads(line) for line in f.read_text().splitlines() if line]
-            print(accept(recs, json.loads(args.table.read_text())))
+            print(accept(recs, None if args.no_first else json.loads(args.table.read_text())))
         except (PortfolioError, OSError, ValueError, KeyError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -234,3 +234,8 @@ def test_accept_counts_cases_where_auto_is_at_least_cubic_and_bbr() -> None:
     assert "5g auto" in out and "cellular auto" in out, out
     with pytest.raises(PortfolioError, match="missing runs"):
         accept(recs[:-1])
+    # a first-choice column whose algorithm did not run is named, not a crash
+    table = {"version": 1, "default_class": "all",
+             "classes": {"all": [{"alg": "reno", "w": None, "o": [0.9, 0.9, 0.9]}]}}
+    with pytest.raises(PortfolioError, match="needs reno's run .*--no-first"):
+        accept(recs, table)
