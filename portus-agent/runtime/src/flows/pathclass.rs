@@ -384,12 +384,7 @@ impl PathMeter {
             return None;
         }
         buf.sort_by(f64::total_cmp);
-        let k = buf.len();
-        let m = if k % 2 == 1 {
-            buf[k / 2]
-        } else {
-            (buf[k / 2 - 1] + buf[k / 2]) / 2.0
-        };
+        let m = quantile(buf, 0.5);
         (m > 0.0).then_some(m)
     }
 
@@ -452,18 +447,21 @@ fn spread(buf: &mut Vec<f64>, values: impl Iterator<Item = f64>) -> f64 {
         return 0.0;
     }
     xs.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        let at = p * (xs.len() - 1) as f64;
-        let (i, f) = (at.floor() as usize, at.fract());
-        let next = xs[(i + 1).min(xs.len() - 1)];
-        xs[i] + f * (next - xs[i])
-    };
-    let m = q(0.5);
+    let m = quantile(xs, 0.5);
     if m > 0.0 {
-        (q(0.75) - q(0.25)) / m
+        (quantile(xs, 0.75) - quantile(xs, 0.25)) / m
     } else {
         0.0
     }
+}
+
+/// The `p` quantile of sorted, non-empty `xs` (linear interpolation between order
+/// statistics).
+fn quantile(xs: &[f64], p: f64) -> f64 {
+    let at = p * (xs.len() - 1) as f64;
+    let (i, f) = (at.floor() as usize, at.fract());
+    let next = xs[(i + 1).min(xs.len() - 1)];
+    xs[i] + f * (next - xs[i])
 }
 
 fn mean_sd(xs: impl Iterator<Item = f64>) -> (f64, f64) {
